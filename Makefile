@@ -1,0 +1,35 @@
+# Two commands do all set-up on a fresh machine with Python 3.11+ and make:
+#   make release   install, build the synthetic data set, run a quarterly release
+#   make test      install, run the test suite
+PYTHON ?= python3
+VENV   ?= .venv
+BIN     = $(VENV)/bin
+DATA   ?= data/synthetic
+RELEASE_ID ?= $(shell date -u +%Y%m%dT%H%M%SZ)
+OUT    ?= releases/$(RELEASE_ID)
+
+.PHONY: release test install clean bench
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "pseo-das needs Python 3.11+"'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $@
+
+$(DATA)/graduates.parquet: | $(VENV)/.installed
+	$(BIN)/pseo-das synth --out $(DATA)
+
+release: $(VENV)/.installed $(DATA)/graduates.parquet
+	$(BIN)/pseo-das release --data $(DATA) --out $(OUT) --release-id $(RELEASE_ID)
+
+test: $(VENV)/.installed
+	$(BIN)/python -m pytest
+
+bench: $(VENV)/.installed
+	$(BIN)/python benchmarks/bench_release.py
+
+clean:
+	rm -rf $(VENV) data releases audit .pytest_cache

@@ -1,0 +1,1 @@
+"""Prefect flows: wiring of the release tasks, no arithmetic."""

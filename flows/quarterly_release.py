@@ -1,0 +1,76 @@
+"""The quarterly earnings release as a Prefect flow."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from prefect import flow
+from pydantic import SecretStr
+
+from pseo_das.config import load_config
+from pseo_das.version import code_version
+from tasks.assemble import ReleaseIdentity, seed_sha256, write_release
+from tasks.audit import AuditRun, default_tracking_uri, record_release, release_parameters
+from tasks.cells import build_cell_frames
+from tasks.ingest import validate_inputs
+from tasks.mechanism import PrivacyLedger
+from tasks.noisy_histograms import derive_earnings, measure_earnings
+from tasks.publication import build_publication_tables
+from tasks.release_files import check_destination, discard, new_staging, publish
+
+
+@dataclass
+class ReleaseResult:
+    out_dir: Path
+    release_id: str
+    mlflow_run_id: str
+    tracking_uri: str
+    total_epsilon: float
+
+
+def seed_bytes(release_seed: SecretStr) -> bytes:
+    text = release_seed.get_secret_value().strip().lower().removeprefix("0x")
+    if len(text) != 64 or any(c not in "0123456789abcdef" for c in text):
+        raise ValueError("the release seed must be 64 hexadecimal digits (256 bits)")
+    return bytes.fromhex(text)
+
+
+@flow(name="quarterly_release")
+def quarterly_release(data_dir: Path, out_dir: Path, release_seed: SecretStr, release_id: str,
+                      config_path: Path | None = None,
+                      tracking_uri: str | None = None) -> ReleaseResult:
+    """Confidential microdata in `data_dir` -> published PSEO earnings tables in `out_dir`.
+
+    The seed is a SecretStr so that Prefect stores it masked; it goes to MLflow only.
+    """
+    cfg = load_config(config_path)
+    seed = seed_bytes(release_seed)
+    out_dir = Path(out_dir)
+    check_destination(out_dir)
+    version = code_version()
+    audit = AuditRun(tracking_uri or default_tracking_uri(), release_id)
+    staging = None
+    try:
+        audit.log_params(release_parameters(cfg, seed, release_id, data_dir, out_dir, version))
+        inputs = validate_inputs(Path(data_dir), cfg.cells.first_cohort_year,
+                                 cfg.cells.last_earnings_year)
+        frames = build_cell_frames(inputs.graduates, cfg.cells, cfg.privacy.measured_levels())
+        ledger = PrivacyLedger(cfg.privacy.epsilon_cap)
+        measured = [table for years in cfg.cells.years_after
+                    for table in measure_earnings(ledger, seed, inputs, frames, years, cfg)]
+        tables = derive_earnings(ledger, measured, cfg)
+        pseoe, pseoh, cells, checks = build_publication_tables(tables, cfg)
+        staging = new_staging(out_dir)
+        identity = ReleaseIdentity(release_id, seed_sha256(seed), version, audit.run_id,
+                                   audit.tracking_uri)
+        manifest = write_release(staging, identity, cfg, ledger, tables, pseoe, pseoh, cells,
+                                 inputs.checks + checks, inputs.fingerprints)
+        record_release(audit, ledger, cells, staging, inputs.fingerprints, manifest)
+        publish(staging, out_dir)
+        audit.set_tags({"published_to": str(out_dir.resolve())})
+        audit.finish()
+    except BaseException as exc:
+        discard(staging)
+        audit.fail(f"{type(exc).__name__}: {exc}")
+        raise
+    return ReleaseResult(out_dir, release_id, audit.run_id, audit.tracking_uri, ledger.total_epsilon)

@@ -1,0 +1,1 @@
+"""pseo-das: differentially private PSEO releases."""

@@ -1,0 +1,87 @@
+"""Command line: `pseo-das synth` and `pseo-das release`."""
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+import sys
+import time
+from pathlib import Path
+
+EXIT_BAD_INPUT = 2
+
+
+def _quiet_prefect_defaults() -> None:
+    # Set before prefect is imported: no telemetry from the embedded server.
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+
+
+def _synth(args: argparse.Namespace) -> int:
+    from pseo_das.synth import write_synthetic
+    started = time.perf_counter()
+    counts = write_synthetic(Path(args.out), graduates=args.graduates, seed=args.seed)
+    print(f"synthetic data: {counts['graduates']:,} graduates, {counts['outcomes']:,} outcome rows "
+          f"in {args.out} ({time.perf_counter() - started:.1f} s)")
+    return 0
+
+
+def _release(args: argparse.Namespace) -> int:
+    _quiet_prefect_defaults()
+    from pydantic import SecretStr
+
+    from flows.quarterly_release import quarterly_release
+    from pseo_das.config import ConfigError
+    from tasks.ingest import InputValidationError
+    from tasks.mechanism import PrivacyBudgetExceeded
+    from tasks.release_files import DestinationExistsError
+
+    seed = args.seed or secrets.token_hex(32)
+    release_id = args.release_id or time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    try:
+        result = quarterly_release(Path(args.data), Path(args.out), SecretStr(seed), release_id,
+                                   Path(args.config) if args.config else None, args.tracking_uri)
+    except (InputValidationError, ConfigError, PrivacyBudgetExceeded, DestinationExistsError) as exc:
+        print(f"\npseo-das release: FAILED, nothing was published.\n{exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    out = result.out_dir
+    print(f"""
+Release {result.release_id} published (total epsilon {result.total_epsilon:g}).
+  public files:    {out / 'public'}  (pseoe.csv, pseoh.csv, release_notes.html/.md)
+  internal files:  {out / 'internal'}  (ledger.csv, drb_report.html, manifest.json, config.json)
+  audit run:       MLflow run {result.mlflow_run_id} in {result.tracking_uri}
+  see the audit:   mlflow ui --backend-store-uri {result.tracking_uri}""")
+    return 0
+
+
+def _seed_hex(text: str) -> str:
+    digits = text.strip().lower().removeprefix("0x")
+    if len(digits) != 64 or any(c not in "0123456789abcdef" for c in digits):
+        raise argparse.ArgumentTypeError("the seed must be 64 hexadecimal digits (256 bits)")
+    return digits
+
+
+def parser() -> argparse.ArgumentParser:
+    main = argparse.ArgumentParser(prog="pseo-das", description=__doc__)
+    sub = main.add_subparsers(dest="command", required=True)
+
+    synth = sub.add_parser("synth", help="write a synthetic confidential data set (Parquet)")
+    synth.add_argument("--out", required=True, help="folder for graduates.parquet and outcomes.parquet")
+    synth.add_argument("--graduates", type=int, default=200_000, help="number of graduates (default 200,000)")
+    synth.add_argument("--seed", type=int, default=20240101, help="random seed (default 20240101)")
+    synth.set_defaults(run=_synth)
+
+    release = sub.add_parser("release", help="run a quarterly earnings release")
+    release.add_argument("--data", required=True, help="folder with graduates and outcomes (.parquet or .csv)")
+    release.add_argument("--out", required=True, help="release folder to create (must not exist)")
+    release.add_argument("--config", help="TOML file overriding the default configuration")
+    release.add_argument("--seed", type=_seed_hex, help="release seed, 64 hex digits (default: 256 fresh random bits)")
+    release.add_argument("--release-id", help="release identifier (default: UTC timestamp)")
+    release.add_argument("--tracking-uri", help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI "
+                         "or sqlite:///<cwd>/audit/mlflow.db)")
+    release.set_defaults(run=_release)
+    return main
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parser().parse_args(argv)
+    raise SystemExit(args.run(args))

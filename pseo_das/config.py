@@ -1,0 +1,136 @@
+"""Release configuration: the TOML file, validated, with the defaults in default_config.toml."""
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+DEFAULT_CONFIG_PATH = Path(__file__).with_name("default_config.toml")
+
+CIP_LEVELS = ("4", "2", "A")  # finest to coarsest: 4-digit, 2-digit, all fields
+KNOWN_YEARS_AFTER = (1, 5, 10)
+
+
+class ConfigError(ValueError):
+    """The release configuration is unusable."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class CellsConfig(_Strict):
+    first_cohort_year: int = Field(ge=1900, le=2100)
+    last_earnings_year: int = Field(ge=1900, le=2100)
+    years_after: tuple[Literal[1, 5, 10], ...] = Field(min_length=1)
+    default_cohort_years: int = Field(ge=1, le=10)
+    cohort_years_by_degree: dict[str, int] = {}
+
+    def cohort_years(self, degree_level: str) -> int:
+        return self.cohort_years_by_degree.get(degree_level, self.default_cohort_years)
+
+
+class EarningsConfig(_Strict):
+    sample_floor: float = Field(ge=0)
+    bin_edges: tuple[int, ...] = Field(min_length=2)
+    top_bin_upper: int
+    percentiles: tuple[int, ...] = Field(min_length=1)
+    min_publish_count: int = Field(ge=0)
+
+    @model_validator(mode="after")
+    def _bins_increase(self) -> "EarningsConfig":
+        edges = list(self.bin_edges)
+        if any(b <= a for a, b in zip(edges, edges[1:])):
+            raise ValueError("earnings.bin_edges must be strictly increasing")
+        if self.top_bin_upper <= edges[-1]:
+            raise ValueError("earnings.top_bin_upper must exceed the last bin edge")
+        if edges[0] != self.sample_floor:
+            raise ValueError("earnings.bin_edges[0] must equal earnings.sample_floor "
+                             "(the first bin starts at the floor of the earnings universe)")
+        if any(not 0 < p < 100 for p in self.percentiles):
+            raise ValueError("earnings.percentiles must lie strictly between 0 and 100")
+        return self
+
+    @property
+    def n_bins(self) -> int:
+        return len(self.bin_edges)
+
+    @property
+    def bin_upper(self) -> tuple[int, ...]:
+        """Upper bound of each bin; the top bin's is the interpolation bound."""
+        return tuple(self.bin_edges[1:]) + (self.top_bin_upper,)
+
+
+class PrivacyConfig(_Strict):
+    epsilon_per_tabulation: float = Field(gt=0)
+    epsilon_cap: float = Field(gt=0)
+    cip_levels: dict[Literal["4", "2", "A"], Literal["measure", "derive"]]
+
+    @model_validator(mode="after")
+    def _levels(self) -> "PrivacyConfig":
+        if set(self.cip_levels) != set(CIP_LEVELS):
+            raise ValueError(f"privacy.cip_levels must name each of {CIP_LEVELS}")
+        if self.cip_levels["4"] != "measure":
+            raise ValueError('privacy.cip_levels: the finest level "4" must be "measure"')
+        return self
+
+    def measured_levels(self) -> list[str]:
+        return [lvl for lvl in CIP_LEVELS if self.cip_levels[lvl] == "measure"]
+
+
+class ReleaseConfig(_Strict):
+    cells: CellsConfig
+    earnings: EarningsConfig
+    privacy: PrivacyConfig
+
+    @model_validator(mode="after")
+    def _budget(self) -> "ReleaseConfig":
+        total = self.planned_total_epsilon()
+        if total > self.privacy.epsilon_cap + 1e-12:
+            raise ValueError(
+                f"planned total epsilon {total:g} ({self.n_tabulations()} tabulations x "
+                f"{self.privacy.epsilon_per_tabulation:g}) exceeds privacy.epsilon_cap "
+                f"{self.privacy.epsilon_cap:g}")
+        return self
+
+    def n_tabulations(self) -> int:
+        return len(self.cells.years_after) * len(self.privacy.measured_levels())
+
+    def planned_total_epsilon(self) -> float:
+        return self.n_tabulations() * self.privacy.epsilon_per_tabulation
+
+    def flat(self) -> dict[str, object]:
+        """Every configuration value as a flat {section.key: value} mapping (for MLflow)."""
+        out: dict[str, object] = {}
+        for section, values in self.model_dump(mode="json").items():
+            for key, value in values.items():
+                out[f"{section}.{key}"] = value
+        return out
+
+
+def _merge(base: dict, override: dict) -> dict:
+    merged = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def load_config(path: Path | None = None) -> ReleaseConfig:
+    """Defaults from default_config.toml, overridden by the values in `path` if given."""
+    raw = tomllib.loads(DEFAULT_CONFIG_PATH.read_text())
+    source = "default configuration"
+    if path is not None:
+        source = str(path)
+        try:
+            raw = _merge(raw, tomllib.loads(Path(path).read_text()))
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise ConfigError(f"{path}: cannot read configuration: {exc}") from exc
+    try:
+        return ReleaseConfig.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(f"{source}: invalid configuration:\n{exc}") from exc

@@ -1,0 +1,87 @@
+"""What the release documents say: facts gathered from the configuration, the ledger and
+the noisy cell summary (never from true counts)."""
+from __future__ import annotations
+
+import pandas as pd
+
+from pseo_das.config import ReleaseConfig
+from tasks.mechanism import GEOMETRIC, PrivacyLedger, geometric_variance
+from tasks.noisy_histograms import NoisyHistograms
+
+PSEOH_LAYOUT = [
+    ("inst_level ... grad_cohort_years", "cell identifiers, as in pseoe.csv"),
+    ("years_after", "years after graduation (1, 5 or 10)"),
+    ("bin", "earnings bin, 1 = lowest"),
+    ("bin_lower", "lower bound of the bin in dollars (inclusive)"),
+    ("bin_upper", "upper bound of the bin in dollars (exclusive); for the last bin, the bound used for interpolation"),
+    ("noisy_count", "noisy number of graduates with earnings in the bin; may be negative"),
+]
+
+
+def pseoe_layout(cfg: ReleaseConfig) -> list[tuple[str, str]]:
+    layout = [
+        ("inst_level", "I institution, S state, N national"),
+        ("institution", "8-digit OPEID; state cells 000000 + state FIPS; national 00000000"),
+        ("degree_level", "PSEO degree level code"),
+        ("cip_level", "2 (2-digit CIP), 4 (4-digit CIP), A (all fields)"),
+        ("cipcode", "CIP-2010 code without the dot; 00 for all fields"),
+        ("grad_cohort", "first graduation year of the cohort window"),
+        ("grad_cohort_years", "length of the cohort window in years"),
+    ]
+    for k in cfg.cells.years_after:
+        for p in cfg.earnings.percentiles:
+            layout.append((f"y{k}_p{p}_earnings", f"{p}th percentile of annual earnings {k} year(s) after graduation, dollars"))
+        layout.append((f"y{k}_grads_earn", f"noisy number of graduates with earnings {k} year(s) after graduation"))
+    for k in cfg.cells.years_after:
+        layout.append((f"status_y{k}_earnings", "status flag of the percentiles (1, -1, 5)"))
+        layout.append((f"status_y{k}_grads_earn", "status flag of the count (1, -1, 5)"))
+    return layout
+
+
+def bins(cfg: ReleaseConfig) -> list[dict]:
+    return [{"bin": i + 1, "lower": lo, "upper": hi}
+            for i, (lo, hi) in enumerate(zip(cfg.earnings.bin_edges, cfg.earnings.bin_upper))]
+
+
+def variance_summary(cells: pd.DataFrame, cfg: ReleaseConfig) -> list[dict]:
+    unit = geometric_variance(cfg.privacy.epsilon_per_tabulation)
+    rows = []
+    for (inst, cip), group in cells.groupby(["inst_level", "cip_level"], sort=False):
+        n = group["noise_terms"]
+        measured = inst == "I" and cfg.privacy.cip_levels[cip] == "measure"
+        rows.append({"inst_level": inst, "cip_level": cip,
+                     "how": "measured" if measured else "derived (sum)",
+                     "n_min": int(n.min()), "n_median": float(n.median()), "n_max": int(n.max()),
+                     "var_min": unit * n.min(), "var_median": unit * n.median(), "var_max": unit * n.max()})
+    return rows
+
+
+def suppression_summary(cells: pd.DataFrame) -> list[dict]:
+    grouped = cells.groupby(["inst_level", "cip_level", "years_after"], sort=False)["published"]
+    return [{"inst_level": i, "cip_level": c, "years_after": y, "cells": int(g.size),
+             "published": int(g.sum()), "suppressed": int(g.size - g.sum())}
+            for (i, c, y), g in grouped]
+
+
+def release_context(cfg: ReleaseConfig, ledger: PrivacyLedger, tables: list[NoisyHistograms],
+                    cells: pd.DataFrame, *,
+                    release_id: str, code_version: str, seed_sha256: str,
+                    n_pseoe_rows: int, n_pseoh_rows: int) -> dict:
+    """Everything the public release notes show."""
+    entries = ledger.entries
+    spent = {e.tabulation_id: e.epsilon for e in entries}
+    measured = [{"tabulation_id": t.tabulation_id, "years_after": t.years_after,
+                 "cip_level": t.cip_level, "epsilon": spent[t.tabulation_id],
+                 "n_cells": len(t.cells)} for t in tables if t.measured]
+    return {
+        "cfg": cfg, "release_id": release_id, "code_version": code_version,
+        "seed_sha256": seed_sha256, "bins": bins(cfg), "measured": measured,
+        "derived": [e for e in entries if e.mechanism != GEOMETRIC],
+        "total_epsilon": ledger.total_epsilon,
+        "bin_variance": geometric_variance(cfg.privacy.epsilon_per_tabulation),
+        "variances": variance_summary(cells, cfg),
+        "suppressed_cell_years": int((~cells["published"]).sum()),
+        "total_cell_years": len(cells),
+        "n_pseoe_rows": n_pseoe_rows, "n_pseoh_rows": n_pseoh_rows,
+        "pseoe_layout": pseoe_layout(cfg), "pseoh_layout": PSEOH_LAYOUT,
+    }

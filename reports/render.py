@@ -1,0 +1,22 @@
+"""Render release documents from Jinja templates: Markdown, and HTML from the Markdown."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import markdown
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+
+TEMPLATES = Path(__file__).with_name("templates")
+_env = Environment(loader=FileSystemLoader(TEMPLATES), undefined=StrictUndefined,
+                   trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+_env.filters["eps"] = lambda x: f"{x:g}"
+_env.filters["num"] = lambda x: f"{x:,}" if isinstance(x, int) else f"{x:,.2f}"
+
+
+def render_markdown(template: str, context: dict) -> str:
+    return _env.get_template(template).render(**context)
+
+
+def to_html(markdown_text: str, title: str) -> str:
+    body = markdown.markdown(markdown_text, extensions=["tables", "toc"])
+    return _env.get_template("page.html.j2").render(title=title, body=body)

@@ -1,0 +1,112 @@
+"""The audit trail in MLflow: one run per release with every parameter, the seed, every
+epsilon spend, counts, fingerprints and the release documents. Privacy cost: none.
+
+The seed is logged here and only here: whoever can read this store can regenerate the
+noise, so the store must be protected like the confidential data.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from pathlib import Path
+
+import pandas as pd
+from mlflow.entities import Metric, Param, RunTag
+from mlflow.tracking import MlflowClient
+
+from pseo_das.config import ReleaseConfig
+from pseo_das.version import package_versions
+from tasks import progress, release_task
+from tasks.mechanism import PrivacyLedger
+
+EXPERIMENT = "pseo-das quarterly release"
+DEFAULT_AUDIT_DIR = Path("audit")
+
+
+def default_tracking_uri() -> str:
+    """MLFLOW_TRACKING_URI if set, else a SQLite store at ./audit/mlflow.db."""
+    return os.environ.get("MLFLOW_TRACKING_URI") or \
+        f"sqlite:///{(DEFAULT_AUDIT_DIR / 'mlflow.db').resolve()}"
+
+
+class AuditRun:
+    """One MLflow run; ended FINISHED by `finish`, FAILED by `fail`."""
+
+    def __init__(self, tracking_uri: str, release_id: str):
+        self.tracking_uri = tracking_uri
+        if tracking_uri.startswith("sqlite:///"):
+            Path(tracking_uri.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+        self.client = MlflowClient(tracking_uri=tracking_uri)
+        experiment = self.client.get_experiment_by_name(EXPERIMENT)
+        if experiment is None:
+            artifacts = None
+            if tracking_uri.startswith("sqlite:///"):
+                store = Path(tracking_uri.removeprefix("sqlite:///")).parent / "artifacts"
+                artifacts = store.resolve().as_uri()
+            experiment_id = self.client.create_experiment(EXPERIMENT, artifact_location=artifacts)
+        else:
+            experiment_id = experiment.experiment_id
+        run = self.client.create_run(experiment_id, run_name=release_id,
+                                     tags={"release_id": release_id})
+        self.run_id = run.info.run_id
+
+    def log_params(self, params: dict[str, object]) -> None:
+        items = [Param(k, v if isinstance(v, str) else json.dumps(v)) for k, v in params.items()]
+        for start in range(0, len(items), 100):
+            self.client.log_batch(self.run_id, params=items[start:start + 100])
+
+    def log_metrics(self, metrics: dict[str, float]) -> None:
+        now = int(time.time() * 1000)
+        items = [Metric(k, float(v), now, 0) for k, v in metrics.items()]
+        for start in range(0, len(items), 500):
+            self.client.log_batch(self.run_id, metrics=items[start:start + 500])
+
+    def set_tags(self, tags: dict[str, str]) -> None:
+        self.client.log_batch(self.run_id, tags=[RunTag(k, str(v)) for k, v in tags.items()])
+
+    def log_folder(self, folder: Path, artifact_path: str | None = None) -> None:
+        self.client.log_artifacts(self.run_id, str(folder), artifact_path)
+
+    def log_text(self, text: str, artifact_file: str) -> None:
+        self.client.log_text(self.run_id, text, artifact_file)
+
+    def finish(self) -> None:
+        self.client.set_terminated(self.run_id, "FINISHED")
+
+    def fail(self, reason: str) -> None:
+        self.set_tags({"failure": reason[:5000]})
+        self.client.set_terminated(self.run_id, "FAILED")
+
+
+def release_parameters(cfg: ReleaseConfig, release_seed: bytes, release_id: str,
+                       data_dir: Path, out_dir: Path, code_version: str) -> dict[str, object]:
+    return {**cfg.flat(), "release_id": release_id, "release_seed": release_seed.hex(),
+            "release_seed_sha256": hashlib.sha256(release_seed).hexdigest(),
+            "data_dir": str(Path(data_dir).resolve()), "out_dir": str(Path(out_dir).resolve()),
+            "code_version": code_version}
+
+
+@release_task("record audit run")
+def record_release(audit: AuditRun, ledger: PrivacyLedger, cells: pd.DataFrame,
+                   staging: Path, input_fingerprints: dict[str, str],
+                   manifest: dict[str, str]) -> None:
+    """Spends, counts, fingerprints and the release documents to the MLflow run."""
+    metrics = {f"epsilon.{e.tabulation_id}": e.epsilon for e in ledger.entries}
+    metrics.update({
+        "epsilon.total": ledger.total_epsilon,
+        "cells.total": len(cells),
+        "cells.suppressed": int((~cells["published"]).sum()),
+        "cells.published": int(cells["published"].sum()),
+    })
+    for (inst, cip, years), group in cells.groupby(["inst_level", "cip_level", "years_after"]):
+        metrics[f"cells.{inst}.cip{cip}.y{years}"] = len(group)
+        metrics[f"cells_suppressed.{inst}.cip{cip}.y{years}"] = int((~group["published"]).sum())
+    audit.log_metrics(metrics)
+    audit.set_tags({f"input_sha256.{k}": v for k, v in input_fingerprints.items()}
+                   | {f"output_sha256.{k}": v for k, v in manifest.items()}
+                   | {f"version.{k}": v for k, v in package_versions().items()})
+    audit.log_folder(staging / "internal", "internal")
+    audit.log_folder(staging / "public", "public")
+    progress(f"audit run {audit.run_id}: {len(metrics)} metrics and the release documents logged")

@@ -1,0 +1,89 @@
+"""The cell frame: which earnings cells exist. Privacy cost: none.
+
+The frame comes from the graduates file only (never the outcomes): every institution x
+degree level x field x graduation cohort with at least one graduate, for each years-after
+that the whole cohort window can have by the last earnings year. Which programs an
+institution graduated students from, and in which years, is published by institutions
+through IPEDS completions, so the frame is treated as public: cells are never dropped
+because they have no earnings records, and every bin of every frame cell gets noise.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from pseo_das.config import CellsConfig
+from tasks import progress, release_task
+
+ALL_FIELDS_CIPCODE = "00"
+CELL_KEYS = ["institution", "degree_level", "cipcode", "grad_cohort"]
+
+
+@dataclass
+class CellFrame:
+    """Institution-level cells at one CIP level, in canonical (sorted) order."""
+    cip_level: str
+    cells: pd.DataFrame          # institution, inst_state, degree_level, cipcode, grad_cohort, grad_cohort_years
+    graduate_cell: np.ndarray    # each graduate's cell (row of `cells`)
+
+    def observable(self, years_after: int, last_earnings_year: int) -> np.ndarray:
+        """Cells whose whole cohort window has `years_after` earnings by the last year."""
+        end = self.cells["grad_cohort"] + self.cells["grad_cohort_years"] - 1
+        return (end + years_after <= last_earnings_year).to_numpy()
+
+
+def map_codes(codes: pd.Series, fn) -> pd.Series:
+    """Apply `fn` to each distinct code of a categorical (not to each row); sorted result."""
+    mapped = np.array([fn(c) for c in codes.cat.categories], dtype=object)
+    distinct, inverse = np.unique(mapped, return_inverse=True)
+    recoded = inverse[codes.cat.codes.to_numpy()]
+    return pd.Series(pd.Categorical.from_codes(recoded, categories=distinct), index=codes.index)
+
+
+def cip_code(cipcode_2010: str, level: str) -> str:
+    """'11.0701' -> '11' (2-digit), '1107' (4-digit), '00' (all fields)."""
+    if level == "2":
+        return cipcode_2010[:2]
+    if level == "4":
+        return cipcode_2010[:2] + cipcode_2010[3:5]
+    return ALL_FIELDS_CIPCODE
+
+
+def cohort_attributes(graduates: pd.DataFrame, cfg: CellsConfig) -> pd.DataFrame:
+    """Per graduate: institution, state, degree level, cohort window start and length."""
+    degree = graduates["degree_level"]
+    window_by_code = np.array([cfg.cohort_years(d) for d in degree.cat.categories], dtype=np.int64)
+    window = window_by_code[degree.cat.codes.to_numpy()]
+    offset = graduates["grad_year"].to_numpy() - cfg.first_cohort_year
+    return pd.DataFrame({
+        "institution": graduates["institution"],
+        "inst_state": graduates["inst_state"],
+        "degree_level": degree,
+        "cipcode_2010": graduates["cipcode"],
+        "grad_cohort": cfg.first_cohort_year + (offset // window) * window,
+        "grad_cohort_years": window,
+    })
+
+
+def cell_frame(attributes: pd.DataFrame, cip_level: str) -> CellFrame:
+    """Cells at `cip_level` with at least one graduate, sorted by CELL_KEYS."""
+    cip = map_codes(attributes["cipcode_2010"], lambda c: cip_code(c, cip_level))
+    keyed = attributes.drop(columns="cipcode_2010").assign(cipcode=cip)
+    groups = keyed.groupby(CELL_KEYS, sort=True, observed=True)
+    graduate_cell = groups.ngroup().to_numpy()
+    cells = groups.first().reset_index()
+    cells = cells[["institution", "inst_state", "degree_level", "cipcode", "grad_cohort",
+                   "grad_cohort_years"]]
+    return CellFrame(cip_level, cells, graduate_cell)
+
+
+@release_task("build cell frames")
+def build_cell_frames(graduates: pd.DataFrame, cfg: CellsConfig,
+                      cip_levels: list[str]) -> dict[str, CellFrame]:
+    """Cell frames of the measured CIP levels. Privacy cost: none."""
+    attributes = cohort_attributes(graduates, cfg)
+    frames = {level: cell_frame(attributes, level) for level in cip_levels}
+    progress("cell frame: " + ", ".join(f"CIP level {k}: {len(f.cells):,} cells" for k, f in frames.items()))
+    return frames

@@ -1,0 +1,122 @@
+"""The mechanism layer: the only code that draws noise, and the privacy ledger it
+writes to before every draw.
+
+Noise comes from ChaCha20 (randomgen) under numpy's Generator: cryptographically
+secure and seedable. Each tabulation gets its own stream, keyed by
+SHA-256(release seed, tabulation id), and noise is assigned in the caller's canonical
+cell order, so outputs depend only on seed, data and configuration.
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import pandas as pd
+from randomgen import ChaCha
+
+GEOMETRIC = "two-sided geometric"
+POST_PROCESSING = "post-processing (sum of noisy histograms)"
+STREAM_DOMAIN = b"pseo-das/noise-stream/v1"
+
+
+class PrivacyBudgetExceeded(RuntimeError):
+    """A spend would take the release's total epsilon over its cap."""
+
+
+@dataclass(frozen=True)
+class LedgerEntry:
+    tabulation_id: str
+    product: str
+    mechanism: str
+    epsilon: float
+    sensitivity: int
+    n_cells: int
+    n_bins: int
+    composition: str
+    derived_from: str
+    noise_stream: str  # SHA-256 of the stream key: identifies the stream, reveals nothing
+
+
+class PrivacyLedger:
+    """Every measurement and derivation of a release. Spends compose sequentially
+    and never exceed the cap; recording the same spend twice (a task retry) is a no-op."""
+
+    def __init__(self, epsilon_cap: float):
+        self.epsilon_cap = epsilon_cap
+        self._entries: dict[str, LedgerEntry] = {}
+
+    @property
+    def entries(self) -> list[LedgerEntry]:
+        return list(self._entries.values())
+
+    @property
+    def total_epsilon(self) -> float:
+        return math.fsum(e.epsilon for e in self._entries.values())
+
+    def record(self, entry: LedgerEntry) -> LedgerEntry:
+        known = self._entries.get(entry.tabulation_id)
+        if known is not None:
+            if known != entry:
+                raise PrivacyBudgetExceeded(
+                    f"tabulation {entry.tabulation_id} is already in the ledger with "
+                    "other parameters; a tabulation is measured once per release")
+            return known
+        if self.total_epsilon + entry.epsilon > self.epsilon_cap + 1e-12:
+            raise PrivacyBudgetExceeded(
+                f"spending epsilon {entry.epsilon:g} on {entry.tabulation_id} would take the "
+                f"total to {self.total_epsilon + entry.epsilon:g}, over the cap "
+                f"{self.epsilon_cap:g}")
+        self._entries[entry.tabulation_id] = entry
+        return entry
+
+    def record_derived(self, tabulation_id: str, product: str, n_cells: int, n_bins: int,
+                       derived_from: str) -> LedgerEntry:
+        """Record a post-processed table (zero epsilon) and the noisy table it sums."""
+        return self.record(LedgerEntry(
+            tabulation_id, product, POST_PROCESSING, 0.0, 0, n_cells, n_bins,
+            "post-processing of noisy measurements: no additional privacy loss",
+            derived_from, ""))
+
+    def to_frame(self) -> pd.DataFrame:
+        columns = list(LedgerEntry.__dataclass_fields__)
+        return pd.DataFrame([asdict(e) for e in self._entries.values()], columns=columns)
+
+
+def stream_key(release_seed: bytes, tabulation_id: str) -> bytes:
+    return hashlib.sha256(STREAM_DOMAIN + b"\x00" + release_seed + b"\x00"
+                          + tabulation_id.encode()).digest()
+
+
+def noise_generator(release_seed: bytes, tabulation_id: str) -> np.random.Generator:
+    key = int.from_bytes(stream_key(release_seed, tabulation_id), "little")
+    return np.random.Generator(ChaCha(key=key, counter=0, rounds=20))
+
+
+def geometric_variance(epsilon: float) -> float:
+    """Variance of the two-sided geometric noise: 2a/(1-a)^2 with a = exp(-epsilon)."""
+    a = math.exp(-epsilon)
+    return 2 * a / (1 - a) ** 2
+
+
+def add_geometric_noise(ledger: PrivacyLedger, release_seed: bytes, tabulation_id: str,
+                        product: str, true_counts: np.ndarray, epsilon: float) -> np.ndarray:
+    """Noisy counts = true counts + (X - Y), X, Y i.i.d. Geometric(p = 1 - exp(-epsilon)),
+    one draw per entry of `true_counts` (cells x bins, canonical order), zeros included.
+
+    Privacy cost: `epsilon` for the whole array, provided every person contributes to at
+    most one entry (sensitivity 1; parallel composition across cells). The spend is
+    written to the ledger before any noise is drawn.
+    """
+    n_cells, n_bins = true_counts.shape
+    ledger.record(LedgerEntry(
+        tabulation_id, product, GEOMETRIC, float(epsilon), 1, n_cells, n_bins,
+        "parallel across the cells of this tabulation (each graduate in at most one "
+        "cell and bin); sequential with every other tabulation",
+        "", hashlib.sha256(stream_key(release_seed, tabulation_id)).hexdigest()))
+    generator = noise_generator(release_seed, tabulation_id)
+    p = -math.expm1(-epsilon)
+    x = generator.geometric(p, size=true_counts.shape)
+    y = generator.geometric(p, size=true_counts.shape)
+    return true_counts.astype(np.int64) + (x - y)
