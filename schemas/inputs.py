@@ -15,6 +15,11 @@ from schemas.codes import (CIP2010_PATTERN, DEGREE_LEVELS, NAICS_SECTORS, OPEID_
 GRADUATE_COLUMNS = ("person_id", "institution", "inst_state", "degree_level", "cipcode",
                     "grad_year")
 OUTCOME_COLUMNS = ("person_id", "years_after", "earnings", "emp_state", "industry")
+# The columns that whole-table checks read (pandera reports every column for them).
+TABLE_CHECK_COLUMNS = {
+    "unique_person_id_years_after": "person_id, years_after",
+    "one_inst_state_per_institution": "institution, inst_state",
+}
 CODE_COLUMNS = ("institution", "inst_state", "degree_level", "cipcode", "emp_state",
                 "industry")
 

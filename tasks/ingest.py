@@ -17,7 +17,7 @@ from pandera.errors import SchemaErrors
 
 from tasks import progress, release_task
 from schemas.inputs import (CODE_COLUMNS, GRADUATE_COLUMNS, OUTCOME_COLUMNS,
-                            graduates_schema, outcomes_schema)
+                            TABLE_CHECK_COLUMNS, graduates_schema, outcomes_schema)
 
 MAX_EXAMPLES = 5
 
@@ -105,7 +105,7 @@ def describe_failures(path: Path, failures: pd.DataFrame) -> str:
     failures = failures.assign(column=failures["column"].fillna("(table)"),
                                check=failures["check"].astype(str))
     for (context, check), group in failures.groupby(["schema_context", "check"], sort=False):
-        columns = ", ".join(dict.fromkeys(group["column"].astype(str)))
+        columns = TABLE_CHECK_COLUMNS.get(check) or ", ".join(dict.fromkeys(group["column"].astype(str)))
         rows = group.drop_duplicates("index")
         has_rows = rows["index"].notna().any()
         if context == "DataFrameSchema" or not has_rows:
@@ -142,9 +142,16 @@ def link_outcomes(grad_path: Path, out_path: Path, graduates: pd.DataFrame,
 def read_inputs(data_dir: Path, first_year: int, last_year: int) -> ValidatedInputs:
     """Read, validate and link graduates and outcomes. Privacy cost: none."""
     grad_path, out_path = find_input(data_dir, "graduates"), find_input(data_dir, "outcomes")
-    graduates = validate(grad_path, read_table(grad_path, GRADUATE_COLUMNS),
-                         graduates_schema(first_year, last_year))
-    outcomes = validate(out_path, read_table(out_path, OUTCOME_COLUMNS), outcomes_schema())
+    problems, tables = [], []
+    for path, columns, schema in ((grad_path, GRADUATE_COLUMNS, graduates_schema(first_year, last_year)),
+                                  (out_path, OUTCOME_COLUMNS, outcomes_schema())):
+        try:  # check both files, so that one run reports every problem
+            tables.append(validate(path, read_table(path, columns), schema))
+        except InputValidationError as exc:
+            problems.append(str(exc))
+    if problems:
+        raise InputValidationError("\n".join(problems))
+    graduates, outcomes = tables
     graduates, row = link_outcomes(grad_path, out_path, graduates, outcomes)
     prints = {p.name: sha256_file(p) for p in (grad_path, out_path)}
     checks = [

@@ -1,0 +1,146 @@
+"""Input validation: every rule stops the run with file, column, count and examples."""
+from pathlib import Path
+
+import mlflow
+import numpy as np
+import pandas as pd
+import pytest
+
+from pseo_das.cli import main
+from tasks.ingest import InputValidationError, read_inputs
+
+FIRST, LAST = 2001, 2022
+
+
+def valid_graduates() -> pd.DataFrame:
+    return pd.DataFrame({
+        "person_id": np.arange(1, 7, dtype=np.int64),
+        "institution": ["00366900", "00366900", "00366900", "00104800", "00104800", "00104800"],
+        "inst_state": ["26", "26", "26", "48", "48", "48"],
+        "degree_level": ["05", "05", "07", "03", "05", "17"],
+        "cipcode": ["11.0701", "52.0201", "11.0701", "51.3801", "26.0101", "40.0801"],
+        "grad_year": [2001, 2005, 2010, 2015, 2018, 2020],
+    })
+
+
+def valid_outcomes() -> pd.DataFrame:
+    return pd.DataFrame({
+        "person_id": np.array([1, 1, 1, 2, 3, 4, 5], dtype=np.int64),
+        "years_after": np.array([1, 5, 10, 1, 1, 1, 1], dtype=np.int64),
+        "earnings": [30000.0, 55000.0, np.nan, 8000.0, 72000.0, 41000.0, 250.0],
+        "emp_state": ["26", "26", None, "48", "26", "48", "48"],
+        "industry": ["54", "52", None, "44-45", "62", "62", "72"],
+    })
+
+
+def write(tmp_path: Path, graduates: pd.DataFrame, outcomes: pd.DataFrame, fmt="parquet") -> Path:
+    for name, frame in (("graduates", graduates), ("outcomes", outcomes)):
+        if fmt == "csv":
+            frame.to_csv(tmp_path / f"{name}.csv", index=False)
+        else:
+            frame.to_parquet(tmp_path / f"{name}.parquet")
+    return tmp_path
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "csv"])
+def test_valid_inputs_pass(tmp_path, fmt):
+    inputs = read_inputs(write(tmp_path, valid_graduates(), valid_outcomes(), fmt), FIRST, LAST)
+    assert len(inputs.graduates) == 6 and len(inputs.outcomes) == 7
+    assert inputs.graduates["institution"].iloc[0] == "00366900"  # leading zeros kept from CSV
+    linked = inputs.graduates["person_id"].to_numpy()[inputs.graduate_row]
+    np.testing.assert_array_equal(linked, inputs.outcomes["person_id"].to_numpy())
+    assert set(inputs.fingerprints) == {f"graduates.{fmt}", f"outcomes.{fmt}"}
+
+
+def _set(frame, column, rows, value):
+    frame = frame.copy()
+    frame[column] = frame[column].astype(object)
+    frame.loc[rows, column] = value
+    return frame
+
+
+GRADUATE_VIOLATIONS = [
+    ("bad OPEID", lambda g: _set(g, "institution", [1, 2], "3669"), "institution", "str_matches", 2),
+    ("bad CIP", lambda g: _set(g, "cipcode", [0], "110701"), "cipcode", "str_matches", 1),
+    ("unknown degree", lambda g: _set(g, "degree_level", [3], "99"), "degree_level", "isin", 1),
+    ("grad_year out of range", lambda g: g.assign(grad_year=[1999, 2005, 2010, 2015, 2018, 2030]),
+     "grad_year", "in_range", 2),
+    ("duplicate graduate", lambda g: g.assign(person_id=[1, 1, 3, 4, 5, 6]), "person_id", "unique", 2),
+    ("bad state", lambda g: _set(g, "inst_state", [0], "CA"), "inst_state", "str_matches", 1),
+]
+
+
+@pytest.mark.parametrize("label,mutate,column,check,n_bad", GRADUATE_VIOLATIONS,
+                         ids=[v[0] for v in GRADUATE_VIOLATIONS])
+def test_graduate_violations_are_named(tmp_path, label, mutate, column, check, n_bad):
+    write(tmp_path, mutate(valid_graduates()), valid_outcomes())
+    with pytest.raises(InputValidationError) as err:
+        read_inputs(tmp_path, FIRST, LAST)
+    message = str(err.value)
+    assert "graduates.parquet" in message
+    line = next(l for l in message.splitlines() if f"column {column}" in l)
+    assert check in line and f"{n_bad} bad row(s)" in line and "row " in line
+
+
+OUTCOME_VIOLATIONS = [
+    ("years_after not 1/5/10", lambda o: o.assign(years_after=[1, 5, 3, 1, 1, 1, 1]), "years_after", "isin", 1),
+    ("negative earnings", lambda o: _set(o, "earnings", [0], -5.0), "earnings", "greater_than_or_equal_to", 1),
+    ("infinite earnings", lambda o: _set(o, "earnings", [1, 2], np.inf), "earnings", "finite", 2),
+    ("duplicate person-year", lambda o: o.assign(years_after=[1, 5, 5, 1, 1, 1, 1]),
+     "person_id, years_after", "unique_person_id_years_after", 2),
+    ("unknown industry", lambda o: _set(o, "industry", [0], "99"), "industry", "isin", 1),
+]
+
+
+@pytest.mark.parametrize("label,mutate,column,check,n_bad", OUTCOME_VIOLATIONS,
+                         ids=[v[0] for v in OUTCOME_VIOLATIONS])
+def test_outcome_violations_are_named(tmp_path, label, mutate, column, check, n_bad):
+    write(tmp_path, valid_graduates(), mutate(valid_outcomes()))
+    with pytest.raises(InputValidationError) as err:
+        read_inputs(tmp_path, FIRST, LAST)
+    message = str(err.value)
+    assert "outcomes.parquet" in message
+    line = next(l for l in message.splitlines() if f"column {column}" in l)
+    assert check in line and f"{n_bad} bad row(s)" in line
+
+
+def test_outcome_for_unknown_person(tmp_path):
+    write(tmp_path, valid_graduates(), valid_outcomes().assign(person_id=[1, 1, 1, 2, 3, 4, 77]))
+    with pytest.raises(InputValidationError, match=r"outcomes.parquet.*\n.*column person_id: 1 outcome row.*row 6: 77"):
+        read_inputs(tmp_path, FIRST, LAST)
+
+
+def test_missing_column_and_wrong_type(tmp_path):
+    write(tmp_path, valid_graduates().drop(columns="cipcode"), valid_outcomes())
+    with pytest.raises(InputValidationError, match="graduates.parquet: missing column.*cipcode"):
+        read_inputs(tmp_path, FIRST, LAST)
+    write(tmp_path, valid_graduates().assign(institution=366900), valid_outcomes())
+    with pytest.raises(InputValidationError, match="column institution has type int64"):
+        read_inputs(tmp_path, FIRST, LAST)
+    write(tmp_path, valid_graduates(), valid_outcomes().assign(earnings="lots"))
+    with pytest.raises(InputValidationError, match="outcomes.parquet.*\n.*column earnings.*dtype"):
+        read_inputs(tmp_path, FIRST, LAST)
+
+
+def test_missing_file(tmp_path):
+    valid_graduates().to_parquet(tmp_path / "graduates.parquet")
+    with pytest.raises(InputValidationError, match="no outcomes.parquet or outcomes.csv"):
+        read_inputs(tmp_path, FIRST, LAST)
+
+
+def test_release_stops_before_noise_and_publishes_nothing(tmp_path, tracking_uri, capsys):
+    (tmp_path / "data").mkdir()
+    data = write(tmp_path / "data", valid_graduates(), _set(valid_outcomes(), "earnings", [0], -1.0))
+    out = tmp_path / "release"
+    with pytest.raises(SystemExit) as stop:
+        main(["release", "--data", str(data), "--out", str(out), "--seed", "c3" * 32,
+              "--release-id", "bad-input", "--tracking-uri", tracking_uri])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert "nothing was published" in err and "outcomes.parquet" in err and "column earnings" in err
+    assert not out.exists() and list(tmp_path.glob(".release*")) == []
+    # The audit store shows the failed attempt, with no epsilon spent.
+    run = mlflow.MlflowClient(tracking_uri).search_runs(
+        [mlflow.MlflowClient(tracking_uri).get_experiment_by_name("pseo-das quarterly release").experiment_id])[0]
+    assert run.info.status == "FAILED" and "InputValidationError" in run.data.tags["failure"]
+    assert not any(k.startswith("epsilon") for k in run.data.metrics)
