@@ -1,0 +1,254 @@
+"""Tests of the synthetic confidential data set (pseo_das.synth)."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+from pseo_das.synth import write_synthetic
+from schemas.codes import (CIP2010_PATTERN, DEGREE_LEVELS, NAICS_SECTORS, OPEID_PATTERN,
+                           STATE_FIPS_PATTERN)
+
+GRADUATES = 20_000
+LAST_DATA_YEAR = 2022
+CODE_COLUMNS = {"graduates": ("institution", "inst_state", "degree_level", "cipcode"),
+                "outcomes": ("emp_state", "industry")}
+
+
+def _quiet(_message: str) -> None:
+    pass
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("synth")
+    counts = write_synthetic(out, graduates=GRADUATES, progress=_quiet)
+    assert counts["graduates"] == GRADUATES
+    return out
+
+
+@pytest.fixture(scope="module")
+def graduates(data_dir) -> pd.DataFrame:
+    return pd.read_parquet(data_dir / "graduates.parquet")
+
+
+@pytest.fixture(scope="module")
+def outcomes(data_dir) -> pd.DataFrame:
+    return pd.read_parquet(data_dir / "outcomes.parquet")
+
+
+@pytest.fixture(scope="module")
+def linked(graduates, outcomes) -> pd.DataFrame:
+    return outcomes.merge(graduates, on="person_id", how="left", validate="many_to_one")
+
+
+def _text(series: pd.Series) -> pd.Series:
+    return series.astype(object).where(series.notna(), None)
+
+
+# --- files and types ------------------------------------------------------------
+
+def test_writes_both_files_and_reports_their_row_counts(tmp_path):
+    out = tmp_path / "nested" / "dir"  # created if missing
+    messages = []
+    counts = write_synthetic(out, graduates=3_000, progress=messages.append)
+    assert sorted(p.name for p in out.iterdir()) == ["graduates.parquet", "outcomes.parquet"]
+    assert counts == {"graduates": pq.read_metadata(out / "graduates.parquet").num_rows,
+                      "outcomes": pq.read_metadata(out / "outcomes.parquet").num_rows}
+    assert counts["graduates"] == 3_000
+    assert messages and "3,000" in messages[-1]
+
+
+def test_graduate_columns_and_dtypes(graduates):
+    assert list(graduates.columns) == ["person_id", "institution", "inst_state",
+                                       "degree_level", "cipcode", "grad_year"]
+    assert graduates["person_id"].dtype == np.int64
+    assert graduates["grad_year"].dtype in (np.int16, np.int64)
+    for col in CODE_COLUMNS["graduates"]:
+        assert isinstance(graduates[col].dtype, pd.CategoricalDtype), col
+        assert graduates[col].notna().all(), col
+
+
+def test_outcome_columns_and_dtypes(outcomes):
+    assert list(outcomes.columns) == ["person_id", "years_after", "earnings", "emp_state",
+                                      "industry"]
+    assert outcomes["person_id"].dtype == np.int64
+    assert outcomes["years_after"].dtype in (np.int8, np.int64)
+    assert outcomes["earnings"].dtype == np.float64
+    for col in CODE_COLUMNS["outcomes"]:
+        assert isinstance(outcomes[col].dtype, pd.CategoricalDtype), col
+
+
+def test_missing_codes_are_real_nulls(data_dir, outcomes):
+    table = pq.read_table(data_dir / "outcomes.parquet")
+    no_job = int(outcomes["earnings"].isna().sum())
+    assert no_job > 0
+    for col in ("earnings", "emp_state", "industry"):
+        assert table.column(col).null_count == no_job, col
+    assert (outcomes["emp_state"].isna() == outcomes["earnings"].isna()).all()
+    assert (outcomes["industry"].isna() == outcomes["earnings"].isna()).all()
+
+
+# --- codes ----------------------------------------------------------------------
+
+def test_code_formats(graduates, outcomes):
+    assert _text(graduates["institution"]).str.match(OPEID_PATTERN).all()
+    assert _text(graduates["inst_state"]).str.match(STATE_FIPS_PATTERN).all()
+    assert _text(graduates["cipcode"]).str.match(CIP2010_PATTERN).all()
+    assert _text(outcomes["emp_state"]).dropna().str.match(STATE_FIPS_PATTERN).all()
+    assert set(outcomes["industry"].dropna().unique()) <= set(NAICS_SECTORS)
+
+
+def test_cip_codes_span_many_families(graduates):
+    cip = _text(graduates["cipcode"])
+    assert cip.str[:2].nunique() >= 15
+    assert cip.str[:5].nunique() > cip.str[:2].nunique()  # several 4-digit series
+
+
+def test_degree_levels(graduates):
+    levels = graduates["degree_level"].value_counts()
+    levels = levels[levels > 0]
+    assert set(levels.index) <= set(DEGREE_LEVELS)
+    assert {"01", "02", "03", "05", "07", "17", "18"} <= set(levels.index)
+    assert levels.idxmax() == "05"
+
+
+def test_institutions_and_states(graduates):
+    assert graduates["institution"].nunique() >= 30
+    assert graduates["inst_state"].nunique() >= 3
+    states_per_inst = graduates.groupby("institution", observed=True)["inst_state"].nunique()
+    assert (states_per_inst == 1).all()
+
+
+def test_institution_sizes_are_very_unequal(graduates):
+    sizes = graduates.groupby("institution", observed=True).size()
+    assert sizes.max() > 10 * sizes.min()
+
+
+def test_grad_years(graduates):
+    assert graduates["grad_year"].between(2001, 2020).all()
+    assert graduates["grad_year"].nunique() == 20
+
+
+# --- keys and observability -----------------------------------------------------
+
+def test_keys_are_unique_and_linked(graduates, outcomes):
+    assert graduates["person_id"].is_unique
+    assert not outcomes.duplicated(["person_id", "years_after"]).any()
+    assert outcomes["person_id"].isin(graduates["person_id"]).all()
+    assert set(outcomes["years_after"].unique()) == {1, 5, 10}
+
+
+@pytest.mark.parametrize("last_data_year", [LAST_DATA_YEAR, 2012])
+def test_outcomes_are_exactly_the_observable_years(tmp_path, graduates, outcomes,
+                                                   last_data_year):
+    if last_data_year != LAST_DATA_YEAR:
+        write_synthetic(tmp_path, graduates=5_000, last_data_year=last_data_year,
+                        progress=_quiet)
+        graduates = pd.read_parquet(tmp_path / "graduates.parquet")
+        outcomes = pd.read_parquet(tmp_path / "outcomes.parquet")
+    expected = pd.concat(
+        [graduates.loc[graduates["grad_year"] + k <= last_data_year, ["person_id"]]
+         .assign(years_after=k) for k in (1, 5, 10)])
+    got = outcomes[["person_id", "years_after"]].astype("int64")
+    expected = expected.astype("int64")
+    assert len(got) == len(expected)
+    assert got.merge(expected, how="inner").shape[0] == len(expected)
+
+
+# --- earnings -------------------------------------------------------------------
+
+def test_earnings_values(outcomes):
+    earnings = outcomes["earnings"].dropna()
+    assert np.isfinite(earnings).all()
+    assert (earnings >= 0).all()
+    below_floor = (earnings < 10_000).mean()
+    assert 0.01 < below_floor < 0.10
+    no_job = outcomes["earnings"].isna().mean()
+    assert 0.02 < no_job < 0.12
+
+
+def test_earnings_grow_with_experience(outcomes):
+    medians = outcomes.groupby("years_after")["earnings"].median()
+    assert medians[1] < medians[5] < medians[10]
+
+
+def test_bachelors_five_years_out_scale(linked):
+    ba5 = linked.loc[(linked["degree_level"] == "05") & (linked["years_after"] == 5),
+                     "earnings"].dropna()
+    log_earnings = np.log(ba5[ba5 > 0])
+    assert log_earnings.mean() == pytest.approx(11.0, abs=0.15)
+    assert log_earnings.std() == pytest.approx(0.75, abs=0.12)
+
+
+def test_degree_and_field_effects(linked):
+    five = linked[linked["years_after"] == 5]
+    by_degree = five.groupby("degree_level", observed=True)["earnings"].median()
+    assert by_degree["17"] > by_degree["07"] > by_degree["05"] > by_degree["03"] > by_degree["01"]
+    family = _text(five["cipcode"]).str[:2]
+    by_family = five.groupby(family)["earnings"].median()
+    assert by_family["14"] > by_family["52"] > by_family["50"]
+    assert by_family["11"] > by_family["13"]
+
+
+def test_work_state_mostly_the_institutions(linked):
+    employed = linked[linked["earnings"].notna()]
+    home = (_text(employed["emp_state"]) == _text(employed["inst_state"])).mean()
+    assert 0.6 < home < 0.95
+
+
+# --- cells ----------------------------------------------------------------------
+
+def _cell_sizes(graduates: pd.DataFrame) -> pd.Series:
+    cip4 = _text(graduates["cipcode"]).str[:5]
+    return graduates.groupby([_text(graduates["institution"]),
+                              _text(graduates["degree_level"]), cip4,
+                              graduates["grad_year"]]).size()
+
+
+def test_many_small_cells(graduates):
+    sizes = _cell_sizes(graduates)
+    assert (sizes < 10).mean() > 0.30
+
+
+def test_some_large_cells(tmp_path):
+    # 20,000 graduates over 20 cohorts is only 1,000 a year; a 100-graduate cell
+    # needs a larger draw from the same universe.
+    write_synthetic(tmp_path, graduates=100_000, progress=_quiet)
+    sizes = _cell_sizes(pd.read_parquet(tmp_path / "graduates.parquet"))
+    assert (sizes >= 100).sum() >= 5
+    assert (sizes < 10).mean() > 0.30
+
+
+# --- determinism and the fixed universe -----------------------------------------
+
+def test_same_seed_gives_identical_files(tmp_path, data_dir):
+    write_synthetic(tmp_path, graduates=GRADUATES, progress=_quiet)
+    for name in ("graduates.parquet", "outcomes.parquet"):
+        assert (tmp_path / name).read_bytes() == (data_dir / name).read_bytes(), name
+
+
+def test_different_seed_gives_different_files(tmp_path, data_dir):
+    write_synthetic(tmp_path, graduates=GRADUATES, seed=7, progress=_quiet)
+    for name in ("graduates.parquet", "outcomes.parquet"):
+        assert (tmp_path / name).read_bytes() != (data_dir / name).read_bytes(), name
+
+
+def test_universe_does_not_depend_on_size(tmp_path, graduates):
+    write_synthetic(tmp_path, graduates=2_000, progress=_quiet)
+    small = pd.read_parquet(tmp_path / "graduates.parquet")
+
+    def programs(df):
+        return set(zip(_text(df["institution"]), _text(df["inst_state"]),
+                       _text(df["degree_level"]), _text(df["cipcode"])))
+    assert programs(small) <= programs(graduates)
+
+
+def test_crash_leaves_no_output_files(tmp_path):
+    def crash(_message: str) -> None:
+        raise RuntimeError("interrupted")
+
+    with pytest.raises(RuntimeError, match="interrupted"):
+        write_synthetic(tmp_path, graduates=1_000, progress=crash)
+    assert list(tmp_path.iterdir()) == []
