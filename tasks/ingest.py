@@ -94,7 +94,7 @@ def _not_text(path: Path, column: str, dtype) -> InputValidationError:
 
 def validate(path: Path, df: pd.DataFrame, schema: pa.DataFrameSchema) -> pd.DataFrame:
     try:
-        return schema.validate(df, lazy=True)
+        return schema.validate(df, lazy=True, inplace=True)
     except SchemaErrors as err:
         raise InputValidationError(describe_failures(path, err.failure_cases)) from None
 
@@ -124,8 +124,10 @@ def describe_failures(path: Path, failures: pd.DataFrame) -> str:
 def link_outcomes(grad_path: Path, out_path: Path, graduates: pd.DataFrame,
                   outcomes: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
     """Sort graduates by person_id and find each outcome's graduate; reject unknown persons."""
-    graduates = graduates.sort_values("person_id", kind="stable", ignore_index=True)
     ids = graduates["person_id"].to_numpy()
+    if len(ids) > 1 and not (ids[1:] > ids[:-1]).all():
+        graduates = graduates.sort_values("person_id", kind="stable", ignore_index=True)
+        ids = graduates["person_id"].to_numpy()
     wanted = outcomes["person_id"].to_numpy()
     row = np.searchsorted(ids, wanted)
     row_clipped = np.minimum(row, len(ids) - 1) if len(ids) else row
