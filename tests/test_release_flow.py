@@ -1,0 +1,186 @@
+"""End to end: real Prefect flow runs (test harness), a real MLflow store, real files."""
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import mlflow
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import SEED_A, SEED_B
+from pseo_das.cli import main
+from pseo_das.config import load_config
+from schemas.outputs import pseoe_schema, pseoh_schema
+
+CFG = load_config()
+PUBLIC_FILES = ["pseoe.csv", "pseoh.csv", "release_notes.md", "release_notes.html"]
+TEXT_COLUMNS = {c: str for c in ["inst_level", "institution", "degree_level", "cip_level", "cipcode"]}
+
+
+def run_release(data: Path, out: Path, seed: str, tracking_uri: str, release_id="2026Q4-test",
+                extra: tuple[str, ...] = ()) -> int:
+    with pytest.raises(SystemExit) as stop:
+        main(["release", "--data", str(data), "--out", str(out), "--seed", seed,
+              "--release-id", release_id, "--tracking-uri", tracking_uri, *extra])
+    return stop.value.code
+
+
+@pytest.fixture(scope="module")
+def releases(synthetic_dir, tmp_path_factory):
+    root = tmp_path_factory.mktemp("releases")
+    uri = f"sqlite:///{root / 'audit' / 'mlflow.db'}"
+    codes = {name: run_release(synthetic_dir, root / name, seed, uri)
+             for name, seed in [("a", SEED_A), ("a_again", SEED_A), ("b", SEED_B)]}
+    assert codes == {"a": 0, "a_again": 0, "b": 0}
+    return root, uri
+
+
+def read_pseoe(path: Path) -> pd.DataFrame:
+    frame = pd.read_csv(path, dtype=TEXT_COLUMNS)
+    value_columns = [c for c in frame.columns if c.startswith("y")]
+    return frame.astype({c: "Int64" for c in value_columns})
+
+
+def read_pseoh(path: Path) -> pd.DataFrame:
+    return pd.read_csv(path, dtype=TEXT_COLUMNS)
+
+
+def test_outputs_exist_and_pass_output_schemas(releases):
+    root, _ = releases
+    release = root / "a"
+    assert sorted(p.name for p in (release / "public").iterdir()) == sorted(PUBLIC_FILES)
+    assert sorted(p.name for p in (release / "internal").iterdir()) == \
+        ["config.json", "drb_report.html", "drb_report.md", "ledger.csv", "manifest.json"]
+    pseoe = read_pseoe(release / "public" / "pseoe.csv")
+    pseoh = read_pseoh(release / "public" / "pseoh.csv")
+    pseoe_schema(tuple(CFG.cells.years_after), CFG.earnings.percentiles).validate(pseoe, lazy=True)
+    pseoh_schema().validate(pseoh, lazy=True)
+    assert set(pseoe["inst_level"]) == {"I", "S", "N"} and set(pseoe["cip_level"]) == {"A", "2", "4"}
+    statuses = pd.unique(pseoe.filter(like="status_").to_numpy().ravel())
+    assert set(statuses) == {1, -1, 5}  # some published, some not yet observable, some suppressed
+    assert not list(root.glob(".*staging*"))
+
+
+def hand_percentile(q: list[int], lower: list[int], upper: list[int], y: int) -> float:
+    """The published rule written out longhand, one bin at a time."""
+    total = sum(q)
+    cumulative = 0
+    for j in range(len(q)):
+        before = cumulative
+        cumulative += q[j]
+        if before / total < y / 100 <= cumulative / total:
+            value = lower[j] + (upper[j] - lower[j]) * (y / 100 * total - before) / q[j]
+            return int(np.floor(value + 0.5))
+    raise AssertionError("no bin found")
+
+
+def test_published_percentiles_recompute_by_hand_from_published_histograms(releases):
+    root, _ = releases
+    pseoe = read_pseoe(root / "a" / "public" / "pseoe.csv")
+    pseoh = read_pseoh(root / "a" / "public" / "pseoh.csv")
+    ids = ["inst_level", "institution", "degree_level", "cip_level", "cipcode", "grad_cohort"]
+    histograms = {key: group.sort_values("bin") for key, group in pseoh.groupby(ids + ["years_after"])}
+    checked = 0
+    for row in pseoe.itertuples(index=False):
+        for k in CFG.cells.years_after:
+            if getattr(row, f"status_y{k}_earnings") != 1:
+                assert pd.isna(getattr(row, f"y{k}_p50_earnings"))
+                continue
+            h = histograms[tuple(getattr(row, c) for c in ids) + (k,)]
+            q, lo, hi = h["noisy_count"].tolist(), h["bin_lower"].tolist(), h["bin_upper"].tolist()
+            assert getattr(row, f"y{k}_grads_earn") == sum(q) >= CFG.earnings.min_publish_count
+            for p in CFG.earnings.percentiles:
+                assert getattr(row, f"y{k}_p{p}_earnings") == hand_percentile(q, lo, hi, p)
+            checked += 1
+    assert checked > 100
+
+
+def test_same_seed_same_bytes_other_seed_other_bytes(releases):
+    root, _ = releases
+    for name in PUBLIC_FILES:
+        assert (root / "a" / "public" / name).read_bytes() == (root / "a_again" / "public" / name).read_bytes(), name
+    assert (root / "a" / "public" / "pseoe.csv").read_bytes() != (root / "b" / "public" / "pseoe.csv").read_bytes()
+    assert (root / "a" / "public" / "pseoh.csv").read_bytes() != (root / "b" / "public" / "pseoh.csv").read_bytes()
+
+
+def test_seed_is_never_published_only_its_hash(releases):
+    root, _ = releases
+    for path in (root / "a").rglob("*"):
+        if path.is_file():
+            assert SEED_A not in path.read_text(), path
+    notes = (root / "a" / "public" / "release_notes.md").read_text()
+    assert hashlib.sha256(bytes.fromhex(SEED_A)).hexdigest() in notes
+
+
+def test_manifest_fingerprints_every_file(releases):
+    root, _ = releases
+    release = root / "a"
+    manifest = json.loads((release / "internal" / "manifest.json").read_text())
+    files = {str(p.relative_to(release)) for p in release.rglob("*") if p.is_file()} - {"internal/manifest.json"}
+    assert set(manifest["files"]) == files
+    for name, digest in manifest["files"].items():
+        assert hashlib.sha256((release / name).read_bytes()).hexdigest() == digest
+
+
+def test_ledger_and_budget(releases):
+    root, _ = releases
+    ledger = pd.read_csv(root / "a" / "internal" / "ledger.csv")
+    measured = ledger[ledger["epsilon"] > 0]
+    assert sorted(measured["tabulation_id"]) == sorted(f"earnings.I.cip4.y{k}" for k in (1, 5, 10))
+    assert (measured["sensitivity"] == 1).all() and (measured["n_bins"] == 21).all()
+    assert ledger["epsilon"].sum() == pytest.approx(3.0)
+    assert ledger["epsilon"].sum() <= CFG.privacy.epsilon_cap
+    derived = ledger[ledger["epsilon"] == 0]
+    assert len(derived) == 24 and derived["derived_from"].isin(ledger["tabulation_id"]).all()
+    drb = (root / "a" / "internal" / "drb_report.md").read_text()
+    assert "noisy values drawn = noisy values recorded in the ledger | passed" in drb
+    assert "FAILED" not in drb
+
+
+def test_mlflow_run_has_the_audit_trail(releases):
+    root, uri = releases
+    client = mlflow.MlflowClient(uri)
+    manifest = json.loads((root / "a" / "internal" / "manifest.json").read_text())
+    drb = (root / "a" / "internal" / "drb_report.md").read_text()
+    run_id = next(line.split("`")[1] for line in drb.splitlines() if line.startswith("| MLflow run id"))
+    run = client.get_run(run_id)
+    assert run.info.status == "FINISHED"
+    params = run.data.params
+    assert params["release_seed"] == SEED_A and params["release_id"] == "2026Q4-test"
+    assert set(CFG.flat()) <= set(params)
+    metrics = run.data.metrics
+    assert metrics["epsilon.total"] == 3.0 and metrics["epsilon.earnings.I.cip4.y5"] == 1.0
+    assert metrics["cells.suppressed"] > 0
+    for name, digest in manifest["files"].items():
+        assert run.data.tags[f"output_sha256.{name}"] == digest
+    artifacts = {a.path for folder in ("internal", "public") for a in client.list_artifacts(run_id, folder)}
+    assert {"internal/ledger.csv", "internal/drb_report.html", "internal/manifest.json",
+            "internal/config.json", "public/pseoe.csv", "public/release_notes.html"} <= artifacts
+
+
+def test_existing_destination_is_refused(releases, synthetic_dir):
+    root, uri = releases
+    before = (root / "a" / "public" / "pseoe.csv").read_bytes()
+    assert run_release(synthetic_dir, root / "a", SEED_B, uri) == 2
+    assert (root / "a" / "public" / "pseoe.csv").read_bytes() == before
+
+
+def test_configured_cip_levels_and_budget_cap(synthetic_dir, tmp_path, tracking_uri, capsys):
+    config = tmp_path / "measure2.toml"
+    config.write_text('[privacy]\nepsilon_per_tabulation = 0.5\ncip_levels = { "4" = "measure", "2" = "measure", "A" = "derive" }\n')
+    assert run_release(synthetic_dir, tmp_path / "r", SEED_A, tracking_uri, extra=("--config", str(config))) == 0
+    ledger = pd.read_csv(tmp_path / "r" / "internal" / "ledger.csv")
+    assert ledger["epsilon"].sum() == pytest.approx(3.0)  # 3 years x 2 measured levels x 0.5
+    assert set(ledger.loc[ledger["epsilon"] > 0, "tabulation_id"].str.split(".").str[2]) == {"cip4", "cip2"}
+    assert ledger.set_index("tabulation_id").loc["earnings.I.cipA.y1", "derived_from"] == "earnings.I.cip2.y1"
+    notes = (tmp_path / "r" / "public" / "release_notes.md").read_text()
+    assert "total epsilon = 3**" in notes
+
+    over = tmp_path / "over.toml"
+    over.write_text("[privacy]\nepsilon_per_tabulation = 4.0\n")
+    assert run_release(synthetic_dir, tmp_path / "r2", SEED_A, tracking_uri, extra=("--config", str(over))) == 2
+    assert "exceeds privacy.epsilon_cap" in capsys.readouterr().err
+    assert not (tmp_path / "r2").exists()
