@@ -1,0 +1,124 @@
+"""Cell frame, derived levels and suppression invariants on small hand-made inputs."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from pseo_das.config import load_config
+from tasks.cells import cell_frame, cip_code, cohort_attributes
+from tasks.histograms import earnings_records, true_histograms
+from tasks.ingest import read_inputs
+from tasks.mechanism import PrivacyLedger
+from tasks.noisy_histograms import NoisyHistograms, derive_histograms, measure_histograms
+from tasks.publication import STATUS_NOT_AVAILABLE, STATUS_OK, STATUS_SUPPRESSED, publication_tables
+from test_ingest import valid_graduates, valid_outcomes, write
+
+CFG = load_config()
+SEED = bytes(32)
+
+
+def test_cip_codes_at_each_level():
+    assert [cip_code("11.0701", lvl) for lvl in ("2", "4", "A")] == ["11", "1107", "00"]
+
+
+def test_cohort_windows_align_to_first_year():
+    graduates = pd.DataFrame({
+        "institution": pd.Categorical(["00000100"] * 12), "inst_state": pd.Categorical(["08"] * 12),
+        "degree_level": pd.Categorical(["05"] * 6 + ["07"] * 6), "cipcode": pd.Categorical(["11.0701"] * 12),
+        "grad_year": [2001, 2002, 2003, 2004, 2006, 2007, 2001, 2005, 2006, 2010, 2011, 2020]})
+    attributes = cohort_attributes(graduates, CFG.cells)
+    assert attributes["grad_cohort"].tolist() == [2001, 2001, 2001, 2004, 2004, 2007,
+                                                  2001, 2001, 2006, 2006, 2011, 2016]
+    assert attributes["grad_cohort_years"].tolist() == [3] * 6 + [5] * 6
+
+
+@pytest.fixture
+def inputs(tmp_path):
+    return read_inputs(write(tmp_path, valid_graduates(), valid_outcomes()), 2001, 2022)
+
+
+def test_frame_comes_from_graduates_and_every_bin_gets_noise(inputs):
+    frame = cell_frame(cohort_attributes(inputs.graduates, CFG.cells), "4")
+    # Six graduates, six distinct cells; graduate 6 (2020 cohort 2016-2020) has no outcomes.
+    assert len(frame.cells) == 6
+    records = earnings_records(inputs, 1, CFG.earnings.bin_edges, CFG.earnings.sample_floor)
+    # In the universe at 1 year: persons 1 (30,000), 3 (72,000), 4 (41,000); 2 and 5 are below the floor.
+    assert len(records.bin) == 3
+    cells, counts = true_histograms(frame, records, CFG.cells.last_earnings_year, CFG.earnings.n_bins)
+    # Observable at y1: every cohort window ends by 2021, so all six cells, zero rows included.
+    assert len(cells) == 6 and counts.sum() == 3 and (counts.sum(axis=1) == 0).sum() == 3
+    noisy = measure_histograms(PrivacyLedger(10), SEED, cells, counts, "4", 1, 1.0)
+    assert noisy.counts.shape == (6, 21) and (noisy.counts[counts.sum(axis=1) == 0] != 0).any()
+    # At 10 years only cohorts ending by 2012 exist: 2001-2003 (05), 2001-2005 (05) and 2006-2010 (07).
+    cells10, _ = true_histograms(frame, earnings_records(inputs, 10, CFG.earnings.bin_edges, 10000),
+                                 CFG.cells.last_earnings_year, CFG.earnings.n_bins)
+    assert sorted(cells10["grad_cohort"]) == [2001, 2004, 2006]
+
+
+def test_input_row_order_does_not_change_the_noise(tmp_path, inputs):
+    shuffled = tmp_path / "shuffled"
+    shuffled.mkdir()
+    write(shuffled, valid_graduates().sample(frac=1, random_state=3),
+          valid_outcomes().sample(frac=1, random_state=4))
+    results = []
+    for data in (inputs, read_inputs(shuffled, 2001, 2022)):
+        frame = cell_frame(cohort_attributes(data.graduates, CFG.cells), "4")
+        cells, counts = true_histograms(frame, earnings_records(data, 1, CFG.earnings.bin_edges, 10000),
+                                        2022, CFG.earnings.n_bins)
+        results.append(measure_histograms(PrivacyLedger(10), SEED, cells, counts, "4", 1, 1.0))
+    pd.testing.assert_frame_equal(results[0].cells, results[1].cells)
+    np.testing.assert_array_equal(results[0].counts, results[1].counts)
+
+
+def institution_table() -> NoisyHistograms:
+    cells = pd.DataFrame({
+        "institution": pd.Categorical(["00000100", "00000100", "00000200", "00000300"]),
+        "inst_state": pd.Categorical(["08", "08", "08", "48"]),
+        "degree_level": pd.Categorical(["05"] * 4),
+        "cipcode": pd.Categorical(["1107", "1101", "1107", "5202"]),
+        "grad_cohort": [2001] * 4, "grad_cohort_years": [3] * 4, "noise_terms": [1] * 4})
+    counts = np.arange(4 * 21).reshape(4, 21) - 5
+    return NoisyHistograms("earnings.I.cip4.y1", "I", "4", 1, cells, counts, ("earnings.I.cip4.y1",))
+
+
+def test_derived_levels_are_sums_and_record_zero_epsilon():
+    ledger = PrivacyLedger(10)
+    table = institution_table()
+    cip2 = derive_histograms(ledger, table, "I", "2")
+    assert cip2.cells["cipcode"].astype(str).tolist() == ["11", "11", "52"]
+    np.testing.assert_array_equal(cip2.counts[0], table.counts[0] + table.counts[1])
+    assert cip2.cells["noise_terms"].tolist() == [2, 1, 1]
+    state = derive_histograms(ledger, table, "S", "4")
+    keyed = {(i, c): row for i, c, row in zip(state.cells["institution"].astype(str),
+                                              state.cells["cipcode"].astype(str), state.counts)}
+    np.testing.assert_array_equal(keyed[("00000008", "1107")], table.counts[0] + table.counts[2])
+    np.testing.assert_array_equal(keyed[("00000048", "5202")], table.counts[3])
+    national = derive_histograms(ledger, derive_histograms(ledger, cip2, "I", "A"), "N", "A")
+    np.testing.assert_array_equal(national.counts[0], table.counts.sum(axis=0))
+    assert national.cells["noise_terms"].tolist() == [4]
+    assert ledger.total_epsilon == 0 and len(ledger.entries) == 4
+
+
+def test_suppression_exactly_where_noisy_count_is_below_30():
+    table = institution_table()
+    counts = np.zeros((4, 21), dtype=np.int64)
+    counts[:, 5] = [29, 30, 31, 100]
+    counts[0, 0], counts[0, 1] = 5, -5          # noisy total 29: suppressed even with big bins
+    y1 = NoisyHistograms("t1", "I", "4", 1, table.cells, counts, ("t1",))
+    y5 = NoisyHistograms("t5", "I", "4", 5, table.cells.iloc[[1]].reset_index(drop=True),
+                         np.full((1, 21), -1), ("t5",))
+    pseoe, pseoh, cells = publication_tables([y1, y5], CFG.earnings, (1, 5, 10))
+    by_total = pseoe.set_index("institution").sort_values("y1_grads_earn")
+    assert pseoe["status_y1_earnings"].tolist().count(STATUS_SUPPRESSED) == 1
+    suppressed = pseoe[pseoe["status_y1_earnings"] == STATUS_SUPPRESSED]
+    assert suppressed["cipcode"].tolist() == ["1107"] and suppressed["institution"].tolist() == ["00000100"]
+    assert suppressed[["y1_p25_earnings", "y1_p50_earnings", "y1_p75_earnings", "y1_grads_earn"]].isna().all().all()
+    published = pseoe[pseoe["status_y1_earnings"] == STATUS_OK]
+    assert sorted(published["y1_grads_earn"].tolist()) == [30, 31, 100] and len(by_total) == 4
+    # y5: one cell with a negative total (suppressed), the rest not observable; y10: none.
+    assert sorted(pseoe["status_y5_grads_earn"].tolist()) == [-1, -1, -1, 5]
+    assert (pseoe["status_y10_earnings"] == STATUS_NOT_AVAILABLE).all()
+    # The histograms file holds exactly the published cell-years, 21 bins each.
+    assert len(pseoh) == 3 * 21 and set(pseoh["years_after"]) == {1}
+    assert int(cells["published"].sum()) == 3
