@@ -67,6 +67,8 @@ GRADUATE_VIOLATIONS = [
      "grad_year", "in_range", 2),
     ("duplicate graduate", lambda g: g.assign(person_id=[1, 1, 3, 4, 5, 6]), "person_id", "unique", 2),
     ("bad state", lambda g: _set(g, "inst_state", [0], "CA"), "inst_state", "str_matches", 1),
+    ("institution in two states", lambda g: _set(g, "inst_state", [0], "27"),
+     "institution, inst_state", "one_inst_state_per_institution", 3),
 ]
 
 
