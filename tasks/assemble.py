@@ -16,7 +16,7 @@ from reports.render import render_markdown, to_html
 from tasks import progress, release_task
 from tasks.mechanism import GEOMETRIC, PrivacyLedger
 from tasks.noisy_histograms import NoisyHistograms
-from tasks.release_files import fingerprints, write_csv, write_manifest
+from tasks.release_files import fingerprints, write_code_table, write_csv, write_manifest
 
 
 @dataclass
@@ -52,8 +52,8 @@ def write_release(staging: Path, identity: ReleaseIdentity, cfg: ReleaseConfig,
                   input_fingerprints: dict[str, str]) -> dict[str, str]:
     """Write every file of the release into `staging`; return the manifest."""
     public, internal = staging / "public", staging / "internal"
-    write_csv(pseoe, public / "pseoe.csv")
-    write_csv(pseoh, public / "pseoh.csv")
+    write_code_table(pseoe, public / "pseoe.csv")
+    write_code_table(pseoh, public / "pseoh.csv")
     context = release_context(cfg, ledger, tables, cells, release_id=identity.release_id,
                               code_version=identity.code_version,
                               seed_sha256=identity.seed_sha256,

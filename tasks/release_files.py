@@ -9,6 +9,8 @@ import uuid
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.csv as pa_csv
 
 from tasks.ingest import sha256_file
 
@@ -36,6 +38,16 @@ def new_staging(out_dir: Path) -> Path:
 
 def write_csv(frame: pd.DataFrame, path: Path) -> None:
     frame.to_csv(path, index=False, lineterminator="\n")
+
+
+def write_code_table(frame: pd.DataFrame, path: Path) -> None:
+    """Fast plain CSV for the public tables: nothing quoted, empty for missing. Only for
+    tables whose text columns are codes that passed the output schemas (digits and
+    letters, never a comma or a quote)."""
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    with open(path, "wb") as out:
+        out.write((",".join(frame.columns) + "\n").encode())
+        pa_csv.write_csv(table, out, pa_csv.WriteOptions(include_header=False, quoting_style="none"))
 
 
 def fingerprints(root: Path, folder: str | None = None) -> dict[str, str]:
