@@ -10,7 +10,7 @@ import pandas as pd
 
 from pseo_das.config import CIP_LEVELS, ReleaseConfig
 from tasks import progress, release_task
-from tasks.cells import CELL_KEYS, CellFrame, map_codes, cip_code
+from tasks.cells import ALL_FIELDS_CIPCODE, CELL_KEYS, CellFrame, map_codes
 from tasks.histograms import earnings_records, true_histograms
 from tasks.ingest import ValidatedInputs
 from tasks.mechanism import PrivacyLedger, add_geometric_noise
@@ -74,8 +74,8 @@ def derive_histograms(ledger: PrivacyLedger, source: NoisyHistograms, inst_level
 
 
 def _coarser_cip(code: str, level: str) -> str:
-    """A published CIP code ('1107' or '11') at a coarser level."""
-    return cip_code(code[:2] + "." + code[2:4].ljust(4, "0"), level)
+    """A published CIP code ('1107' or '11') at a coarser level ('2' or 'A')."""
+    return code[:2] if level == "2" else ALL_FIELDS_CIPCODE
 
 
 @release_task("measure earnings histograms")
