@@ -27,22 +27,27 @@ def _synth(args: argparse.Namespace) -> int:
 
 def _release(args: argparse.Namespace) -> int:
     _quiet_prefect_defaults()
-    from pydantic import SecretStr
+    from pseo_das.prefect_server import prefect_api
 
-    from flows.quarterly_release import quarterly_release
-    from pseo_das.config import ConfigError
-    from tasks.ingest import InputValidationError
-    from tasks.mechanism import PrivacyBudgetExceeded
-    from tasks.release_files import DestinationExistsError
+    with prefect_api() as wait_until_ready:  # the server boots while the code below imports
+        from pydantic import SecretStr
 
-    seed = args.seed or secrets.token_hex(32)
-    release_id = args.release_id or time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    try:
-        result = quarterly_release(Path(args.data), Path(args.out), SecretStr(seed), release_id,
-                                   Path(args.config) if args.config else None, args.tracking_uri)
-    except (InputValidationError, ConfigError, PrivacyBudgetExceeded, DestinationExistsError) as exc:
-        print(f"\npseo-das release: FAILED, nothing was published.\n{exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        from flows.quarterly_release import quarterly_release
+        from pseo_das.config import ConfigError
+        from tasks.ingest import InputValidationError
+        from tasks.mechanism import PrivacyBudgetExceeded
+        from tasks.release_files import DestinationExistsError
+
+        seed = args.seed or secrets.token_hex(32)
+        release_id = args.release_id or time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        wait_until_ready()
+        try:
+            result = quarterly_release(Path(args.data), Path(args.out), SecretStr(seed), release_id,
+                                       Path(args.config) if args.config else None, args.tracking_uri)
+        except (InputValidationError, ConfigError, PrivacyBudgetExceeded,
+                DestinationExistsError) as exc:
+            print(f"\npseo-das release: FAILED, nothing was published.\n{exc}", file=sys.stderr)
+            return EXIT_BAD_INPUT
     out = result.out_dir
     print(f"""
 Release {result.release_id} published (total epsilon {result.total_epsilon:g}).

@@ -184,3 +184,24 @@ def test_configured_cip_levels_and_budget_cap(synthetic_dir, tmp_path, tracking_
     assert run_release(synthetic_dir, tmp_path / "r2", SEED_A, tracking_uri, extra=("--config", str(over))) == 2
     assert "exceeds privacy.epsilon_cap" in capsys.readouterr().err
     assert not (tmp_path / "r2").exists()
+
+
+def test_console_script_without_a_prefect_server(tmp_path):
+    """`pseo-das release` as a user runs it: no server configured, so it boots a temporary one."""
+    import os
+    import subprocess
+    import sys
+
+    from pseo_das.synth import write_synthetic
+
+    data = tmp_path / "data"
+    write_synthetic(data, graduates=2_000, seed=3, progress=lambda _: None)
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    script = Path(sys.executable).with_name("pseo-das")
+    done = subprocess.run([str(script), "release", "--data", str(data), "--out", str(tmp_path / "r"),
+                           "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}"],
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "published (total epsilon 3)" in done.stdout
+    assert (tmp_path / "r" / "public" / "pseoe.csv").exists()
+    assert "Error logging to API" not in done.stderr
