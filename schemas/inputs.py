@@ -24,12 +24,22 @@ CODE_COLUMNS = ("institution", "inst_state", "degree_level", "cipcode", "emp_sta
                 "industry")
 
 
+def _valid_codes(values: pd.Series, valid) -> pd.Series:
+    """Apply `valid` (categories -> booleans) once per distinct code, then spread it to the
+    rows by their category codes. Nulls pass here: the column's `nullable` rules on them."""
+    ok = np.append(np.asarray(valid(values.cat.categories), dtype=bool), True)  # code -1: null
+    return pd.Series(ok[values.cat.codes.to_numpy()], index=values.index)
+
+
 def _code(pattern: str | None = None, allowed=None, nullable: bool = False) -> pa.Column:
     checks = []
     if pattern:
-        checks.append(pa.Check.str_matches(pattern))
+        checks.append(pa.Check(lambda s: _valid_codes(s, lambda c: c.str.fullmatch(pattern)),
+                               name=f"str_matches('{pattern}')", ignore_na=False))
     if allowed is not None:
-        checks.append(pa.Check.isin(list(allowed)))
+        allowed = list(allowed)
+        checks.append(pa.Check(lambda s: _valid_codes(s, lambda c: c.isin(allowed)),
+                               name=f"isin({allowed})", ignore_na=False))
     return pa.Column("category", checks, nullable=nullable)
 
 
@@ -54,10 +64,13 @@ def outcomes_schema() -> pa.DataFrameSchema:
     return pa.DataFrameSchema(
         {
             "person_id": pa.Column("int64"),
-            "years_after": pa.Column("int64", pa.Check.isin(list(YEARS_AFTER))),
-            "earnings": pa.Column("float64", [
-                pa.Check(np.isfinite, name="finite"),
-                pa.Check.ge(0)], nullable=True),
+            "years_after": pa.Column("int64", pa.Check(
+                lambda y: pd.Series(np.isin(y.to_numpy(), YEARS_AFTER), index=y.index),
+                name=f"isin({list(YEARS_AFTER)})")),
+            "earnings": pa.Column("float64", [  # NaN (no job) passes both checks
+                pa.Check(lambda e: ~np.isinf(e), name="finite", ignore_na=False),
+                pa.Check(lambda e: ~(e < 0), name="greater_than_or_equal_to(0)", ignore_na=False)],
+                nullable=True),
             "emp_state": _code(STATE_FIPS_PATTERN, nullable=True),
             "industry": _code(allowed=NAICS_SECTORS, nullable=True),
         },

@@ -42,6 +42,20 @@ def map_codes(codes: pd.Series, fn) -> pd.Series:
     return pd.Series(pd.Categorical.from_codes(recoded, categories=distinct), index=codes.index)
 
 
+DENSE_KEY_LIMIT = 50_000_000
+
+
+def dense_rank(key: np.ndarray, key_space: int) -> np.ndarray:
+    """Rank of each key among the distinct keys (0, 1, ... in sorted order). Counting over
+    the key space is linear; a sort is the fallback when that space is very large."""
+    if key_space > DENSE_KEY_LIMIT:
+        return np.unique(key, return_inverse=True)[1]
+    present = np.zeros(key_space, dtype=bool)
+    present[key] = True
+    rank = np.cumsum(present, dtype=np.int64) - 1
+    return rank[key]
+
+
 def cip_code(cipcode_2010: str, level: str) -> str:
     """'11.0701' -> '11' (2-digit), '1107' (4-digit), '00' (all fields)."""
     if level == "2":
@@ -71,11 +85,16 @@ def cell_frame(attributes: pd.DataFrame, cip_level: str) -> CellFrame:
     """Cells at `cip_level` with at least one graduate, sorted by CELL_KEYS."""
     cip = map_codes(attributes["cipcode_2010"], lambda c: cip_code(c, cip_level))
     keyed = attributes.drop(columns="cipcode_2010").assign(cipcode=cip)
-    groups = keyed.groupby(CELL_KEYS, sort=True, observed=True)
-    graduate_cell = groups.ngroup().to_numpy()
-    cells = groups.first().reset_index()
-    cells = cells[["institution", "inst_state", "degree_level", "cipcode", "grad_cohort",
-                   "grad_cohort_years"]]
+    # Sorted categories make category codes sort like the codes themselves, so one integer
+    # key per graduate sorts cells in canonical (institution, degree, CIP, cohort) order.
+    parts = [keyed[k].cat.codes.to_numpy().astype(np.int64) for k in CELL_KEYS[:3]]
+    parts.append(keyed["grad_cohort"].to_numpy() - int(keyed["grad_cohort"].min()))
+    key_space = [int(p.max()) + 1 for p in parts]
+    graduate_cell = dense_rank(np.ravel_multi_index(parts, key_space), int(np.prod(key_space)))
+    member = np.empty(graduate_cell.max() + 1, dtype=np.int64)
+    member[graduate_cell] = np.arange(len(graduate_cell))
+    cells = keyed.iloc[member].reset_index(drop=True)[
+        ["institution", "inst_state", "degree_level", "cipcode", "grad_cohort", "grad_cohort_years"]]
     return CellFrame(cip_level, cells, graduate_cell)
 
 

@@ -154,6 +154,8 @@ def read_inputs(data_dir: Path, first_year: int, last_year: int) -> ValidatedInp
     if problems:
         raise InputValidationError("\n".join(problems))
     graduates, outcomes = tables
+    if graduates.empty:
+        raise InputValidationError(f"{grad_path}: no graduates; there is nothing to release")
     graduates, row = link_outcomes(grad_path, out_path, graduates, outcomes)
     prints = {p.name: sha256_file(p) for p in (grad_path, out_path)}
     checks = [

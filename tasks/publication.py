@@ -79,22 +79,19 @@ def earnings_table(cells: pd.DataFrame, cfg: EarningsConfig, years_after: tuple[
 
 def histogram_table(tables: list[NoisyHistograms], cfg: EarningsConfig,
                     cells: pd.DataFrame) -> pd.DataFrame:
-    """pseoh: noisy histograms in long form, for the cells whose values are published."""
-    lower, upper = np.array(cfg.bin_edges), np.array(cfg.bin_upper)
-    n_bins = len(lower)
-    parts, start = [], 0
-    for table in tables:
-        block = cells.iloc[start:start + len(table.counts)]
-        start += len(table.counts)
-        keep = block["published"].to_numpy()
-        ids = block.loc[keep, ID_COLUMNS + ["years_after"]]
-        long = ids.loc[ids.index.repeat(n_bins)].reset_index(drop=True)
-        long["bin"] = np.tile(np.arange(1, n_bins + 1), len(ids))
-        long["bin_lower"] = np.tile(lower, len(ids))
-        long["bin_upper"] = np.tile(upper, len(ids))
-        long["noisy_count"] = table.counts[keep].reshape(-1)
-        parts.append(long)
-    return _sort(pd.concat(parts, ignore_index=True), ["years_after", "bin"])
+    """pseoh: noisy histograms in long form, for the cells whose values are published.
+    `cells` holds one row per histogram of `tables`, in the same order."""
+    counts = np.concatenate([t.counts for t in tables])
+    n_bins = counts.shape[1]
+    published = cells.loc[cells["published"].to_numpy(), ID_COLUMNS + ["years_after"]]
+    ordered = _sort(published.assign(_row=published.index), ["years_after"])  # sort cells, not rows
+    rows = ordered.pop("_row").to_numpy()
+    long = ordered.loc[ordered.index.repeat(n_bins)].reset_index(drop=True)
+    long["bin"] = np.tile(np.arange(1, n_bins + 1), len(rows))
+    long["bin_lower"] = np.tile(np.array(cfg.bin_edges), len(rows))
+    long["bin_upper"] = np.tile(np.array(cfg.bin_upper), len(rows))
+    long["noisy_count"] = counts[rows].reshape(-1)
+    return long
 
 
 def publication_tables(tables: list[NoisyHistograms], cfg: EarningsConfig,
@@ -109,9 +106,10 @@ def recheck_percentiles(pseoe: pd.DataFrame, pseoh: pd.DataFrame, cfg: EarningsC
     """Recompute every published percentile and count from the published histograms, as a
     user would; return the number of disagreeing values (0 expected)."""
     n_bins = cfg.n_bins
-    hist = pseoh.sort_values(ID_COLUMNS + ["years_after", "bin"], kind="stable")
-    counts = hist["noisy_count"].to_numpy().reshape(-1, n_bins)
-    keys = hist.iloc[::n_bins][ID_COLUMNS + ["years_after"]].reset_index(drop=True)
+    if not (pseoh["bin"].to_numpy() == np.tile(np.arange(1, n_bins + 1), len(pseoh) // n_bins)).all():
+        raise RuntimeError("pseoh.csv is not in blocks of bins 1..n per cell")
+    counts = pseoh["noisy_count"].to_numpy().reshape(-1, n_bins)
+    keys = pseoh.iloc[::n_bins][ID_COLUMNS + ["years_after"]].reset_index(drop=True)
     values = round_dollars(protected_percentiles(counts, np.array(cfg.bin_edges),
                                                  np.array(cfg.bin_upper), cfg.percentiles))
     recomputed = keys.assign(grads_earn=counts.sum(axis=1),

@@ -122,3 +122,12 @@ def test_suppression_exactly_where_noisy_count_is_below_30():
     # The histograms file holds exactly the published cell-years, 21 bins each.
     assert len(pseoh) == 3 * 21 and set(pseoh["years_after"]) == {1}
     assert int(cells["published"].sum()) == 3
+
+
+def test_dense_rank_matches_a_sort(monkeypatch):
+    import tasks.cells as cells_module
+    key = np.random.default_rng(5).integers(0, 1000, 5000)
+    expected = np.unique(key, return_inverse=True)[1]
+    np.testing.assert_array_equal(cells_module.dense_rank(key, 1000), expected)
+    monkeypatch.setattr(cells_module, "DENSE_KEY_LIMIT", 10)  # the sort fallback
+    np.testing.assert_array_equal(cells_module.dense_rank(key, 1000), expected)
