@@ -50,7 +50,7 @@ def main(data_dir: str) -> None:
     earnings = o["earnings"].to_numpy(zero_copy_only=False)
     years = o["years_after"].to_numpy()
     p = -np.expm1(-EPSILON)
-    published = 0
+    published = finite = 0
     for k in (1, 5, 10):
         observable = cell_end + k <= LAST
         position = np.full(len(cells), -1)
@@ -69,8 +69,9 @@ def main(data_dir: str) -> None:
             before = np.where(j > 0, cumulative[np.arange(n), np.maximum(j - 1, 0)], 0)
             with np.errstate(divide="ignore", invalid="ignore"):
                 value = EDGES[j] + (UPPER[j] - EDGES[j]) * (y / 100 * total - before) / noisy[np.arange(n), j]
+            finite += int(np.isfinite(value[total > 0]).sum())
         published += int((total >= 30).sum())
-    print(f"baseline: {len(cells):,} cells, {published:,} published cell-years, "
+    print(f"baseline: {len(cells):,} cells, {published:,} published cell-years, {finite:,} percentiles, "
           f"{time.perf_counter() - started:.2f} s")
 
 
