@@ -1,14 +1,21 @@
-"""Benchmark of `pseo-das release`: wall time and peak memory on a tiny input (the fixed
-cost) and on about 1 and 10 million outcome rows, against the plain-NumPy baseline
-(benchmarks/baseline_numpy.py) of the same histogram, noise and percentile steps.
+"""Benchmark of `pseo-das release` against the plain-NumPy baseline (baseline_numpy.py).
 
     python benchmarks/bench_release.py [--sizes tiny,1m,10m] [--repeat N]
 
-Every measurement is a fresh process (os.wait4 gives its peak RSS). The release runs as
-a user runs it: temporary Prefect server, MLflow SQLite store; one warm-up release first
-creates the Prefect and MLflow databases, so one-time migrations are not counted.
-Marginal cost = wall(size) - wall(tiny); targets: fixed cost < 15 s, release marginal
-cost <= 3 x baseline marginal cost.
+For each size, the synthetic input is built once with `pseo-das synth` and cached in
+benchmarks/results/data/<size>/. Each measurement is a fresh child process: wall time is
+time.perf_counter() around it, peak memory is the ru_maxrss that os.wait4 returns for it
+(the largest resident set of the child and of its own reaped children, e.g. the
+temporary Prefect server; a maximum, not a sum). Each release writes into a fresh
+temporary folder; all releases of a session share one MLflow SQLite store, as scheduled
+releases do. One warm-up release runs first, so that one-time set-up (Prefect's database
+migrations, creating the MLflow store) and cold file caches are not counted. Medians
+over --repeat runs are reported.
+
+fixed cost = release wall time on tiny (target < 15 s); marginal cost = wall(size) -
+wall(tiny) for the release and the baseline; ratio = release marginal / baseline
+marginal (target <= 3). Results: benchmarks/results/bench-<timestamp>.json; the log of
+each size's last release: benchmarks/results/logs/<size>-release.log.
 """
 from __future__ import annotations
 
@@ -16,104 +23,191 @@ import argparse
 import json
 import os
 import platform
-import shutil
+import re
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections import defaultdict
 from pathlib import Path
+
+import pyarrow.parquet as pq
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 BIN = Path(sys.executable).parent
 SIZES = {"tiny": 2_000, "1m": 425_000, "10m": 4_250_000}  # graduates (~2.35 outcome rows each)
-SEED = "5eed" * 16
+SYNTH_SEED = 20240101
+RELEASE_SEED = "5eed" * 16
+FIXED_COST_TARGET_S, RATIO_TARGET = 15.0, 3.0
+# A Prefect console log line: "18:21:36.042 | INFO    | Task run 'validate inputs-9f4' - ..."
+LOG_LINE = re.compile(r"^(\d\d):(\d\d):(\d\d(?:\.\d+)?) \| \w+\s*\| (Task|Flow) run '(.+?)' - (.*)$")
 
 
-def measure(command: list[str]) -> tuple[float, float]:
-    """(wall seconds, peak RSS in MB) of one child process; fails loudly if it fails."""
-    started = time.perf_counter()
-    child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(child.pid, 0)
-    wall = time.perf_counter() - started
-    errors = child.stderr.read().decode(errors="replace")
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"{' '.join(command)} failed:\n{errors[-3000:]}")
-    return wall, usage.ru_maxrss / 1024
+def seconds_of_day(epoch: float) -> float:
+    local = time.localtime(epoch)
+    return local.tm_hour * 3600 + local.tm_min * 60 + local.tm_sec + epoch % 1
+
+
+def measure(command: list[str], log: Path) -> dict:
+    """Run one child process, output to `log`; its wall seconds, peak RSS (MB) and start."""
+    with open(log, "wb") as out:
+        started_epoch, started = time.time(), time.perf_counter()
+        child = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
+        _, status, usage = os.wait4(child.pid, 0)
+        wall = time.perf_counter() - started
+    child.returncode = os.waitstatus_to_exitcode(status)
+    if child.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} failed ({child.returncode}):\n"
+                         + log.read_text(errors="replace")[-3000:])
+    return {"wall_s": wall, "peak_mb": usage.ru_maxrss / 1024, "started": started_epoch}
+
+
+def release_steps(log_text: str, started: float, wall: float) -> dict[str, float]:
+    """Seconds per release step, from the timestamps of the Prefect log lines.
+
+    Each interval between two marks goes to the step that ends it: the flow's start
+    (process start, imports, Prefect server), the "validating inputs" line (flow set-up:
+    MLflow store and run), each task's "Finished" line (that task), the flow's end, and
+    the process exit (shutdown: draining Prefect's workers, stopping the server).
+    """
+    marks = []
+    for line in log_text.splitlines():
+        match = LOG_LINE.match(line)
+        if not match:
+            continue
+        hours, minutes, seconds, kind, name, message = match.groups()
+        offset = (int(hours) * 3600 + int(minutes) * 60 + float(seconds)
+                  - seconds_of_day(started)) % 86400
+        if kind == "Flow" and message.startswith("Beginning flow run"):
+            marks.append((offset, "start-up (imports, Prefect server)"))
+        elif kind == "Task" and message.startswith("validating inputs"):
+            marks.append((offset, "flow set-up (MLflow store and run)"))
+        elif message.startswith("Finished in state"):
+            marks.append((offset, name.rsplit("-", 1)[0] if kind == "Task" else "flow end"))
+    marks.append((wall, "shutdown (drain Prefect workers, stop server)"))
+    steps, previous = defaultdict(float), 0.0
+    for offset, label in marks:
+        steps[label] += max(offset - previous, 0.0)
+        previous = max(offset, previous)
+    return dict(steps)
 
 
 def dataset(size: str) -> tuple[Path, int]:
+    """The cached input of `size` (built with `pseo-das synth` if missing) and its outcome rows."""
     data = RESULTS / "data" / size
-    if not (data / "outcomes.parquet").exists():
-        print(f"building {size} data set ({SIZES[size]:,} graduates) ...", flush=True)
-        subprocess.run([str(BIN / "pseo-das"), "synth", "--out", str(data),
-                        "--graduates", str(SIZES[size])], check=True, stdout=subprocess.DEVNULL)
-    import pyarrow.parquet as pq
+    graduates = data / "graduates.parquet"
+    if not graduates.exists() or pq.ParquetFile(graduates).metadata.num_rows != SIZES[size]:
+        print(f"building the {size} data set ({SIZES[size]:,} graduates) ...", flush=True)
+        subprocess.run([str(BIN / "pseo-das"), "synth", "--out", str(data), "--graduates",
+                        str(SIZES[size]), "--seed", str(SYNTH_SEED)], check=True,
+                       stdout=subprocess.DEVNULL)
     return data, pq.ParquetFile(data / "outcomes.parquet").metadata.num_rows
 
 
-def release(data: Path, work: Path, tracking_uri: str, label: str) -> tuple[float, float]:
-    out = work / f"release-{label}-{time.monotonic_ns()}"
-    result = measure([str(BIN / "pseo-das"), "release", "--data", str(data), "--out", str(out),
-                      "--seed", SEED, "--release-id", label, "--tracking-uri", tracking_uri])
-    shutil.rmtree(out)
-    return result
+def run_release(data: Path, log: Path, label: str, tracking_uri: str) -> dict:
+    """One release into a fresh temporary OUT, audited in the session's MLflow store."""
+    with tempfile.TemporaryDirectory(prefix="pseo-bench-") as tmp:
+        run = measure([str(BIN / "pseo-das"), "release", "--data", str(data),
+                       "--out", f"{tmp}/out", "--seed", RELEASE_SEED, "--release-id", label,
+                       "--tracking-uri", tracking_uri], log)
+    run["steps"] = release_steps(log.read_text(errors="replace"), run.pop("started"), run["wall_s"])
+    return run
 
 
-def median(pairs: list[tuple[float, float]]) -> tuple[float, float]:
-    return statistics.median(p[0] for p in pairs), max(p[1] for p in pairs)
+def run_baseline(data: Path, log: Path) -> dict:
+    run = measure([sys.executable, str(HERE / "baseline_numpy.py"), str(data)], log)
+    del run["started"]
+    return run
+
+
+def summarize(runs: list[dict]) -> dict:
+    """Medians of wall time and peak memory, the raw runs, and the median run's steps."""
+    wall = statistics.median(r["wall_s"] for r in runs)
+    summary = {"wall_s": wall, "peak_mb": statistics.median(r["peak_mb"] for r in runs),
+               "runs": runs}
+    if "steps" in runs[0]:
+        summary["steps"] = min(runs, key=lambda r: abs(r["wall_s"] - wall))["steps"]
+    return summary
+
+
+def bench_size(size: str, repeat: int, logs: Path, tracking_uri: str) -> dict:
+    data, n_rows = dataset(size)
+    print(f"measuring {size} ({n_rows:,} outcome rows), {repeat} run(s) each ...", flush=True)
+    release = summarize([run_release(data, logs / f"{size}-release.log", f"bench-{size}", tracking_uri)
+                         for _ in range(repeat)])
+    baseline = summarize([run_baseline(data, logs / f"{size}-baseline.log") for _ in range(repeat)])
+    return {"graduates": SIZES[size], "outcome_rows": n_rows, "repeat": repeat,
+            "release": release, "baseline": baseline}
+
+
+def add_marginals(rows: dict[str, dict]) -> None:
+    """Marginal cost over tiny, for the release and the baseline, and their ratio."""
+    tiny = rows["tiny"]
+    for row in rows.values():
+        row["release_marginal_s"] = row["release"]["wall_s"] - tiny["release"]["wall_s"]
+        row["baseline_marginal_s"] = row["baseline"]["wall_s"] - tiny["baseline"]["wall_s"]
+        row["ratio"] = (row["release_marginal_s"] / row["baseline_marginal_s"]
+                        if row is not tiny and row["baseline_marginal_s"] > 0 else None)
+
+
+def print_report(rows: dict[str, dict]) -> None:
+    print("\n| size | outcome rows | release wall s | release peak MB | baseline wall s "
+          "| baseline peak MB | release marginal s | baseline marginal s | ratio |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for size, r in rows.items():
+        ratio = "-" if r["ratio"] is None else f"{r['ratio']:.2f}"
+        print(f"| {size} | {r['outcome_rows']:,} | {r['release']['wall_s']:.1f} "
+              f"| {r['release']['peak_mb']:.0f} | {r['baseline']['wall_s']:.2f} "
+              f"| {r['baseline']['peak_mb']:.0f} | {r['release_marginal_s']:.1f} "
+              f"| {r['baseline_marginal_s']:.2f} | {ratio} |")
+    fixed = rows["tiny"]["release"]["wall_s"]
+    print(f"\nfixed cost (release wall on tiny): {fixed:.1f} s, target < {FIXED_COST_TARGET_S:g} s: "
+          + ("met" if fixed < FIXED_COST_TARGET_S else "MISSED"))
+    for size, r in rows.items():
+        if r["ratio"] is not None:
+            print(f"{size}: marginal ratio {r['ratio']:.2f}, target <= {RATIO_TARGET:g}: "
+                  + ("met" if r["ratio"] <= RATIO_TARGET else "MISSED"))
+    print("\nwhere the release's time goes (s, median run; from Prefect log timestamps):")
+    for size, r in rows.items():
+        steps = ", ".join(f"{name} {s:.1f}" for name, s in r["release"]["steps"].items())
+        print(f"  {size}: {steps}")
+
+
+def machine() -> dict:
+    return {"cpus": os.cpu_count(), "python": sys.version.split()[0],
+            "platform": platform.platform(), "load_average": os.getloadavg()}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="tiny,1m,10m")
-    parser.add_argument("--repeat", type=int, default=3, help="runs per size (10m: 1)")
+    parser.add_argument("--sizes", default="tiny,1m,10m", help="comma-separated: tiny, 1m, 10m")
+    parser.add_argument("--repeat", type=int, help="runs per size (default: 1 for 10m, 3 otherwise)")
     args = parser.parse_args()
-    sizes = ["tiny"] + [s for s in args.sizes.split(",") if s != "tiny"]
-    rows = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        work = Path(tmp)
-        tracking_uri = f"sqlite:///{work / 'mlflow.db'}"
-        tiny, _ = dataset("tiny")
-        release(tiny, work, tracking_uri, "warm-up")
-        for size in sizes:
-            data, n_rows = dataset(size)
-            repeat = 1 if size == "10m" else args.repeat
-            print(f"measuring {size} ({n_rows:,} outcome rows) x {repeat} ...", flush=True)
-            rel = median([release(data, work, tracking_uri, size) for _ in range(repeat)])
-            base = median([measure([sys.executable, str(HERE / "baseline_numpy.py"), str(data)])
-                           for _ in range(repeat)])
-            rows[size] = {"outcome_rows": n_rows, "release_s": rel[0], "release_peak_mb": rel[1],
-                          "baseline_s": base[0], "baseline_peak_mb": base[1]}
-    for row in rows.values():
-        row["release_marginal_s"] = row["release_s"] - rows["tiny"]["release_s"]
-        row["baseline_marginal_s"] = row["baseline_s"] - rows["tiny"]["baseline_s"]
-        row["ratio"] = (row["release_marginal_s"] / row["baseline_marginal_s"]
-                        if row["baseline_marginal_s"] > 0.5 else None)
-    print_table(rows)
-    RESULTS.mkdir(exist_ok=True)
-    record = RESULTS / f"bench-{time.strftime('%Y%m%dT%H%M%S')}.json"
-    record.write_text(json.dumps({"machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0],
-                                              "platform": platform.platform()},
-                                  "results": rows}, indent=2))
+    sizes = ["tiny"] + [s for s in args.sizes.split(",") if s and s != "tiny"]
+    unknown = [s for s in sizes if s not in SIZES]
+    if unknown:
+        parser.error(f"unknown size(s) {', '.join(unknown)}; choose from {', '.join(SIZES)}")
+    logs = RESULTS / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    started = time.strftime("%Y%m%dT%H%M%S")
+    before = machine()
+    tiny, _ = dataset("tiny")
+    with tempfile.TemporaryDirectory(prefix="pseo-bench-audit-") as audit:
+        tracking_uri = f"sqlite:///{audit}/mlflow.db"
+        print("warm-up: one release and one baseline run on tiny (not counted) ...", flush=True)
+        run_release(tiny, logs / "warm-up-release.log", "bench-warm-up", tracking_uri)
+        run_baseline(tiny, logs / "warm-up-baseline.log")
+        rows = {size: bench_size(size, args.repeat or (1 if size == "10m" else 3), logs, tracking_uri)
+                for size in sizes}
+    add_marginals(rows)
+    print_report(rows)
+    record = RESULTS / f"bench-{started}.json"
+    record.write_text(json.dumps({"started": started, "finished": time.strftime("%Y%m%dT%H%M%S"),
+                                  "machine": before, "load_average_after": os.getloadavg(),
+                                  "results": rows}, indent=2) + "\n")
     print(f"\nresults written to {record}")
-
-
-def print_table(rows: dict[str, dict]) -> None:
-    print("\n| size | outcome rows | release s | release peak MB | baseline s | baseline peak MB "
-          "| release marginal s | baseline marginal s | ratio |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    for size, r in rows.items():
-        ratio = f"{r['ratio']:.2f}" if r["ratio"] is not None else "-"
-        print(f"| {size} | {r['outcome_rows']:,} | {r['release_s']:.1f} | {r['release_peak_mb']:.0f} "
-              f"| {r['baseline_s']:.1f} | {r['baseline_peak_mb']:.0f} | {r['release_marginal_s']:.1f} "
-              f"| {r['baseline_marginal_s']:.1f} | {ratio} |")
-    fixed = rows["tiny"]["release_s"]
-    print(f"\nfixed cost (release on tiny): {fixed:.1f} s (target < 15 s)")
-    for size, r in rows.items():
-        if r["ratio"] is not None:
-            print(f"{size}: release marginal / baseline marginal = {r['ratio']:.2f} (target <= 3)")
 
 
 if __name__ == "__main__":
