@@ -10,7 +10,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 DEFAULT_CONFIG_PATH = Path(__file__).with_name("default_config.toml")
 
 CIP_LEVELS = ("4", "2", "A")  # finest to coarsest: 4-digit, 2-digit, all fields
-KNOWN_YEARS_AFTER = (1, 5, 10)
 
 
 class ConfigError(ValueError):

@@ -24,3 +24,6 @@ OPEID_PATTERN = r"^\d{8}$"
 STATE_FIPS_PATTERN = r"^\d{2}$"
 CIP2010_PATTERN = r"^\d{2}\.\d{4}$"
 YEARS_AFTER = (1, 5, 10)
+
+# Status flags of the public files (LEHD public-use convention).
+STATUS_OK, STATUS_NOT_AVAILABLE, STATUS_SUPPRESSED = 1, -1, 5

@@ -4,9 +4,10 @@ from __future__ import annotations
 import pandas as pd
 import pandera.pandas as pa
 
-from schemas.codes import DEGREE_LEVELS, OPEID_PATTERN
+from schemas.codes import (DEGREE_LEVELS, OPEID_PATTERN, STATUS_NOT_AVAILABLE, STATUS_OK,
+                           STATUS_SUPPRESSED)
 
-STATUS_CODES = [1, -1, 5]
+STATUS_CODES = [STATUS_OK, STATUS_NOT_AVAILABLE, STATUS_SUPPRESSED]
 _ids = {
     "inst_level": pa.Column(str, pa.Check.isin(["I", "S", "N"])),
     "institution": pa.Column(str, pa.Check.str_matches(OPEID_PATTERN)),

@@ -13,12 +13,12 @@ import numpy as np
 import pandas as pd
 
 from pseo_das.config import EarningsConfig, ReleaseConfig
+from schemas.codes import STATUS_NOT_AVAILABLE, STATUS_OK, STATUS_SUPPRESSED
 from schemas.outputs import pseoe_schema, pseoh_schema
 from tasks import progress, release_task
 from tasks.noisy_histograms import NoisyHistograms
 from tasks.percentiles import protected_percentiles, round_dollars
 
-STATUS_OK, STATUS_NOT_AVAILABLE, STATUS_SUPPRESSED = 1, -1, 5
 ID_COLUMNS = ["inst_level", "institution", "degree_level", "cip_level", "cipcode",
               "grad_cohort", "grad_cohort_years"]
 INST_LEVEL_ORDER = ["I", "S", "N"]
