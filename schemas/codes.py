@@ -27,3 +27,21 @@ YEARS_AFTER = (1, 5, 10)
 
 # Status flags of the public files (LEHD public-use convention).
 STATUS_OK, STATUS_NOT_AVAILABLE, STATUS_SUPPRESSED = 1, -1, 5
+
+# The 50 states and DC (2-digit FIPS), and their Census divisions (code, name).
+CENSUS_DIVISIONS = {
+    "1": ("New England", ("09", "23", "25", "33", "44", "50")),
+    "2": ("Middle Atlantic", ("34", "36", "42")),
+    "3": ("East North Central", ("17", "18", "26", "39", "55")),
+    "4": ("West North Central", ("19", "20", "27", "29", "31", "38", "46")),
+    "5": ("South Atlantic", ("10", "11", "12", "13", "24", "37", "45", "51", "54")),
+    "6": ("East South Central", ("01", "21", "28", "47")),
+    "7": ("West South Central", ("05", "22", "40", "48")),
+    "8": ("Mountain", ("04", "08", "16", "30", "32", "35", "49", "56")),
+    "9": ("Pacific", ("02", "06", "15", "41", "53")),
+}
+STATE_FIPS = tuple(sorted(s for _, states in CENSUS_DIVISIONS.values() for s in states))
+DIVISION_OF_STATE = {s: d for d, (_, states) in CENSUS_DIVISIONS.items() for s in states}
+
+# The non-employed / marginally attached destination of the flows (001 A.3).
+NONEMPLOYED_INDUSTRY, NONEMPLOYED_STATE = "ZZ", "Z"
