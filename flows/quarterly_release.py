@@ -1,4 +1,4 @@
-"""The quarterly earnings release as a Prefect flow."""
+"""The quarterly release (earnings and employment flows) as a Prefect flow."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -12,9 +12,13 @@ from pseo_das.version import code_version
 from tasks.assemble import ReleaseIdentity, seed_sha256, write_release
 from tasks.audit import AuditRun, default_tracking_uri, record_release, release_parameters
 from tasks.cells import build_cell_frames
+from tasks.division_flows import build_flows_tables
+from tasks.flows_correction import correct_flows
 from tasks.ingest import validate_inputs
 from tasks.mechanism import PrivacyLedger
+from tasks.noisy_flows import derive_all_flows, measure_flows
 from tasks.noisy_histograms import derive_earnings, measure_earnings
+from tasks.reference_inputs import default_reference_dir, load_reference
 from tasks.publication import build_publication_tables
 from tasks.release_files import check_destination, discard, new_staging, publish
 
@@ -37,9 +41,11 @@ def seed_bytes(release_seed: SecretStr) -> bytes:
 
 @flow(name="quarterly_release")
 def quarterly_release(data_dir: Path, out_dir: Path, release_seed: SecretStr, release_id: str,
-                      config_path: Path | None = None,
-                      tracking_uri: str | None = None) -> ReleaseResult:
-    """Confidential microdata in `data_dir` -> published PSEO earnings tables in `out_dir`.
+                      config_path: Path | None = None, tracking_uri: str | None = None,
+                      reference_dir: Path | None = None) -> ReleaseResult:
+    """Confidential microdata in `data_dir` -> published PSEO earnings and employment flows
+    tables in `out_dir`. `reference_dir` holds the public J2J, QCEW and state coverage
+    files (default: the packaged demo files).
 
     The seed is a SecretStr so that Prefect stores it masked; it goes to MLflow only.
     """
@@ -54,18 +60,29 @@ def quarterly_release(data_dir: Path, out_dir: Path, release_seed: SecretStr, re
         audit.log_params(release_parameters(cfg, seed, release_id, data_dir, out_dir, version))
         inputs = validate_inputs(Path(data_dir), cfg.cells.first_cohort_year,
                                  cfg.cells.last_earnings_year)
-        frames = build_cell_frames(inputs.graduates, cfg.cells, cfg.privacy.measured_levels())
+        reference = load_reference(Path(reference_dir or default_reference_dir()))
+        levels = sorted(set(cfg.privacy.measured_levels()) | set(cfg.flows.measured_levels()))
+        frames = build_cell_frames(inputs.graduates, cfg.cells, levels)
         ledger = PrivacyLedger(cfg.privacy.epsilon_cap)
         measured = [table for years in cfg.cells.years_after
                     for table in measure_earnings(ledger, seed, inputs, frames, years, cfg)]
         tables = derive_earnings(ledger, measured, cfg)
         pseoe, pseoh, cells, checks = build_publication_tables(tables, cfg)
+        measured_flows = [table for years in cfg.cells.years_after
+                          for table in measure_flows(ledger, seed, inputs, frames, years, cfg)]
+        flows_tables = derive_all_flows(ledger, measured_flows, cfg)
+        correction = correct_flows(ledger, seed, flows_tables, reference,
+                                   cfg.flows.nonemployed_weight)
+        flows = build_flows_tables(flows_tables, correction, reference,
+                                   cfg.flows.division_unobserved_share_max,
+                                   tuple(cfg.cells.years_after))
         staging = new_staging(out_dir)
         identity = ReleaseIdentity(release_id, seed_sha256(seed), version, audit.run_id,
                                    audit.tracking_uri)
+        fingerprints = {**inputs.fingerprints, **reference.fingerprints}
         manifest = write_release(staging, identity, cfg, ledger, tables, pseoe, pseoh, cells,
-                                 inputs.checks + checks, inputs.fingerprints)
-        record_release(audit, ledger, cells, staging, inputs.fingerprints, manifest)
+                                 flows, inputs.checks + checks, fingerprints)
+        record_release(audit, ledger, cells, staging, fingerprints, manifest)
         publish(staging, out_dir)
         audit.set_tags({"published_to": str(out_dir.resolve())})
         audit.finish()

@@ -43,7 +43,8 @@ def _release(args: argparse.Namespace) -> int:
         wait_until_ready()
         try:
             result = quarterly_release(Path(args.data), Path(args.out), SecretStr(seed), release_id,
-                                       Path(args.config) if args.config else None, args.tracking_uri)
+                                       Path(args.config) if args.config else None, args.tracking_uri,
+                                       Path(args.reference) if args.reference else None)
         except (InputValidationError, ConfigError, PrivacyBudgetExceeded,
                 DestinationExistsError) as exc:
             print(f"\npseo-das release: FAILED, nothing was published.\n{exc}", file=sys.stderr)
@@ -51,8 +52,8 @@ def _release(args: argparse.Namespace) -> int:
     out = result.out_dir
     print(f"""
 Release {result.release_id} published (total epsilon {result.total_epsilon:g}).
-  public files:    {out / 'public'}  (pseoe.csv, pseoh.csv, release_notes.html/.md)
-  internal files:  {out / 'internal'}  (ledger.csv, drb_report.html, manifest.json, config.json)
+  public files:    {out / 'public'}  (pseoe.csv, pseoh.csv, pseof.csv, release_notes.html/.md)
+  internal files:  {out / 'internal'}  (ledger.csv, flows_state.csv, drb_report.html, manifest.json, config.json)
   audit run:       MLflow run {result.mlflow_run_id} in {result.tracking_uri}
   see the audit:   mlflow ui --backend-store-uri {result.tracking_uri}""")
     return 0
@@ -75,11 +76,13 @@ def parser() -> argparse.ArgumentParser:
     synth.add_argument("--seed", type=int, default=20240101, help="random seed (default 20240101)")
     synth.set_defaults(run=_synth)
 
-    release = sub.add_parser("release", help="run a quarterly earnings release")
+    release = sub.add_parser("release", help="run a quarterly release (earnings and employment flows)")
     release.add_argument("--data", required=True, help="folder with graduates and outcomes (.parquet or .csv)")
     release.add_argument("--out", required=True, help="release folder to create (must not exist)")
     release.add_argument("--config", help="TOML file overriding the default configuration")
     release.add_argument("--seed", type=_seed_hex, help="release seed, 64 hex digits (default: 256 fresh random bits)")
+    release.add_argument("--reference", help="folder with the public reference files j2j_state_flows.csv, "
+                         "qcew_state_sector.csv, state_coverage.csv (default: the packaged demo files)")
     release.add_argument("--release-id", help="release identifier (default: UTC timestamp)")
     release.add_argument("--tracking-uri", help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI "
                          "or sqlite:///<cwd>/audit/mlflow.db)")

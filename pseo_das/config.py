@@ -79,26 +79,54 @@ class PrivacyConfig(_Strict):
         return [lvl for lvl in CIP_LEVELS if self.cip_levels[lvl] == "measure"]
 
 
+class FlowsConfig(_Strict):
+    epsilon_per_tabulation: float = Field(gt=0)
+    cip_levels: dict[Literal["4", "2", "A"], Literal["measure", "derive"]] = Field(min_length=1)
+    nonemployed_weight: float = Field(gt=0)
+    division_unobserved_share_max: float = Field(ge=0, le=1)
+
+    @model_validator(mode="after")
+    def _levels(self) -> "FlowsConfig":
+        levels = [lvl for lvl in CIP_LEVELS if lvl in self.cip_levels]
+        if self.cip_levels[levels[0]] != "measure":
+            raise ValueError(f'flows.cip_levels: the finest level listed ("{levels[0]}") '
+                             'must be "measure"')
+        return self
+
+    def levels(self) -> list[str]:
+        """The CIP levels of the flows, finest first."""
+        return [lvl for lvl in CIP_LEVELS if lvl in self.cip_levels]
+
+    def measured_levels(self) -> list[str]:
+        return [lvl for lvl in self.levels() if self.cip_levels[lvl] == "measure"]
+
+
 class ReleaseConfig(_Strict):
     cells: CellsConfig
     earnings: EarningsConfig
     privacy: PrivacyConfig
+    flows: FlowsConfig
 
     @model_validator(mode="after")
     def _budget(self) -> "ReleaseConfig":
         total = self.planned_total_epsilon()
         if total > self.privacy.epsilon_cap + 1e-12:
             raise ValueError(
-                f"planned total epsilon {total:g} ({self.n_tabulations()} tabulations x "
-                f"{self.privacy.epsilon_per_tabulation:g}) exceeds privacy.epsilon_cap "
-                f"{self.privacy.epsilon_cap:g}")
+                f"planned total epsilon {total:g} (earnings: {self.n_earnings_tabulations()} "
+                f"tabulations x {self.privacy.epsilon_per_tabulation:g}; flows: "
+                f"{self.n_flows_tabulations()} x {self.flows.epsilon_per_tabulation:g}) "
+                f"exceeds privacy.epsilon_cap {self.privacy.epsilon_cap:g}")
         return self
 
-    def n_tabulations(self) -> int:
+    def n_earnings_tabulations(self) -> int:
         return len(self.cells.years_after) * len(self.privacy.measured_levels())
 
+    def n_flows_tabulations(self) -> int:
+        return len(self.cells.years_after) * len(self.flows.measured_levels())
+
     def planned_total_epsilon(self) -> float:
-        return self.n_tabulations() * self.privacy.epsilon_per_tabulation
+        return (self.n_earnings_tabulations() * self.privacy.epsilon_per_tabulation
+                + self.n_flows_tabulations() * self.flows.epsilon_per_tabulation)
 
     def flat(self) -> dict[str, object]:
         """Every configuration value as a flat {section.key: value} mapping (for MLflow)."""

@@ -18,6 +18,9 @@ made-up but realistic universe:
   have mean log earnings of about 11.0 with a standard deviation of about 0.75.
 * The state of the main job is mostly the institution's state; movers keep moving
   (a graduate out of state at 5 years is out of state at 10 years).
+* Jobs in a state and year without earnings records (the packaged demo
+  `reference/state_coverage.csv`) are not observed: those graduates look non-employed,
+  as in the real data, which is what division suppression guards against.
 
 The universe (institutions, states, sizes, program offerings and effects) depends only
 on `seed`; `graduates` only sets how many graduates are drawn from it, so a small and a
@@ -43,10 +46,14 @@ from pathlib import Path
 from typing import Callable
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 __all__ = ["write_synthetic"]
+
+# Which states' earnings records exist in which years: the packaged demo coverage.
+COVERAGE_FILE = Path(__file__).with_name("reference") / "state_coverage.csv"
 
 FIRST_COHORT = 2001
 LAST_COHORT = 2020
@@ -435,9 +442,19 @@ class OutcomeChunk:
     industry: np.ndarray     # index into INDUSTRY_CODES
 
 
+def state_coverage(path: Path = COVERAGE_FILE) -> tuple[np.ndarray, np.ndarray]:
+    """First and last year of earnings records per state (EMP_STATE_CODES order) from a
+    state coverage file; a state not in the file is never covered."""
+    table = pd.read_csv(path, dtype={"state": str}).set_index("state").reindex(EMP_STATE_CODES)
+    return (table["first_year"].fillna(np.inf).to_numpy(),
+            table["last_year"].fillna(-np.inf).to_numpy())
+
+
 def draw_outcomes(universe: Universe, grads: GraduateChunk, rng: np.random.Generator,
-                  last_data_year: int) -> OutcomeChunk:
-    """Draw every observable (graduate, years-after) outcome of a chunk of graduates."""
+                  last_data_year: int, coverage: tuple[np.ndarray, np.ndarray]) -> OutcomeChunk:
+    """Draw every observable (graduate, years-after) outcome of a chunk of graduates.
+    A job in a state and year without earnings records (`coverage`) is not observed: the
+    graduate looks non-employed, as in the real data."""
     home = HOME_EMP_STATE[universe.inst_state[grads.institution]]
     person = _draw_person_traits(rng, home)
     who, k = _observable_rows(grads.grad_year, last_data_year)
@@ -462,6 +479,8 @@ def draw_outcomes(universe: Universe, grads: GraduateChunk, rng: np.random.Gener
                     + person["earnings"][who]
                     + rng.normal(0.0, TRANSITORY_SD, len(who)))
     earnings = np.round(np.exp(log_earnings) * _part_year_factor(rng, k, industry))
+    first, last = coverage
+    no_job |= (calendar_year < first[emp_state]) | (calendar_year > last[emp_state])
     earnings[no_job] = np.nan
     emp_state[no_job] = -1
     industry[no_job] = -1
@@ -595,6 +614,7 @@ def write_synthetic(out_dir: Path, graduates: int = 200_000, seed: int = 2024010
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     universe = make_universe(seed)
+    coverage = state_coverage()
     final = {name: out_dir / f"{name}.parquet" for name in ("graduates", "outcomes")}
     partial = {name: out_dir / f".{name}.parquet.partial" for name in final}
     counts = {"graduates": 0, "outcomes": 0}
@@ -605,7 +625,7 @@ def write_synthetic(out_dir: Path, graduates: int = 200_000, seed: int = 2024010
                 rng = _generator(seed, CHUNK_STREAM, chunk)
                 n = min(CHUNK_GRADUATES, graduates - first)
                 grads = draw_graduates(universe, rng, first + 1, n)
-                outcomes = draw_outcomes(universe, grads, rng, last_data_year)
+                outcomes = draw_outcomes(universe, grads, rng, last_data_year, coverage)
                 grad_writer.write_table(graduates_table(universe, grads))
                 out_writer.write_table(outcomes_table(outcomes))
                 counts["graduates"] += n

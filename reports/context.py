@@ -5,6 +5,9 @@ from __future__ import annotations
 import pandas as pd
 
 from pseo_das.config import ReleaseConfig
+from schemas.codes import CENSUS_DIVISIONS, NAICS_SECTORS, STATE_FIPS
+from tasks.division_flows import FlowsRelease
+from tasks.flow_counts import N_DESTINATIONS
 from tasks.mechanism import GEOMETRIC, PrivacyLedger, geometric_variance
 from tasks.noisy_histograms import NoisyHistograms
 
@@ -69,10 +72,7 @@ def release_context(cfg: ReleaseConfig, ledger: PrivacyLedger, tables: list[Nois
                     n_pseoe_rows: int, n_pseoh_rows: int) -> dict:
     """Everything the public release notes show."""
     entries = ledger.entries
-    spent = {e.tabulation_id: e.epsilon for e in entries}
-    measured = [{"tabulation_id": t.tabulation_id, "years_after": t.years_after,
-                 "cip_level": t.cip_level, "epsilon": spent[t.tabulation_id],
-                 "n_cells": len(t.cells)} for t in tables if t.measured]
+    measured = [e for e in entries if e.mechanism == GEOMETRIC]
     return {
         "cfg": cfg, "release_id": release_id, "code_version": code_version,
         "seed_sha256": seed_sha256, "bins": bins(cfg), "measured": measured,
@@ -84,4 +84,43 @@ def release_context(cfg: ReleaseConfig, ledger: PrivacyLedger, tables: list[Nois
         "total_cell_years": len(cells),
         "n_pseoe_rows": n_pseoe_rows, "n_pseoh_rows": n_pseoh_rows,
         "pseoe_layout": pseoe_layout(cfg), "pseoh_layout": PSEOH_LAYOUT,
+    }
+
+
+def pseof_layout(cfg: ReleaseConfig) -> list[tuple[str, str]]:
+    layout = [
+        ("inst_level ... grad_cohort_years", "origin cell identifiers, as in pseoe.csv (institution level only)"),
+        ("geo_level", "N national, D Census division"),
+        ("geography", "00 national; 01-09 Census division"),
+        ("ind_level", "A all industries, S NAICS sector"),
+        ("industry", "00 all industries; NAICS sector code"),
+    ]
+    for k in cfg.cells.years_after:
+        layout += [
+            (f"y{k}_grads_emp", f"graduates employed in the geography and industry {k} year(s) after graduation"),
+            (f"y{k}_grads_emp_instate", "of those, employed in the institution's state"),
+            (f"y{k}_grads_nme", f"graduates of the origin cell not employed or marginally attached (earnings under the floor) {k} year(s) after graduation; the same on every row of the cell"),
+        ]
+    for k in cfg.cells.years_after:
+        for name in ("grads_emp", "grads_emp_instate", "grads_nme"):
+            layout.append((f"status_y{k}_{name}", "status flag (1, -1, 5)"))
+    return layout
+
+
+def flows_context(cfg: ReleaseConfig, flows: FlowsRelease) -> dict:
+    """What the release notes and the DRB report say about the flows product."""
+    correction = flows.correction
+    totals = {key: sum(c[key] for c in correction) for key in
+              ("origin_cells", "negative_flows_set_to_zero", "cells_with_negative_total",
+               "units_removed", "cells_corrected")}
+    return {
+        "epsilon": cfg.flows.epsilon_per_tabulation,
+        "flow_variance": geometric_variance(cfg.flows.epsilon_per_tabulation),
+        "n_destinations": N_DESTINATIONS, "n_sectors": len(NAICS_SECTORS),
+        "n_states": len(STATE_FIPS), "divisions": CENSUS_DIVISIONS,
+        "correction": correction, "totals": totals,
+        "suppression": flows.suppression,
+        "n_pseof_rows": len(flows.pseof), "n_state_rows": len(flows.flows_state),
+        "layout": pseof_layout(cfg),
+        "reference_files": flows.reference_fingerprints,
     }

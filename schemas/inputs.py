@@ -10,7 +10,7 @@ import pandas as pd
 import pandera.pandas as pa
 
 from schemas.codes import (CIP2010_PATTERN, DEGREE_LEVELS, NAICS_SECTORS, OPEID_PATTERN,
-                           STATE_FIPS_PATTERN, YEARS_AFTER)
+                           STATE_FIPS, STATE_FIPS_PATTERN, YEARS_AFTER)
 
 GRADUATE_COLUMNS = ("person_id", "institution", "inst_state", "degree_level", "cipcode",
                     "grad_year")
@@ -50,7 +50,7 @@ def graduates_schema(first_year: int, last_year: int) -> pa.DataFrameSchema:
         {
             "person_id": pa.Column("int64", pa.Check(_unique_values, name="unique")),
             "institution": _code(OPEID_PATTERN),
-            "inst_state": _code(STATE_FIPS_PATTERN),
+            "inst_state": _code(STATE_FIPS_PATTERN, STATE_FIPS),
             "degree_level": _code(allowed=DEGREE_LEVELS),
             "cipcode": _code(CIP2010_PATTERN),
             "grad_year": pa.Column("int64", pa.Check.in_range(first_year, last_year)),
@@ -71,7 +71,7 @@ def outcomes_schema() -> pa.DataFrameSchema:
                 pa.Check(lambda e: ~np.isinf(e), name="finite", ignore_na=False),
                 pa.Check(lambda e: ~(e < 0), name="greater_than_or_equal_to(0)", ignore_na=False)],
                 nullable=True),
-            "emp_state": _code(STATE_FIPS_PATTERN, nullable=True),
+            "emp_state": _code(STATE_FIPS_PATTERN, STATE_FIPS, nullable=True),
             "industry": _code(allowed=NAICS_SECTORS, nullable=True),
         },
         checks=[pa.Check(_unique_person_year, name="unique_person_id_years_after")],

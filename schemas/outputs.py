@@ -1,11 +1,11 @@
-"""Pandera schemas of the public earnings files (pseoe.csv, pseoh.csv)."""
+"""Pandera schemas of the public files (pseoe.csv, pseoh.csv, pseof.csv)."""
 from __future__ import annotations
 
 import pandas as pd
 import pandera.pandas as pa
 
-from schemas.codes import (DEGREE_LEVELS, OPEID_PATTERN, STATUS_NOT_AVAILABLE, STATUS_OK,
-                           STATUS_SUPPRESSED)
+from schemas.codes import (CENSUS_DIVISIONS, DEGREE_LEVELS, NAICS_SECTORS, OPEID_PATTERN,
+                           STATUS_NOT_AVAILABLE, STATUS_OK, STATUS_SUPPRESSED)
 
 STATUS_CODES = [STATUS_OK, STATUS_NOT_AVAILABLE, STATUS_SUPPRESSED]
 _ids = {
@@ -54,3 +54,44 @@ def pseoh_schema() -> pa.DataFrameSchema:
     return pa.DataFrameSchema(columns, strict=True, ordered=True, name="pseoh",
                               checks=[pa.Check(lambda df: df["bin_upper"] > df["bin_lower"],
                                                name="bin_upper > bin_lower")])
+
+
+def pseof_schema(years_after: tuple[int, ...]) -> pa.DataFrameSchema:
+    """Public employment flows: origin cell x geography x industry, per years-after."""
+    columns = dict(_ids)
+    columns.update({
+        "geo_level": pa.Column(str, pa.Check.isin(["N", "D"])),
+        "geography": pa.Column(str, pa.Check.isin(["00"] + [d.zfill(2) for d in CENSUS_DIVISIONS])),
+        "ind_level": pa.Column(str, pa.Check.isin(["A", "S"])),
+        "industry": pa.Column(str, pa.Check.isin(["00", *NAICS_SECTORS])),
+    })
+    measures = ("grads_emp", "grads_emp_instate", "grads_nme")
+    for k in years_after:  # published flows are never negative
+        for name in measures:
+            columns[f"y{k}_{name}"] = pa.Column("Int64", pa.Check.ge(0), nullable=True)
+    for k in years_after:
+        for name in measures:
+            columns[f"status_y{k}_{name}"] = pa.Column("int64", pa.Check.isin(STATUS_CODES))
+    return pa.DataFrameSchema(
+        columns, strict=True, ordered=True, name="pseof",
+        unique=["institution", "degree_level", "cip_level", "cipcode", "grad_cohort",
+                "geo_level", "geography", "ind_level", "industry"],
+        checks=[pa.Check(lambda df: _flows_published_iff_status_ok(df, years_after, measures),
+                         name="values present exactly where status is 1"),
+                pa.Check(lambda df: _instate_within_total(df, years_after),
+                         name="grads_emp_instate <= grads_emp")])
+
+
+def _flows_published_iff_status_ok(df: pd.DataFrame, years_after, measures) -> pd.Series:
+    ok = pd.Series(True, index=df.index)
+    for k in years_after:
+        for name in measures:
+            ok &= df[f"y{k}_{name}"].notna() == (df[f"status_y{k}_{name}"] == STATUS_OK)
+    return ok
+
+
+def _instate_within_total(df: pd.DataFrame, years_after) -> pd.Series:
+    ok = pd.Series(True, index=df.index)
+    for k in years_after:
+        ok &= (df[f"y{k}_grads_emp_instate"] <= df[f"y{k}_grads_emp"]).fillna(True)
+    return ok

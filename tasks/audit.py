@@ -23,6 +23,8 @@ from tasks.mechanism import PrivacyLedger
 
 EXPERIMENT = "pseo-das quarterly release"
 DEFAULT_AUDIT_DIR = Path("audit")
+# Large internal tables stay with the release; the run carries their SHA-256 (tags).
+NOT_COPIED_TO_MLFLOW = {"flows_state.csv"}
 
 
 def default_tracking_uri() -> str:
@@ -69,6 +71,9 @@ class AuditRun:
     def log_folder(self, folder: Path, artifact_path: str | None = None) -> None:
         self.client.log_artifacts(self.run_id, str(folder), artifact_path)
 
+    def log_file(self, path: Path, artifact_path: str | None = None) -> None:
+        self.client.log_artifact(self.run_id, str(path), artifact_path)
+
     def log_text(self, text: str, artifact_file: str) -> None:
         self.client.log_text(self.run_id, text, artifact_file)
 
@@ -107,6 +112,8 @@ def record_release(audit: AuditRun, ledger: PrivacyLedger, cells: pd.DataFrame,
     audit.set_tags({f"input_sha256.{k}": v for k, v in input_fingerprints.items()}
                    | {f"output_sha256.{k}": v for k, v in manifest.items()}
                    | {f"version.{k}": v for k, v in package_versions().items()})
-    audit.log_folder(staging / "internal", "internal")
+    for path in sorted((staging / "internal").iterdir()):
+        if path.name not in NOT_COPIED_TO_MLFLOW:
+            audit.log_file(path, "internal")
     audit.log_folder(staging / "public", "public")
     progress(f"audit run {audit.run_id}: {len(metrics)} metrics and the release documents logged")

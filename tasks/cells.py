@@ -18,6 +18,7 @@ from pseo_das.config import CellsConfig
 from tasks import progress, release_task
 
 ALL_FIELDS_CIPCODE = "00"
+NATIONAL_INSTITUTION = "00000000"
 CELL_KEYS = ["institution", "degree_level", "cipcode", "grad_cohort"]
 
 
@@ -63,6 +64,33 @@ def cip_code(cipcode_2010: str, level: str) -> str:
     if level == "4":
         return cipcode_2010[:2] + cipcode_2010[3:5]
     return ALL_FIELDS_CIPCODE
+
+
+def coarser_cip(code: str, level: str) -> str:
+    """A published CIP code ('1107' or '11') at a coarser level ('2' or 'A')."""
+    return code[:2] if level == "2" else ALL_FIELDS_CIPCODE
+
+
+def sum_to_coarser(cells: pd.DataFrame, counts: np.ndarray, inst_level: str, cip_level: str,
+                   source_cip_level: str) -> tuple[pd.DataFrame, np.ndarray]:
+    """Sum the rows of `counts` (one per row of `cells`, institution level) into the cells of
+    a coarser CIP level and/or the state (S) or national (N) level. Cells keep the columns
+    of `cells`; `noise_terms` counts the summed rows. Privacy cost: none (a sum)."""
+    coarse = cells
+    if cip_level != source_cip_level:
+        coarse = coarse.assign(cipcode=map_codes(coarse["cipcode"], lambda c: coarser_cip(c, cip_level)))
+    if inst_level == "S":
+        coarse = coarse.assign(institution=map_codes(coarse["inst_state"], lambda s: s.zfill(8)))
+    elif inst_level == "N":
+        coarse = coarse.assign(institution=map_codes(coarse["inst_state"], lambda s: NATIONAL_INSTITUTION),
+                               inst_state=map_codes(coarse["inst_state"], lambda s: "00"))
+    groups = coarse.groupby(CELL_KEYS, sort=True, observed=True)
+    group = groups.ngroup().to_numpy()
+    summed_counts = pd.DataFrame(counts).groupby(group).sum().to_numpy()
+    summed = groups.agg(inst_state=("inst_state", "first"),
+                        grad_cohort_years=("grad_cohort_years", "first"),
+                        noise_terms=("noise_terms", "sum")).reset_index()
+    return summed[cells.columns], summed_counts
 
 
 def cohort_attributes(graduates: pd.DataFrame, cfg: CellsConfig) -> pd.DataFrame:

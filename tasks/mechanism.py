@@ -18,6 +18,7 @@ from randomgen import ChaCha
 
 GEOMETRIC = "two-sided geometric"
 POST_PROCESSING = "post-processing (sum of noisy histograms)"
+RANDOMIZED_POST_PROCESSING = "randomized post-processing (weighted draws)"
 STREAM_DOMAIN = b"pseo-das/noise-stream/v1"
 
 
@@ -120,3 +121,20 @@ def add_geometric_noise(ledger: PrivacyLedger, release_seed: bytes, tabulation_i
     x = generator.geometric(p, size=true_counts.shape)
     y = generator.geometric(p, size=true_counts.shape)
     return true_counts.astype(np.int64) + (x - y)
+
+
+def post_processing_exponentials(ledger: PrivacyLedger, release_seed: bytes, step_id: str,
+                                 product: str, n_cells: int, n_bins: int, derived_from: str,
+                                 n_draws: int) -> np.ndarray:
+    """`n_draws` standard exponential variates for a randomized post-processing step
+    (`step_id`) that reads only the noisy table `derived_from`.
+
+    Privacy cost: none (post-processing of noisy values); the step and its stream are
+    recorded in the ledger with epsilon 0 before anything is drawn.
+    """
+    ledger.record(LedgerEntry(
+        step_id, product, RANDOMIZED_POST_PROCESSING, 0.0, 0, n_cells, n_bins,
+        "post-processing of noisy measurements: no additional privacy loss", derived_from,
+        hashlib.sha256(stream_key(release_seed, step_id)).hexdigest()))
+    return noise_generator(release_seed, step_id).standard_exponential(n_draws)
+

@@ -10,13 +10,12 @@ import pandas as pd
 
 from pseo_das.config import CIP_LEVELS, ReleaseConfig
 from tasks import progress, release_task
-from tasks.cells import ALL_FIELDS_CIPCODE, CELL_KEYS, CellFrame, map_codes
+from tasks.cells import CellFrame, sum_to_coarser
 from tasks.histograms import earnings_records, true_histograms
 from tasks.ingest import ValidatedInputs
 from tasks.mechanism import PrivacyLedger, add_geometric_noise
 
 PRODUCT = "earnings histograms"
-NATIONAL_INSTITUTION = "00000000"
 
 
 @dataclass
@@ -53,29 +52,12 @@ def derive_histograms(ledger: PrivacyLedger, source: NoisyHistograms, inst_level
                       cip_level: str) -> NoisyHistograms:
     """Sum `source`'s noisy histograms up to a coarser institution or CIP level.
     Privacy cost: none (post-processing); recorded in the ledger as derived."""
-    cells = source.cells
-    if cip_level != source.cip_level:
-        cells = cells.assign(cipcode=map_codes(cells["cipcode"], lambda c: _coarser_cip(c, cip_level)))
-    if inst_level == "S":
-        cells = cells.assign(institution=map_codes(cells["inst_state"], lambda s: s.zfill(8)))
-    elif inst_level == "N":
-        cells = cells.assign(institution=map_codes(cells["inst_state"], lambda s: NATIONAL_INSTITUTION),
-                             inst_state=map_codes(cells["inst_state"], lambda s: "00"))
-    groups = cells.groupby(CELL_KEYS, sort=True, observed=True)
-    group = groups.ngroup().to_numpy()
-    counts = pd.DataFrame(source.counts).groupby(group).sum().to_numpy()
-    summed = groups.agg(inst_state=("inst_state", "first"),
-                        grad_cohort_years=("grad_cohort_years", "first"),
-                        noise_terms=("noise_terms", "sum")).reset_index()
+    summed, counts = sum_to_coarser(source.cells, source.counts, inst_level, cip_level,
+                                    source.cip_level)
     tab_id = tabulation_id(inst_level, cip_level, source.years_after)
     ledger.record_derived(tab_id, PRODUCT, len(summed), counts.shape[1], source.tabulation_id)
-    return NoisyHistograms(tab_id, inst_level, cip_level, source.years_after,
-                           summed[source.cells.columns], counts, source.measured_from)
-
-
-def _coarser_cip(code: str, level: str) -> str:
-    """A published CIP code ('1107' or '11') at a coarser level ('2' or 'A')."""
-    return code[:2] if level == "2" else ALL_FIELDS_CIPCODE
+    return NoisyHistograms(tab_id, inst_level, cip_level, source.years_after, summed, counts,
+                           source.measured_from)
 
 
 @release_task("measure earnings histograms")
@@ -87,8 +69,8 @@ def measure_earnings(ledger: PrivacyLedger, release_seed: bytes, inputs: Validat
     started = time.perf_counter()
     records = earnings_records(inputs, years_after, cfg.earnings.bin_edges, cfg.earnings.sample_floor)
     measured = []
-    for level, frame in frames.items():
-        cells, true_counts = true_histograms(frame, records, cfg.cells.last_earnings_year,
+    for level in cfg.privacy.measured_levels():
+        cells, true_counts = true_histograms(frames[level], records, cfg.cells.last_earnings_year,
                                              cfg.earnings.n_bins)
         measured.append(measure_histograms(ledger, release_seed, cells, true_counts, level,
                                            years_after, cfg.privacy.epsilon_per_tabulation))

@@ -31,3 +31,24 @@ def synthetic_dir(tmp_path_factory) -> Path:
 @pytest.fixture
 def tracking_uri(tmp_path) -> str:
     return f"sqlite:///{tmp_path / 'audit' / 'mlflow.db'}"
+
+
+def run_release(data: Path, out: Path, seed: str, tracking_uri: str, release_id="2026Q4-test",
+                extra: tuple[str, ...] = ()) -> int:
+    """`pseo-das release ...` in this process; returns its exit status."""
+    from pseo_das.cli import main
+    with pytest.raises(SystemExit) as stop:
+        main(["release", "--data", str(data), "--out", str(out), "--seed", seed,
+              "--release-id", release_id, "--tracking-uri", tracking_uri, *extra])
+    return stop.value.code
+
+
+@pytest.fixture(scope="session")
+def releases(synthetic_dir, tmp_path_factory):
+    """Three releases of the shared data set: seed A twice and seed B; (root, tracking URI)."""
+    root = tmp_path_factory.mktemp("releases")
+    uri = f"sqlite:///{root / 'audit' / 'mlflow.db'}"
+    codes = {name: run_release(synthetic_dir, root / name, seed, uri)
+             for name, seed in [("a", SEED_A), ("a_again", SEED_A), ("b", SEED_B)]}
+    assert codes == {"a": 0, "a_again": 0, "b": 0}
+    return root, uri

@@ -10,32 +10,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import SEED_A, SEED_B
-from pseo_das.cli import main
+from conftest import SEED_A, SEED_B, run_release
 from pseo_das.config import load_config
 from schemas.outputs import pseoe_schema, pseoh_schema
 
 CFG = load_config()
-PUBLIC_FILES = ["pseoe.csv", "pseoh.csv", "release_notes.md", "release_notes.html"]
+PUBLIC_FILES = ["pseoe.csv", "pseoh.csv", "pseof.csv", "release_notes.md", "release_notes.html"]
 TEXT_COLUMNS = {c: str for c in ["inst_level", "institution", "degree_level", "cip_level", "cipcode"]}
-
-
-def run_release(data: Path, out: Path, seed: str, tracking_uri: str, release_id="2026Q4-test",
-                extra: tuple[str, ...] = ()) -> int:
-    with pytest.raises(SystemExit) as stop:
-        main(["release", "--data", str(data), "--out", str(out), "--seed", seed,
-              "--release-id", release_id, "--tracking-uri", tracking_uri, *extra])
-    return stop.value.code
-
-
-@pytest.fixture(scope="module")
-def releases(synthetic_dir, tmp_path_factory):
-    root = tmp_path_factory.mktemp("releases")
-    uri = f"sqlite:///{root / 'audit' / 'mlflow.db'}"
-    codes = {name: run_release(synthetic_dir, root / name, seed, uri)
-             for name, seed in [("a", SEED_A), ("a_again", SEED_A), ("b", SEED_B)]}
-    assert codes == {"a": 0, "a_again": 0, "b": 0}
-    return root, uri
 
 
 def read_pseoe(path: Path) -> pd.DataFrame:
@@ -53,7 +34,7 @@ def test_outputs_exist_and_pass_output_schemas(releases):
     release = root / "a"
     assert sorted(p.name for p in (release / "public").iterdir()) == sorted(PUBLIC_FILES)
     assert sorted(p.name for p in (release / "internal").iterdir()) == \
-        ["config.json", "drb_report.html", "drb_report.md", "ledger.csv", "manifest.json"]
+        ["config.json", "drb_report.html", "drb_report.md", "flows_state.csv", "ledger.csv", "manifest.json"]
     pseoe = read_pseoe(release / "public" / "pseoe.csv")
     pseoh = read_pseoh(release / "public" / "pseoh.csv")
     pseoe_schema(tuple(CFG.cells.years_after), CFG.earnings.percentiles).validate(pseoe, lazy=True)
@@ -128,13 +109,18 @@ def test_manifest_fingerprints_every_file(releases):
 def test_ledger_and_budget(releases):
     root, _ = releases
     ledger = pd.read_csv(root / "a" / "internal" / "ledger.csv")
-    measured = ledger[ledger["epsilon"] > 0]
-    assert sorted(measured["tabulation_id"]) == sorted(f"earnings.I.cip4.y{k}" for k in (1, 5, 10))
-    assert (measured["sensitivity"] == 1).all() and (measured["n_bins"] == 21).all()
-    assert ledger["epsilon"].sum() == pytest.approx(3.0)
+    measured = ledger[ledger["epsilon"] > 0].set_index("tabulation_id")
+    assert sorted(measured.index) == sorted([f"earnings.I.cip4.y{k}" for k in (1, 5, 10)]
+                                            + [f"flows.I.cip2.y{k}" for k in (1, 5, 10)])
+    assert (measured["sensitivity"] == 1).all()
+    assert set(measured.groupby("product")["n_bins"].unique().map(tuple)) == {(21,), (1021,)}
+    assert measured.groupby("product")["epsilon"].sum().to_dict() == \
+        {"earnings histograms": 3.0, "employment flows": pytest.approx(4.5)}
+    assert ledger["epsilon"].sum() == pytest.approx(7.5)
     assert ledger["epsilon"].sum() <= CFG.privacy.epsilon_cap
     derived = ledger[ledger["epsilon"] == 0]
-    assert len(derived) == 24 and derived["derived_from"].isin(ledger["tabulation_id"]).all()
+    assert derived["derived_from"].isin(ledger["tabulation_id"]).all()
+    assert len(derived) == 24 + 3 + 6  # earnings sums; flows all-fields sums; flows corrections
     drb = (root / "a" / "internal" / "drb_report.md").read_text()
     assert "noisy values drawn = noisy values recorded in the ledger | passed" in drb
     assert "FAILED" not in drb
@@ -152,7 +138,8 @@ def test_mlflow_run_has_the_audit_trail(releases):
     assert params["release_seed"] == SEED_A and params["release_id"] == "2026Q4-test"
     assert set(CFG.flat()) <= set(params)
     metrics = run.data.metrics
-    assert metrics["epsilon.total"] == 3.0 and metrics["epsilon.earnings.I.cip4.y5"] == 1.0
+    assert metrics["epsilon.total"] == 7.5 and metrics["epsilon.earnings.I.cip4.y5"] == 1.0
+    assert metrics["epsilon.flows.I.cip2.y5"] == 1.5
     assert metrics["cells.suppressed"] > 0
     for name, digest in manifest["files"].items():
         assert run.data.tags[f"output_sha256.{name}"] == digest
@@ -173,11 +160,12 @@ def test_configured_cip_levels_and_budget_cap(synthetic_dir, tmp_path, tracking_
     config.write_text('[privacy]\nepsilon_per_tabulation = 0.5\ncip_levels = { "4" = "measure", "2" = "measure", "A" = "derive" }\n')
     assert run_release(synthetic_dir, tmp_path / "r", SEED_A, tracking_uri, extra=("--config", str(config))) == 0
     ledger = pd.read_csv(tmp_path / "r" / "internal" / "ledger.csv")
-    assert ledger["epsilon"].sum() == pytest.approx(3.0)  # 3 years x 2 measured levels x 0.5
-    assert set(ledger.loc[ledger["epsilon"] > 0, "tabulation_id"].str.split(".").str[2]) == {"cip4", "cip2"}
+    earnings = ledger[ledger["product"] == "earnings histograms"]
+    assert earnings["epsilon"].sum() == pytest.approx(3.0)  # 3 years x 2 measured levels x 0.5
+    assert set(earnings.loc[earnings["epsilon"] > 0, "tabulation_id"].str.split(".").str[2]) == {"cip4", "cip2"}
     assert ledger.set_index("tabulation_id").loc["earnings.I.cipA.y1", "derived_from"] == "earnings.I.cip2.y1"
     notes = (tmp_path / "r" / "public" / "release_notes.md").read_text()
-    assert "total epsilon = 3**" in notes
+    assert "total epsilon = 7.5**" in notes  # and 4.5 for the flows
 
     over = tmp_path / "over.toml"
     over.write_text("[privacy]\nepsilon_per_tabulation = 4.0\n")
@@ -202,6 +190,6 @@ def test_console_script_without_a_prefect_server(tmp_path):
                            "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}"],
                           env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "published (total epsilon 3)" in done.stdout
+    assert "published (total epsilon 7.5)" in done.stdout
     assert (tmp_path / "r" / "public" / "pseoe.csv").exists()
     assert "Error logging to API" not in done.stderr

@@ -1,0 +1,83 @@
+"""Employment flows in a real release: the invariants hold on the files as published."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from pseo_das.config import load_config
+from schemas.codes import DIVISION_OF_STATE, NONEMPLOYED_INDUSTRY
+from schemas.outputs import pseof_schema
+
+CFG = load_config()
+YEARS = tuple(CFG.cells.years_after)
+TEXT = {c: str for c in ["inst_level", "institution", "degree_level", "cip_level", "cipcode",
+                         "geo_level", "geography", "ind_level", "industry", "state"]}
+ORIGIN = ["institution", "degree_level", "cip_level", "cipcode", "grad_cohort", "grad_cohort_years"]
+
+
+@pytest.fixture(scope="module")
+def published(releases):
+    root, _ = releases
+    pseof = pd.read_csv(root / "a" / "public" / "pseof.csv", dtype=TEXT)
+    pseof = pseof.astype({c: "Int64" for c in pseof.columns if c.startswith("y")})
+    state = pd.read_csv(root / "a" / "internal" / "flows_state.csv", dtype=TEXT)
+    return pseof, state
+
+
+def test_pseof_passes_its_schema_and_has_every_status(published):
+    pseof, _ = published
+    pseof_schema(YEARS).validate(pseof, lazy=True)
+    assert set(pseof["cip_level"]) == {"2", "A"} and set(pseof["geo_level"]) == {"N", "D"}
+    statuses = set(pd.unique(pseof.filter(like="status_").to_numpy().ravel()))
+    assert statuses == {1, -1, 5}  # published, not yet observable, division-suppressed
+
+
+def test_no_published_flow_is_negative(published):
+    pseof, _ = published
+    values = pseof.filter(regex=r"^y\d+_").to_numpy(dtype=np.float64, na_value=np.nan)
+    assert np.nanmin(values) >= 0
+
+
+def test_correction_keeps_noisy_totals_and_never_adds(published):
+    _, state = published
+    totals = state.groupby(ORIGIN + ["years_after"])[["noisy_count", "corrected_count"]].sum()
+    assert (totals["corrected_count"] == totals["noisy_count"].clip(lower=0)).all()
+    assert (totals["noisy_count"] < 0).any()  # some cells exercise the zeroing rule
+    assert (state["corrected_count"] >= 0).all()
+    assert (state["corrected_count"] <= state["noisy_count"].clip(lower=0)).all()
+    assert (state["corrected_count"] < state["noisy_count"]).any()  # the correction removed units
+
+
+def test_division_and_national_flows_are_sums_of_state_flows(published):
+    pseof, state = published
+    employed = state[state["industry"] != NONEMPLOYED_INDUSTRY]
+    sums = {
+        "D": employed.assign(geography=employed["state"].map(DIVISION_OF_STATE).str.zfill(2),
+                             industry="00"),
+        "N": pd.concat([employed.assign(geography="00", industry="00"),
+                        employed.assign(geography="00")]),
+    }
+    for k in YEARS:
+        for geo_level, rows in sums.items():
+            expected = (rows[rows["years_after"] == k]
+                        .groupby(ORIGIN + ["geography", "industry"])["corrected_count"].sum())
+            shown = pseof[(pseof["geo_level"] == geo_level) & (pseof[f"status_y{k}_grads_emp"] == 1)]
+            got = shown.set_index(ORIGIN + ["geography", "industry"])[f"y{k}_grads_emp"]
+            assert len(got) > 0
+            assert (got.astype(np.int64) == expected.reindex(got.index).fillna(0).astype(np.int64)).all()
+        nonemployed = state[(state["industry"] == NONEMPLOYED_INDUSTRY) & (state["years_after"] == k)]
+        national = pseof[(pseof["geo_level"] == "N") & (pseof["ind_level"] == "A")
+                         & (pseof[f"status_y{k}_grads_nme"] == 1)].set_index(ORIGIN)[f"y{k}_grads_nme"]
+        expected_nme = nonemployed.set_index(ORIGIN)["corrected_count"].reindex(national.index).fillna(0)
+        assert (national.astype(np.int64) == expected_nme.astype(np.int64)).all()
+
+
+def test_release_documents_report_the_flows(releases):
+    root, _ = releases
+    notes = (root / "a" / "public" / "release_notes.md").read_text()
+    drb = (root / "a" / "internal" / "drb_report.md").read_text()
+    assert "## Employment flows" in notes and "pseof.csv" in notes
+    assert "## Employment flows" in drb and "Division suppression" in drb
+    assert "every published division flow recomputed from flows_state.csv" in drb
+    assert "FAILED" not in drb
