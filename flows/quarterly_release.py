@@ -82,7 +82,7 @@ def quarterly_release(data_dir: Path, out_dir: Path, release_seed: SecretStr, re
         fingerprints = {**inputs.fingerprints, **reference.fingerprints}
         manifest = write_release(staging, identity, cfg, ledger, tables, pseoe, pseoh, cells,
                                  flows, inputs.checks + checks, fingerprints)
-        record_release(audit, ledger, cells, staging, fingerprints, manifest)
+        record_release(audit, ledger, cells, flows, staging, fingerprints, manifest)
         publish(staging, out_dir)
         audit.set_tags({"published_to": str(out_dir.resolve())})
         audit.finish()

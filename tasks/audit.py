@@ -19,6 +19,7 @@ from mlflow.tracking import MlflowClient
 from pseo_das.config import ReleaseConfig
 from pseo_das.version import package_versions
 from tasks import progress, release_task
+from tasks.division_flows import FlowsRelease
 from tasks.mechanism import PrivacyLedger
 
 EXPERIMENT = "pseo-das quarterly release"
@@ -95,7 +96,7 @@ def release_parameters(cfg: ReleaseConfig, release_seed: bytes, release_id: str,
 
 @release_task("record audit run")
 def record_release(audit: AuditRun, ledger: PrivacyLedger, cells: pd.DataFrame,
-                   staging: Path, input_fingerprints: dict[str, str],
+                   flows: FlowsRelease, staging: Path, input_fingerprints: dict[str, str],
                    manifest: dict[str, str]) -> None:
     """Spends, counts, fingerprints and the release documents to the MLflow run."""
     metrics = {f"epsilon.{e.tabulation_id}": e.epsilon for e in ledger.entries}
@@ -108,6 +109,12 @@ def record_release(audit: AuditRun, ledger: PrivacyLedger, cells: pd.DataFrame,
     for (inst, cip, years), group in cells.groupby(["inst_level", "cip_level", "years_after"]):
         metrics[f"cells.{inst}.cip{cip}.y{years}"] = len(group)
         metrics[f"cells_suppressed.{inst}.cip{cip}.y{years}"] = int((~group["published"]).sum())
+    for c in flows.correction:
+        for key in ("origin_cells", "negative_flows_set_to_zero", "cells_with_negative_total",
+                    "units_removed"):
+            metrics[f"flows.{key}.{c['tabulation_id']}"] = c[key]
+    metrics["flows.division_flows_at_risk"] = flows.suppression["division_flows_at_risk"]
+    metrics["flows.division_flows_suppressed"] = flows.suppression["division_flows_suppressed"]
     audit.log_metrics(metrics)
     audit.set_tags({f"input_sha256.{k}": v for k, v in input_fingerprints.items()}
                    | {f"output_sha256.{k}": v for k, v in manifest.items()}

@@ -81,3 +81,28 @@ def test_release_documents_report_the_flows(releases):
     assert "## Employment flows" in drb and "Division suppression" in drb
     assert "every published division flow recomputed from flows_state.csv" in drb
     assert "FAILED" not in drb
+
+
+def test_bad_reference_file_stops_the_release_before_any_noise(synthetic_dir, tmp_path,
+                                                                 tracking_uri, capsys):
+    import shutil
+
+    import mlflow
+
+    from conftest import SEED_A, run_release
+    from tasks.reference_inputs import default_reference_dir
+
+    reference = tmp_path / "reference"
+    shutil.copytree(default_reference_dir(), reference)
+    coverage = reference / "state_coverage.csv"
+    coverage.write_text(coverage.read_text().replace("\n04,2012,2022", "\n04,2023,2012"))
+    out = tmp_path / "release"
+    assert run_release(synthetic_dir, out, SEED_A, tracking_uri,
+                       extra=("--reference", str(reference))) == 2
+    err = capsys.readouterr().err
+    assert "nothing was published" in err and "state_coverage.csv" in err and "first_year" in err
+    assert not out.exists() and list(tmp_path.glob(".release*")) == []
+    client = mlflow.MlflowClient(tracking_uri)
+    run = client.search_runs([client.get_experiment_by_name("pseo-das quarterly release").experiment_id])[0]
+    assert run.info.status == "FAILED"
+    assert not any(k.startswith("epsilon") for k in run.data.metrics)

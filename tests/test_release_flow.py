@@ -140,6 +140,8 @@ def test_mlflow_run_has_the_audit_trail(releases):
     metrics = run.data.metrics
     assert metrics["epsilon.total"] == 7.5 and metrics["epsilon.earnings.I.cip4.y5"] == 1.0
     assert metrics["epsilon.flows.I.cip2.y5"] == 1.5
+    assert metrics["flows.units_removed.flows.I.cip2.y1"] > 0
+    assert metrics["flows.division_flows_suppressed"] > 0
     assert metrics["cells.suppressed"] > 0
     for name, digest in manifest["files"].items():
         assert run.data.tags[f"output_sha256.{name}"] == digest
