@@ -118,6 +118,10 @@ def flows_context(cfg: ReleaseConfig, flows: FlowsRelease) -> dict:
         "flow_variance": geometric_variance(cfg.flows.epsilon_per_tabulation),
         "n_destinations": N_DESTINATIONS, "n_sectors": len(NAICS_SECTORS),
         "n_states": len(STATE_FIPS), "divisions": CENSUS_DIVISIONS,
+        "levels_sentence": "; ".join(
+            f"CIP level {level} is " + ("measured" if cfg.flows.cip_levels[level] == "measure"
+                                        else "derived by summing the next finer level's noisy flows")
+            for level in cfg.flows.levels()) + ".",
         "correction": correction, "totals": totals,
         "suppression": flows.suppression,
         "n_pseof_rows": len(flows.pseof), "n_state_rows": len(flows.flows_state),
