@@ -57,10 +57,12 @@ def quarterly_release(data_dir: Path, out_dir: Path, release_seed: SecretStr, re
     audit = AuditRun(tracking_uri or default_tracking_uri(), release_id)
     staging = None
     try:
-        audit.log_params(release_parameters(cfg, seed, release_id, data_dir, out_dir, version))
+        reference_dir = Path(reference_dir or default_reference_dir())
+        audit.log_params(release_parameters(cfg, seed, release_id, data_dir, reference_dir,
+                                            out_dir, version))
         inputs = validate_inputs(Path(data_dir), cfg.cells.first_cohort_year,
                                  cfg.cells.last_earnings_year)
-        reference = load_reference(Path(reference_dir or default_reference_dir()))
+        reference = load_reference(reference_dir)
         levels = sorted(set(cfg.privacy.measured_levels()) | set(cfg.flows.measured_levels()))
         frames = build_cell_frames(inputs.graduates, cfg.cells, levels)
         ledger = PrivacyLedger(cfg.privacy.epsilon_cap)

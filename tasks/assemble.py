@@ -81,6 +81,7 @@ def write_release(staging: Path, identity: ReleaseIdentity, cfg: ReleaseConfig,
     (internal / "drb_report.md").write_text(drb)
     (internal / "drb_report.html").write_text(
         to_html(drb, f"DRB report: PSEO release {identity.release_id}"))
-    manifest = write_manifest(staging, identity.release_id)
+    manifest = write_manifest(staging, identity.release_id, identity.mlflow_run_id,
+                              identity.tracking_uri)
     progress(f"wrote {len(manifest)} files to staging")
     return manifest

@@ -87,11 +87,13 @@ class AuditRun:
 
 
 def release_parameters(cfg: ReleaseConfig, release_seed: bytes, release_id: str,
-                       data_dir: Path, out_dir: Path, code_version: str) -> dict[str, object]:
+                       data_dir: Path, reference_dir: Path, out_dir: Path,
+                       code_version: str) -> dict[str, object]:
     return {**cfg.flat(), "release_id": release_id, "release_seed": release_seed.hex(),
             "release_seed_sha256": hashlib.sha256(release_seed).hexdigest(),
-            "data_dir": str(Path(data_dir).resolve()), "out_dir": str(Path(out_dir).resolve()),
-            "code_version": code_version}
+            "data_dir": str(Path(data_dir).resolve()),
+            "reference_dir": str(Path(reference_dir).resolve()),
+            "out_dir": str(Path(out_dir).resolve()), "code_version": code_version}
 
 
 @release_task("record audit run")

@@ -57,10 +57,13 @@ def fingerprints(root: Path, folder: str | None = None) -> dict[str, str]:
             for p in sorted(base.rglob("*")) if p.is_file() and str(p.relative_to(root)) != MANIFEST}
 
 
-def write_manifest(staging: Path, release_id: str) -> dict[str, str]:
+def write_manifest(staging: Path, release_id: str, mlflow_run_id: str,
+                   tracking_uri: str) -> dict[str, str]:
+    """SHA-256 of every file, and where the release's audit run is."""
     files = fingerprints(staging)
     (staging / MANIFEST).write_text(json.dumps(
-        {"release_id": release_id, "algorithm": "sha256", "files": files}, indent=2) + "\n")
+        {"release_id": release_id, "mlflow_run_id": mlflow_run_id, "tracking_uri": tracking_uri,
+         "algorithm": "sha256", "files": files}, indent=2) + "\n")
     return files
 
 
