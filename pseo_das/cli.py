@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import secrets
 import sys
 import time
 from pathlib import Path
@@ -36,22 +35,30 @@ def _release(args: argparse.Namespace) -> int:
         from pseo_das.config import ConfigError
         from tasks.ingest import InputValidationError
         from tasks.mechanism import PrivacyBudgetExceeded
+        from tasks.privacy_budget import LifetimeBudgetExceeded, ReleaseConflict
         from tasks.release_files import DestinationExistsError
 
-        seed = args.seed or secrets.token_hex(32)
+        seed = SecretStr(args.seed) if args.seed else None  # None: the release id's own, or fresh
         release_id = args.release_id or time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
         wait_until_ready()
         try:
-            result = quarterly_release(Path(args.data), Path(args.out), SecretStr(seed), release_id,
+            result = quarterly_release(Path(args.data), Path(args.out), seed, release_id,
                                        Path(args.config) if args.config else None, args.tracking_uri,
-                                       Path(args.reference) if args.reference else None)
-        except (InputValidationError, ConfigError, PrivacyBudgetExceeded,
-                DestinationExistsError) as exc:
+                                       Path(args.reference) if args.reference else None,
+                                       Path(args.budget_store) if args.budget_store else None,
+                                       args.supersede)
+        except (InputValidationError, ConfigError, PrivacyBudgetExceeded, LifetimeBudgetExceeded,
+                ReleaseConflict, DestinationExistsError) as exc:
             print(f"\npseo-das release: FAILED, nothing was published.\n{exc}", file=sys.stderr)
             return EXIT_BAD_INPUT
     out = result.out_dir
+    if result.already_published:
+        print(f"\nRelease {result.release_id} is already published in {out} (complete, matching its "
+              "manifest); nothing was redone and nothing was spent.")
+        return 0
+    spent = "" if result.new_spending else "; a rerun of a recorded release: nothing new spent"
     print(f"""
-Release {result.release_id} published (total epsilon {result.total_epsilon:g}).
+Release {result.release_id} published (total epsilon {result.total_epsilon:g}{spent}).
   public files:    {out / 'public'}  (pseoe.csv, pseoh.csv, pseof.csv, release_notes.html/.md)
   internal files:  {out / 'internal'}  (ledger.csv, flows_state.csv, drb_report.html, manifest.json, config.json)
   audit run:       MLflow run {result.mlflow_run_id} in {result.tracking_uri}
@@ -80,10 +87,17 @@ def parser() -> argparse.ArgumentParser:
     release.add_argument("--data", required=True, help="folder with graduates and outcomes (.parquet or .csv)")
     release.add_argument("--out", required=True, help="release folder to create (must not exist)")
     release.add_argument("--config", help="TOML file overriding the default configuration")
-    release.add_argument("--seed", type=_seed_hex, help="release seed, 64 hex digits (default: 256 fresh random bits)")
+    release.add_argument("--seed", type=_seed_hex, help="release seed, 64 hex digits (default: the "
+                         "release id's recorded seed, else 256 fresh random bits)")
     release.add_argument("--reference", help="folder with the public reference files j2j_state_flows.csv, "
                          "qcew_state_sector.csv, state_coverage.csv (default: the packaged demo files)")
-    release.add_argument("--release-id", help="release identifier (default: UTC timestamp)")
+    release.add_argument("--release-id", help="release identifier (default: UTC timestamp); "
+                         "running a recorded release id again with the same inputs reuses its seed "
+                         "and spends nothing")
+    release.add_argument("--supersede", action="store_true", help="measure a recorded release id "
+                         "again with changed inputs or configuration (new spending, new folder)")
+    release.add_argument("--budget-store", help="lifetime privacy budget store (default: "
+                         "privacy_budget.sqlite beside the MLflow SQLite store, else ./audit/)")
     release.add_argument("--tracking-uri", help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI "
                          "or sqlite:///<cwd>/audit/mlflow.db)")
     release.set_defaults(run=_release)

@@ -65,6 +65,7 @@ class EarningsConfig(_Strict):
 class PrivacyConfig(_Strict):
     epsilon_per_tabulation: float = Field(gt=0)
     epsilon_cap: float = Field(gt=0)
+    lifetime_epsilon_cap: float = Field(gt=0)
     cip_levels: dict[Literal["4", "2", "A"], Literal["measure", "derive"]]
 
     @model_validator(mode="after")

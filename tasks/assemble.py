@@ -16,6 +16,7 @@ from reports.render import render_markdown, to_html
 from tasks import progress, release_task
 from tasks.division_flows import FlowsRelease
 from tasks.mechanism import GEOMETRIC, PrivacyLedger
+from tasks.privacy_budget import BudgetDecision, lifetime_summary
 from tasks.noisy_histograms import NoisyHistograms
 from tasks.release_files import fingerprints, write_code_table, write_csv, write_manifest
 
@@ -52,7 +53,8 @@ def ledger_checks(ledger: PrivacyLedger, tables: list[NoisyHistograms],
 def write_release(staging: Path, identity: ReleaseIdentity, cfg: ReleaseConfig,
                   ledger: PrivacyLedger, tables: list[NoisyHistograms], pseoe: pd.DataFrame,
                   pseoh: pd.DataFrame, cells: pd.DataFrame, flows: FlowsRelease,
-                  checks: list[dict], input_fingerprints: dict[str, str]) -> dict[str, str]:
+                  budget: BudgetDecision, checks: list[dict],
+                  input_fingerprints: dict[str, str]) -> dict[str, str]:
     """Write every file of the release into `staging`; return the manifest."""
     public, internal = staging / "public", staging / "internal"
     write_code_table(pseoe, public / "pseoe.csv")
@@ -71,11 +73,13 @@ def write_release(staging: Path, identity: ReleaseIdentity, cfg: ReleaseConfig,
 
     checks = checks + flows.checks + ledger_checks(ledger, tables, flows)
     write_csv(ledger.to_frame(), internal / "ledger.csv")
+    write_csv(budget.populations, internal / "lifetime_budget.csv")
     (internal / "config.json").write_text(json.dumps(cfg.model_dump(mode="json"), indent=2) + "\n")
     drb = render_markdown("drb_report.md.j2", dict(
         context, ledger=ledger.entries, mlflow_run_id=identity.mlflow_run_id,
         tracking_uri=identity.tracking_uri, suppression=suppression_summary(cells),
         checks=checks, input_fingerprints=input_fingerprints,
+        lifetime=lifetime_summary(budget),
         output_fingerprints=fingerprints(staging), config_flat=cfg.flat(),
         package_versions=package_versions()))
     (internal / "drb_report.md").write_text(drb)

@@ -21,6 +21,7 @@ from pseo_das.version import package_versions
 from tasks import progress, release_task
 from tasks.division_flows import FlowsRelease
 from tasks.mechanism import PrivacyLedger
+from tasks.privacy_budget import BudgetDecision
 
 EXPERIMENT = "pseo-das quarterly release"
 DEFAULT_AUDIT_DIR = Path("audit")
@@ -86,14 +87,23 @@ class AuditRun:
         self.client.set_terminated(self.run_id, "FAILED")
 
 
-def release_parameters(cfg: ReleaseConfig, release_seed: bytes, release_id: str,
-                       data_dir: Path, reference_dir: Path, out_dir: Path,
+def release_parameters(cfg: ReleaseConfig, release_id: str, data_dir: Path,
+                       reference_dir: Path, out_dir: Path, budget_store: Path,
                        code_version: str) -> dict[str, object]:
-    return {**cfg.flat(), "release_id": release_id, "release_seed": release_seed.hex(),
-            "release_seed_sha256": hashlib.sha256(release_seed).hexdigest(),
+    return {**cfg.flat(), "release_id": release_id,
             "data_dir": str(Path(data_dir).resolve()),
             "reference_dir": str(Path(reference_dir).resolve()),
-            "out_dir": str(Path(out_dir).resolve()), "code_version": code_version}
+            "out_dir": str(Path(out_dir).resolve()),
+            "budget_store": str(Path(budget_store).resolve()), "code_version": code_version}
+
+
+def seed_parameters(release_seed: bytes, budget: BudgetDecision) -> dict[str, object]:
+    """The seed (known once the lifetime budget store has decided) and that decision."""
+    return {"release_seed": release_seed.hex(),
+            "release_seed_sha256": hashlib.sha256(release_seed).hexdigest(),
+            "budget_attempt": str(budget.attempt.attempt),
+            "budget_new_spending": str(budget.new_spending).lower(),
+            "budget_supersedes": str(budget.superseded.attempt) if budget.superseded else "none"}
 
 
 @release_task("record audit run")

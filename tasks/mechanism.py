@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import secrets
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -83,6 +84,11 @@ class PrivacyLedger:
     def to_frame(self) -> pd.DataFrame:
         columns = list(LedgerEntry.__dataclass_fields__)
         return pd.DataFrame([asdict(e) for e in self._entries.values()], columns=columns)
+
+
+def fresh_release_seed() -> str:
+    """256 fresh bits from the operating system's CSPRNG, as 64 hex digits."""
+    return secrets.token_hex(32)
 
 
 def stream_key(release_seed: bytes, tabulation_id: str) -> bytes:

@@ -27,9 +27,41 @@ def check_destination(out_dir: Path) -> None:
             f"{out_dir} already exists; releases are never overwritten, choose a new --out")
 
 
+def published_release(out_dir: Path, release_id: str) -> dict | None:
+    """The manifest of release `release_id` if it is already complete in `out_dir` (every
+    file present and matching its SHA-256); None if `out_dir` does not exist. Anything
+    else in the way raises DestinationExistsError: releases are never overwritten."""
+    if not out_dir.exists():
+        return None
+    try:
+        manifest = json.loads((out_dir / MANIFEST).read_text())
+    except (OSError, ValueError):
+        manifest = None
+    if manifest is None or manifest.get("release_id") != release_id:
+        check_destination(out_dir)
+    on_disk = fingerprints(out_dir)
+    if on_disk != manifest["files"]:
+        differ = sorted(set(on_disk.items()) ^ set(manifest["files"].items()))
+        raise DestinationExistsError(
+            f"{out_dir} holds release {release_id} but its files do not match its manifest "
+            f"({', '.join(sorted({name for name, _ in differ}))}); it is left as it is")
+    return manifest
+
+
+def published_epsilon(out_dir: Path) -> float:
+    return float(pd.read_csv(out_dir / "internal" / "ledger.csv")["epsilon"].sum())
+
+
+def discard_stale_staging(out_dir: Path) -> None:
+    """Remove staging folders left by killed runs of this destination."""
+    for stale in out_dir.parent.glob(f".{out_dir.name}.staging-*"):
+        shutil.rmtree(stale, ignore_errors=True)
+
+
 def new_staging(out_dir: Path) -> Path:
     check_destination(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
+    discard_stale_staging(out_dir)
     staging = out_dir.parent / f".{out_dir.name}.staging-{uuid.uuid4().hex[:8]}"
     (staging / "public").mkdir(parents=True)
     (staging / "internal").mkdir()

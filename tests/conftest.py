@@ -45,10 +45,14 @@ def run_release(data: Path, out: Path, seed: str, tracking_uri: str, release_id=
 
 @pytest.fixture(scope="session")
 def releases(synthetic_dir, tmp_path_factory):
-    """Three releases of the shared data set: seed A twice and seed B; (root, tracking URI)."""
+    """Three releases of the shared data set: release 2026Q4-test with seed A twice (the
+    second a rerun: same noise, nothing spent) and 2026Q4-other with seed B;
+    (root, tracking URI)."""
     root = tmp_path_factory.mktemp("releases")
     uri = f"sqlite:///{root / 'audit' / 'mlflow.db'}"
-    codes = {name: run_release(synthetic_dir, root / name, seed, uri)
-             for name, seed in [("a", SEED_A), ("a_again", SEED_A), ("b", SEED_B)]}
+    codes = {name: run_release(synthetic_dir, root / name, seed, uri, release_id)
+             for name, seed, release_id in [("a", SEED_A, "2026Q4-test"),
+                                            ("a_again", SEED_A, "2026Q4-test"),
+                                            ("b", SEED_B, "2026Q4-other")]}
     assert codes == {"a": 0, "a_again": 0, "b": 0}
     return root, uri

@@ -1,0 +1,79 @@
+"""Crash safety with a real process: `pseo-das release` is killed (SIGKILL) at several
+points; the destination is then either absent or a complete release, and rerunning the
+same release id finishes with the bytes of an uninterrupted run and spends nothing twice."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import SEED_A
+from tasks.release_files import fingerprints
+
+RELEASE_ID = "2026Q4-test"  # as the shared release "a" (same seed, data and configuration)
+SCRIPT = Path(sys.executable).with_name("pseo-das")
+
+
+def release_command(data: Path, out: Path, store: Path) -> list[str]:
+    return [str(SCRIPT), "release", "--data", str(data), "--out", str(out), "--seed", SEED_A,
+            "--release-id", RELEASE_ID, "--tracking-uri", f"sqlite:///{store / 'mlflow.db'}"]
+
+
+def run_until(command: list[str], marker: str) -> bool:
+    """Run `command`, SIGKILL it as soon as a log line contains `marker`; True if killed."""
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               text=True, env=env, start_new_session=True)
+    for line in process.stdout:
+        if marker in line:
+            os.killpg(process.pid, signal.SIGKILL)  # the release and its Prefect server
+            process.wait()
+            return True
+    process.wait()
+    return False
+
+
+def store_rows(store: Path) -> tuple[list, list]:
+    db = sqlite3.connect(store / "privacy_budget.sqlite")
+    try:
+        return (db.execute("SELECT * FROM releases").fetchall(),
+                db.execute("SELECT * FROM spends ORDER BY rowid").fetchall())
+    finally:
+        db.close()
+
+
+def assert_absent_or_complete(out: Path) -> None:
+    if out.exists():
+        manifest = json.loads((out / "internal" / "manifest.json").read_text())
+        assert manifest["files"] == fingerprints(out)
+
+
+@pytest.mark.parametrize("marker", [
+    "measured 1-year flows",          # noise drawn, nothing written
+    "wrote",                          # the release is complete in staging, not yet published
+    "record audit run",               # around the atomic rename into place
+])
+def test_killed_release_resumes_to_the_same_bytes_without_spending_twice(
+        marker, releases, synthetic_dir, tmp_path):
+    root, _ = releases
+    out, store = tmp_path / "release", tmp_path / "audit"
+    assert run_until(release_command(synthetic_dir, out, store), marker), "never reached " + marker
+    assert_absent_or_complete(out)
+    spent_before = store_rows(store)
+    assert spent_before[0] and spent_before[1]  # the spend was recorded before any noise
+
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    rerun = subprocess.run(release_command(synthetic_dir, out, store), capture_output=True,
+                           text=True, env=env, timeout=600)
+    assert rerun.returncode == 0, rerun.stdout[-3000:] + rerun.stderr[-3000:]
+    assert store_rows(store) == spent_before  # nothing spent twice
+    assert_absent_or_complete(out)
+    for name in ("pseoe.csv", "pseoh.csv", "pseof.csv", "release_notes.md"):
+        assert (out / "public" / name).read_bytes() == (root / "a" / "public" / name).read_bytes()
+    assert not list(tmp_path.glob(".release.staging-*"))
