@@ -87,8 +87,9 @@ def quarterly_release(data_dir: Path, out_dir: Path, release_seed: SecretStr | N
         fingerprints = {**inputs.fingerprints, **reference.fingerprints}
         levels = sorted(set(cfg.privacy.measured_levels()) | set(cfg.flows.measured_levels()))
         frames = build_cell_frames(inputs.graduates, cfg.cells, levels)
+        config_sha256 = fingerprint(cfg.model_dump(mode="json"))
         budget = reserve_budget(budget_store, release_id, given_seed, fingerprint(fingerprints),
-                                fingerprint(cfg.model_dump(mode="json")), cfg, frames, supersede)
+                                config_sha256, cfg, frames, supersede)
         seed = bytes.fromhex(budget.attempt.seed_hex)
         audit.log_params(seed_parameters(seed, budget))
         if published is not None:  # a rerun that finds its release complete: nothing to do
@@ -113,7 +114,7 @@ def quarterly_release(data_dir: Path, out_dir: Path, release_seed: SecretStr | N
                                    tuple(cfg.cells.years_after))
         staging = new_staging(out_dir)
         identity = ReleaseIdentity(release_id, seed_sha256(seed), version, audit.run_id,
-                                   audit.tracking_uri)
+                                   audit.tracking_uri, config_sha256)
         manifest = write_release(staging, identity, cfg, ledger, tables, pseoe, pseoh, cells,
                                  flows, budget, inputs.checks + checks, fingerprints)
         record_release(audit, ledger, cells, flows, staging, fingerprints, manifest)

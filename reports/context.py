@@ -68,14 +68,17 @@ def suppression_summary(cells: pd.DataFrame) -> list[dict]:
 
 def release_context(cfg: ReleaseConfig, ledger: PrivacyLedger, tables: list[NoisyHistograms],
                     cells: pd.DataFrame, *,
-                    release_id: str, code_version: str, seed_sha256: str,
+                    release_id: str, code_version: str, seed_sha256: str, config_sha256: str,
                     n_pseoe_rows: int, n_pseoh_rows: int) -> dict:
     """Everything the public release notes show."""
     entries = ledger.entries
     measured = [e for e in entries if e.mechanism == GEOMETRIC]
     return {
         "cfg": cfg, "release_id": release_id, "code_version": code_version,
-        "seed_sha256": seed_sha256, "bins": bins(cfg), "measured": measured,
+        "seed_sha256": seed_sha256, "config_sha256": config_sha256,
+        "bins": bins(cfg), "measured": measured,
+        "epsilon_by_product": {product: sum(e.epsilon for e in measured if e.product == product)
+                               for product in dict.fromkeys(e.product for e in measured)},
         "derived": [e for e in entries if e.mechanism != GEOMETRIC],
         "total_epsilon": ledger.total_epsilon,
         "bin_variance": geometric_variance(cfg.privacy.epsilon_per_tabulation),

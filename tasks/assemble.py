@@ -28,6 +28,7 @@ class ReleaseIdentity:
     code_version: str
     mlflow_run_id: str
     tracking_uri: str
+    config_sha256: str  # SHA-256 of the configuration as canonical JSON (sorted keys)
 
 
 def seed_sha256(release_seed: bytes) -> str:
@@ -64,6 +65,7 @@ def write_release(staging: Path, identity: ReleaseIdentity, cfg: ReleaseConfig,
     context = release_context(cfg, ledger, tables, cells, release_id=identity.release_id,
                               code_version=identity.code_version,
                               seed_sha256=identity.seed_sha256,
+                              config_sha256=identity.config_sha256,
                               n_pseoe_rows=len(pseoe), n_pseoh_rows=len(pseoh))
     context["flows"] = flows_context(cfg, flows)
     notes = render_markdown("release_notes.md.j2", context)

@@ -195,3 +195,16 @@ def test_console_script_without_a_prefect_server(tmp_path):
     assert "published (total epsilon 7.5)" in done.stdout
     assert (tmp_path / "r" / "public" / "pseoe.csv").exists()
     assert "Error logging to API" not in done.stderr
+
+
+def test_release_notes_carry_a_certificate(releases):
+    root, _ = releases
+    notes = (root / "a" / "public" / "release_notes.md").read_text()
+    config = json.loads((root / "a" / "internal" / "config.json").read_text())
+    config_sha256 = hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()
+    certificate = notes[notes.index("## Certificate"):notes.index("## What is published")]
+    assert "| release id | `2026Q4-test` |" in certificate
+    assert f"| configuration SHA-256 | `{config_sha256}`" in certificate
+    assert hashlib.sha256(bytes.fromhex(SEED_A)).hexdigest() in certificate
+    assert "total epsilon **7.5** over 6 measured tabulations (earnings histograms 3; employment flows 4.5)" in certificate
+    assert "pseo-das audit" in certificate
