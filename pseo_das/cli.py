@@ -66,6 +66,27 @@ Release {result.release_id} published (total epsilon {result.total_epsilon:g}{sp
     return 0
 
 
+def _schedule(args: argparse.Namespace) -> int:
+    _quiet_prefect_defaults()
+    from prefect import serve
+    from prefect.settings import PREFECT_API_URL
+
+    from flows.scheduled_release import quarterly_deployment
+
+    if not PREFECT_API_URL.value():
+        print("pseo-das schedule: no Prefect server configured. Scheduled runs need one that "
+              "outlives this process:\n  prefect server start            # in another terminal\n"
+              "  export PREFECT_API_URL=http://127.0.0.1:4200/api\n  pseo-das schedule ...",
+              file=sys.stderr)
+        return EXIT_BAD_INPUT
+    deployment = quarterly_deployment(Path(args.data), Path(args.releases),
+                                      Path(args.config) if args.config else None,
+                                      Path(args.reference) if args.reference else None,
+                                      args.tracking_uri, args.cron, args.timezone)
+    serve(deployment)  # runs until interrupted; each scheduled run executes in this process
+    return 0
+
+
 def _seed_hex(text: str) -> str:
     digits = text.strip().lower().removeprefix("0x")
     if len(digits) != 64 or any(c not in "0123456789abcdef" for c in digits):
@@ -101,6 +122,19 @@ def parser() -> argparse.ArgumentParser:
     release.add_argument("--tracking-uri", help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI "
                          "or sqlite:///<cwd>/audit/mlflow.db)")
     release.set_defaults(run=_release)
+
+    schedule = sub.add_parser("schedule", help="serve the quarterly release deployment (needs a "
+                              "Prefect server: PREFECT_API_URL)")
+    schedule.add_argument("--data", required=True, help="folder with graduates and outcomes")
+    schedule.add_argument("--releases", required=True, help="folder for release folders "
+                          "(each run publishes to RELEASES/<quarter, e.g. 2027Q1>)")
+    schedule.add_argument("--config", help="TOML file overriding the default configuration")
+    schedule.add_argument("--reference", help="folder with the public reference files")
+    schedule.add_argument("--tracking-uri", help="MLflow tracking URI (default as for release)")
+    schedule.add_argument("--cron", default="0 6 15 1,4,7,10 *",
+                          help="schedule (default: 06:00 on the 15th of Jan, Apr, Jul, Oct)")
+    schedule.add_argument("--timezone", default="America/New_York", help="time zone of the schedule")
+    schedule.set_defaults(run=_schedule)
     return main
 
 

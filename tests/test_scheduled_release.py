@@ -1,0 +1,42 @@
+"""The scheduled quarterly release: its deployment, and a rerun of a scheduled run."""
+from __future__ import annotations
+
+from datetime import datetime
+
+import pytest
+
+from flows.scheduled_release import (QUARTERLY_CRON, RETRIES, quarter_release_id,
+                                     quarterly_deployment, scheduled_quarterly_release)
+from tasks.privacy_budget import LifetimeBudget
+
+
+@pytest.mark.parametrize("month, quarter", [(1, "Q1"), (3, "Q1"), (4, "Q2"), (9, "Q3"), (12, "Q4")])
+def test_release_id_is_the_scheduled_quarter(month, quarter):
+    assert quarter_release_id(datetime(2027, month, 15, 6)) == "2027" + quarter
+
+
+def test_deployment_is_quarterly_parameterised_and_retried(tmp_path):
+    deployment = quarterly_deployment(tmp_path / "data", tmp_path / "releases",
+                                      tracking_uri="sqlite:///x.db")
+    (schedule,) = deployment.schedules
+    assert schedule.schedule.cron == QUARTERLY_CRON == "0 6 15 1,4,7,10 *"
+    assert schedule.schedule.timezone == "America/New_York"
+    assert deployment.parameters == {"data_dir": str((tmp_path / "data").resolve()),
+                                     "releases_dir": str((tmp_path / "releases").resolve()),
+                                     "tracking_uri": "sqlite:///x.db"}
+    assert scheduled_quarterly_release.retries == RETRIES == 2
+
+
+def test_a_rerun_of_a_scheduled_release_spends_nothing(synthetic_dir, tmp_path):
+    uri = f"sqlite:///{tmp_path / 'audit' / 'mlflow.db'}"
+    kwargs = dict(data_dir=str(synthetic_dir), releases_dir=str(tmp_path / "releases"),
+                  tracking_uri=uri, release_id="2027Q1")
+    first = scheduled_quarterly_release(**kwargs)
+    assert first["new_spending"] and not first["already_published"]
+    store = LifetimeBudget(tmp_path / "audit" / "privacy_budget.sqlite")
+    spent = store.spent()
+    again = scheduled_quarterly_release(**kwargs)  # what a retry after publication does
+    assert again["already_published"] and not again["new_spending"]
+    assert store.spent().equals(spent) and len(store.attempts("2027Q1")) == 1
+    store.close()
+    assert (tmp_path / "releases" / "2027Q1" / "public" / "pseof.csv").exists()
