@@ -34,7 +34,8 @@ def test_outputs_exist_and_pass_output_schemas(releases):
     release = root / "a"
     assert sorted(p.name for p in (release / "public").iterdir()) == sorted(PUBLIC_FILES)
     assert sorted(p.name for p in (release / "internal").iterdir()) == \
-        ["config.json", "drb_report.html", "drb_report.md", "flows_state.csv", "ledger.csv", "manifest.json"]
+        ["config.json", "drb_report.html", "drb_report.md", "flows_state.csv", "ledger.csv",
+         "lifetime_budget.csv", "manifest.json"]
     pseoe = read_pseoe(release / "public" / "pseoe.csv")
     pseoh = read_pseoh(release / "public" / "pseoh.csv")
     pseoe_schema(tuple(CFG.cells.years_after), CFG.earnings.percentiles).validate(pseoe, lazy=True)
