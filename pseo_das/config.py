@@ -17,7 +17,7 @@ class ConfigError(ValueError):
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class CellsConfig(_Strict):
@@ -41,8 +41,9 @@ class EarningsConfig(_Strict):
     @model_validator(mode="after")
     def _bins_increase(self) -> "EarningsConfig":
         edges = list(self.bin_edges)
-        if any(b <= a for a, b in zip(edges, edges[1:])):
-            raise ValueError("earnings.bin_edges must be strictly increasing")
+        for a, b in zip(edges, edges[1:]):
+            if b <= a:
+                raise ValueError(f"earnings.bin_edges must be strictly increasing ({a} then {b})")
         if self.top_bin_upper <= edges[-1]:
             raise ValueError("earnings.top_bin_upper must exceed the last bin edge")
         if edges[0] != self.sample_floor:
@@ -155,10 +156,35 @@ def load_config(path: Path | None = None) -> ReleaseConfig:
     if path is not None:
         source = str(path)
         try:
-            raw = _merge(raw, tomllib.loads(Path(path).read_text()))
-        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raw = _merge(raw, tomllib.loads(Path(path).read_bytes().decode("utf-8")))
+        except FileNotFoundError as exc:
+            raise ConfigError(f"{path}: cannot read configuration: file not found") from exc
+        except UnicodeDecodeError as exc:
+            line = exc.object.count(b"\n", 0, exc.start) + 1
+            raise ConfigError(f"{path}: cannot read configuration: not UTF-8 text (byte "
+                              f"0x{exc.object[exc.start]:02x} on line {line}); TOML files "
+                              "are UTF-8") from exc
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{path}: cannot read configuration: not valid TOML: {exc}") from exc
+        except OSError as exc:
             raise ConfigError(f"{path}: cannot read configuration: {exc}") from exc
     try:
         return ReleaseConfig.model_validate(raw)
     except ValidationError as exc:
-        raise ConfigError(f"{source}: invalid configuration:\n{exc}") from exc
+        problems = "\n".join(f"  {_describe(error)}" for error in exc.errors())
+        raise ConfigError(f"{source}: invalid configuration:\n{problems}") from exc
+
+
+def _describe(error) -> str:
+    """One configuration error as `section.key = value: what is wrong`."""
+    loc = tuple(str(part) for part in error["loc"])
+    where = ".".join(loc)
+    if error["type"] == "extra_forbidden":
+        known = ReleaseConfig.model_fields
+        for part in loc[:-1]:
+            known = getattr(known[part].annotation, "model_fields", {})
+        kind = "section" if len(loc) == 1 else "key"
+        return f"{where}: unknown {kind}; expected one of {', '.join(known)}"
+    if error["type"] == "value_error":  # our own validators: the message names the keys
+        return error["msg"].removeprefix("Value error, ")
+    return f"{where} = {error['input']!r}: {error['msg']}"

@@ -13,6 +13,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pandera.pandas as pa
+import pyarrow
+import pyarrow.csv as pacsv
 from pandera.errors import SchemaErrors
 
 from tasks import progress, release_task
@@ -44,6 +46,8 @@ def sha256_file(path: Path) -> str:
 
 
 def find_input(data_dir: Path, name: str) -> Path:
+    if not Path(data_dir).is_dir():
+        raise InputValidationError(f"{data_dir}: data folder not found")
     for suffix in (".parquet", ".csv"):
         path = Path(data_dir) / f"{name}{suffix}"
         if path.exists():
@@ -54,17 +58,22 @@ def find_input(data_dir: Path, name: str) -> Path:
 def read_table(path: Path, columns: tuple[str, ...]) -> pd.DataFrame:
     """Read a Parquet or CSV input with its code columns as sorted categoricals."""
     codes = [c for c in columns if c in CODE_COLUMNS]
-    try:
-        if path.suffix == ".csv":
-            df = pd.read_csv(path, dtype={c: "string" for c in codes})
-        else:
+    if path.suffix == ".csv":
+        df = read_csv(path, dtype={c: "string" for c in codes})
+    else:
+        try:
             df = pd.read_parquet(path)
-    except Exception as exc:  # unreadable file: name it, keep the cause
-        raise InputValidationError(f"{path}: cannot read: {exc}") from exc
+        except (ValueError, OSError, pyarrow.ArrowException) as exc:
+            why = str(exc).removeprefix(f"Could not open Parquet input source '{path}': ")
+            raise InputValidationError(f"{path}: cannot read: not a readable Parquet file "
+                                       f"(truncated, corrupted or not Parquet): {why}") from exc
     missing = [c for c in columns if c not in df.columns]
     if missing:
         raise InputValidationError(
             f"{path}: missing column(s) {', '.join(missing)}; expected {', '.join(columns)}")
+    if df.empty:
+        header_only = " (only a header line)" if path.suffix == ".csv" else ""
+        raise InputValidationError(f"{path}: no rows{header_only}; there is nothing to release")
     df = df[list(columns)]
     for col in codes:
         df[col] = _as_sorted_codes(path, col, df[col])
@@ -72,6 +81,73 @@ def read_table(path: Path, columns: tuple[str, ...]) -> pd.DataFrame:
         if col not in codes and pd.api.types.is_integer_dtype(df[col]) and not df[col].hasnans:
             df[col] = df[col].astype("int64")
     return df
+
+
+def read_csv(path: Path, columns: tuple[str, ...] | None = None, **options) -> pd.DataFrame:
+    """pandas.read_csv with the strict pyarrow parser: a row with more or fewer fields than
+    the header (a ragged or truncated file) is an error, not missing values. `columns`:
+    read only those of them that the file has (the caller names the missing ones).
+    An unreadable file raises InputValidationError saying why (csv_problem)."""
+    try:
+        if columns is not None:
+            header, wanted = pd.read_csv(path, nrows=0).columns, set(columns)
+            options["usecols"] = [c for c in header if c in wanted]
+            if not options["usecols"]:
+                return pd.DataFrame()
+        return pd.read_csv(path, engine="pyarrow", **options)
+    except (ValueError, OSError, pyarrow.ArrowException) as exc:
+        raise InputValidationError(f"{path}: cannot read: {csv_problem(path, exc)}") from exc
+
+
+def csv_problem(path: Path, exc: Exception) -> str:
+    """What is wrong with a CSV file that could not be read, in the user's terms: empty,
+    not UTF-8 (which line), rows with the wrong number of fields (which rows), else the
+    parser's own message. Runs on the error path only."""
+    if not path.is_file():
+        return "file not found"
+    if path.stat().st_size == 0:
+        return "the file is empty (0 bytes); expected a header line naming the columns"
+    if isinstance(exc, pd.errors.EmptyDataError):
+        return "no header line naming the columns"
+    return _encoding_problem(path) or _ragged_rows(path) or str(exc).strip()
+
+
+def _encoding_problem(path: Path) -> str | None:
+    with open(path, "rb") as fh:
+        if fh.read(2) in (b"\xff\xfe", b"\xfe\xff"):
+            return "the file is UTF-16 text (it starts with a UTF-16 byte-order mark); save it as UTF-8"
+        fh.seek(0)
+        for number, line in enumerate(fh, start=1):
+            try:
+                line.decode("utf-8")
+            except UnicodeDecodeError as bad:
+                return (f"not UTF-8 text: byte 0x{line[bad.start]:02x} on line {number} "
+                        "(Latin-1 or Windows-1252?); save the file as UTF-8")
+    return None
+
+
+def _ragged_rows(path: Path) -> str | None:
+    """The rows whose number of fields differs from the header's, counted and shown."""
+    ragged: list[pacsv.InvalidRow] = []
+
+    def keep(row: pacsv.InvalidRow) -> str:
+        ragged.append(row)
+        return "skip"
+
+    try:  # one thread, so that pyarrow numbers the rows
+        first = str(pd.read_csv(path, nrows=0).columns[0])
+        pacsv.read_csv(path, read_options=pacsv.ReadOptions(use_threads=False),
+                       parse_options=pacsv.ParseOptions(invalid_row_handler=keep),
+                       convert_options=pacsv.ConvertOptions(
+                           include_columns=[first], column_types={first: pyarrow.string()}))
+    except (ValueError, OSError, pyarrow.ArrowException):
+        pass
+    if not ragged:
+        return None
+    examples = ", ".join(f"row {row.number - 2} has {row.actual_columns} fields: {row.text[:60]!r}"
+                         for row in ragged[:MAX_EXAMPLES])
+    return (f"{len(ragged)} row(s) with a number of fields other than the header's "
+            f"{ragged[0].expected_columns} (truncated or ragged file); e.g. {examples}")
 
 
 def _as_sorted_codes(path: Path, column: str, values: pd.Series) -> pd.Series:
@@ -154,8 +230,6 @@ def read_inputs(data_dir: Path, first_year: int, last_year: int) -> ValidatedInp
     if problems:
         raise InputValidationError("\n".join(problems))
     graduates, outcomes = tables
-    if graduates.empty:
-        raise InputValidationError(f"{grad_path}: no graduates; there is nothing to release")
     graduates, row = link_outcomes(grad_path, out_path, graduates, outcomes)
     prints = {p.name: sha256_file(p) for p in (grad_path, out_path)}
     checks = [

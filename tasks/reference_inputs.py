@@ -56,7 +56,7 @@ from schemas.reference import (COVERAGE_COLUMNS, J2J_AGGREGATE, J2J_COLUMNS, J2J
                                coverage_schema, j2j_layout_schema, j2j_schema,
                                qcew_layout_schema, qcew_schema)
 from tasks import progress, release_task
-from tasks.ingest import InputValidationError, describe_failures, sha256_file
+from tasks.ingest import InputValidationError, describe_failures, read_csv, sha256_file
 
 J2J_FILE = "j2j_state_flows.csv"
 QCEW_FILE = "qcew_state_sector.csv"
@@ -142,12 +142,7 @@ def read_text_csv(path: Path, columns: tuple[str, ...]) -> pd.DataFrame:
     path = Path(path)
     if not path.is_file():
         raise InputValidationError(f"{path}: reference file not found")
-    wanted = set(columns)
-    try:
-        df = pd.read_csv(path, dtype=str, usecols=lambda c: c in wanted,
-                         keep_default_na=False, na_values=[""])
-    except Exception as exc:  # unreadable or empty file: name it, keep the cause
-        raise InputValidationError(f"{path}: cannot read: {exc}") from exc
+    df = read_csv(path, columns, dtype=str, keep_default_na=False, na_values=[""])
     missing = [c for c in columns if c not in df.columns]
     if missing:
         raise InputValidationError(

@@ -1,0 +1,268 @@
+"""Bad input everywhere: every case below goes through `pseo-das release` as a user runs it
+and must be refused with exit status 2 and a message naming the file (and, where it
+applies, the key, column or rows), with nothing published, no staging folder left, no
+epsilon logged to MLflow and nothing recorded in the lifetime privacy budget.
+
+To add a case, add one `pytest.param(make, expected, id=...)` to CASES: `make` builds the
+bad input under the test's folder and returns the command-line options that point to it
+(`--data`, `--config`, `--reference`); `expected` are fragments of the error message, with
+`{root}` standing for that folder.
+"""
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import mlflow
+import pandas as pd
+import pytest
+
+from conftest import run_release
+from test_ingest import valid_graduates, valid_outcomes, write
+from tasks.privacy_budget import LifetimeBudget, default_budget_store
+from tasks.reference_inputs import COVERAGE_FILE, J2J_FILE, default_reference_dir
+
+SEED = "d4" * 32
+Make = Callable[[Path], dict[str, Path]]  # folder -> command-line options to the bad input
+Breaks = Callable[[Path], None]           # breaks one file in place
+
+
+# --- ways to break a file ------------------------------------------------------------------
+
+def cut_in_half(path: Path) -> None:
+    data = path.read_bytes()
+    path.write_bytes(data[:len(data) // 2])
+
+
+def cut_inside_last_row(path: Path) -> None:
+    """Truncated in the middle of the last row: the row loses its last fields."""
+    data = path.read_bytes().rstrip(b"\n")
+    last_row = data.rindex(b"\n") + 1
+    path.write_bytes(data[:data.index(b",", last_row) + 2])
+
+
+def empty(path: Path) -> None:
+    path.write_bytes(b"")
+
+
+def header_only(path: Path) -> None:
+    path.write_bytes(path.read_bytes().split(b"\n")[0] + b"\n")
+
+
+def zero_rows(path: Path) -> None:
+    pd.read_parquet(path).iloc[:0].to_parquet(path)
+
+
+def text_instead_of_parquet(path: Path) -> None:
+    path.write_text("person_id,institution\n1,00366900\n")
+
+
+def utf16(path: Path) -> None:
+    path.write_bytes(path.read_text(encoding="utf-8").encode("utf-16"))
+
+
+def replace(old: bytes, new: bytes) -> Breaks:
+    def breaks(path: Path) -> None:
+        data = path.read_bytes()
+        assert old in data, f"{old!r} not in {path}"
+        path.write_bytes(data.replace(old, new, 1))
+    return breaks
+
+
+def append_row(row: str) -> Breaks:
+    def breaks(path: Path) -> None:
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(row + "\n")
+    return breaks
+
+
+# --- bad inputs ----------------------------------------------------------------------------
+
+def config(text: str | bytes) -> Make:
+    """A --config file with `text`."""
+    def make(root: Path) -> dict[str, Path]:
+        path = root / "release.toml"
+        path.write_bytes(text.encode() if isinstance(text, str) else text)
+        return {"--config": path}
+    return make
+
+
+def no_config(root: Path) -> dict[str, Path]:
+    return {"--config": root / "release.toml"}
+
+
+def data(fmt: str = "parquet", **broken: Breaks) -> Make:
+    """Valid graduates and outcomes as `fmt`, then each named file broken."""
+    def make(root: Path) -> dict[str, Path]:
+        folder = root / f"{fmt}-data"
+        folder.mkdir()
+        write(folder, valid_graduates(), valid_outcomes(), fmt)
+        for name, breaks in broken.items():
+            breaks(folder / f"{name}.{fmt}")
+        return {"--data": folder}
+    return make
+
+
+def without_outcomes(root: Path) -> dict[str, Path]:
+    folder = data()(root)["--data"]
+    (folder / "outcomes.parquet").unlink()
+    return {"--data": folder}
+
+
+def reference(**broken: Breaks) -> Make:
+    """A copy of the packaged reference files, then each named file broken."""
+    def make(root: Path) -> dict[str, Path]:
+        folder = root / "reference"
+        shutil.copytree(default_reference_dir(), folder, ignore=shutil.ignore_patterns("*.md"))
+        for name, breaks in broken.items():
+            breaks(folder / name)
+        return {"--reference": folder}
+    return make
+
+
+CASES = [
+    # configuration (--config)
+    pytest.param(config("[publish]\nformat = 'xlsx'\n"),
+                 ["{root}/release.toml: invalid configuration",
+                  "publish: unknown section; expected one of cells, earnings, privacy, flows"],
+                 id="config-unknown-section"),
+    pytest.param(config("[privacy]\nepsilon = 0.5\n"),
+                 ["release.toml: invalid configuration",
+                  "privacy.epsilon: unknown key; expected one of epsilon_per_tabulation"],
+                 id="config-unknown-key"),
+    pytest.param(config("[privacy]\nepsilon_per_tabulation = -1.0\n"),
+                 ["privacy.epsilon_per_tabulation = -1.0: Input should be greater than 0"],
+                 id="config-negative-epsilon"),
+    pytest.param(config("[flows]\nepsilon_per_tabulation = 0\n"),
+                 ["flows.epsilon_per_tabulation = 0: Input should be greater than 0"],
+                 id="config-zero-epsilon"),
+    pytest.param(config('[privacy]\nepsilon_per_tabulation = ""\n'),  # a partial section keeps
+                 ["privacy.epsilon_per_tabulation = '': Input should be a valid number"],
+                 id="config-empty-epsilon"),                          # the defaults: "missing" is ""
+    pytest.param(config('[privacy]\nepsilon_per_tabulation = "one"\n'),
+                 ["privacy.epsilon_per_tabulation = 'one': Input should be a valid number"],
+                 id="config-epsilon-as-text"),
+    pytest.param(config("[privacy]\nepsilon_per_tabulation = inf\nepsilon_cap = inf\n"
+                        "lifetime_epsilon_cap = inf\n"),  # no noise at all if accepted
+                 ["privacy.epsilon_per_tabulation = inf: Input should be a finite number",
+                  "privacy.epsilon_cap = inf: Input should be a finite number"],
+                 id="config-infinite-epsilon"),
+    pytest.param(config("[earnings]\nbin_edges = [10000, 30000, 20000, 40000]\n"),
+                 ["earnings.bin_edges must be strictly increasing (30000 then 20000)"],
+                 id="config-bins-not-increasing"),
+    pytest.param(config("[earnings]\nbin_edges = [5000, 20000, 40000]\n"),
+                 ["earnings.bin_edges[0] must equal earnings.sample_floor"],
+                 id="config-bins-not-at-floor"),
+    pytest.param(config("[privacy]\nepsilon_cap = 2.0\n"),
+                 ["planned total epsilon 7.5", "exceeds privacy.epsilon_cap 2"],
+                 id="config-cap-below-plan"),
+    pytest.param(config("privacy = 1\n"),
+                 ["privacy = 1: Input should be a valid dictionary"],
+                 id="config-section-not-a-table"),
+    pytest.param(config("[privacy\nepsilon_cap = 2.0\n"),
+                 ["{root}/release.toml: cannot read configuration: not valid TOML", "line 1"],
+                 id="config-not-toml"),
+    pytest.param(config(b"# r\xe9glage\n[privacy]\nepsilon_cap = 9.0\n"),
+                 ["release.toml: cannot read configuration: not UTF-8 text (byte 0xe9 on line 1)"],
+                 id="config-not-utf8"),
+    pytest.param(no_config,
+                 ["{root}/release.toml: cannot read configuration: file not found"],
+                 id="config-missing"),
+    # confidential inputs (--data)
+    pytest.param(lambda root: {"--data": root / "nowhere"},
+                 ["{root}/nowhere: data folder not found"],
+                 id="data-folder-missing"),
+    pytest.param(without_outcomes,
+                 ["{root}/parquet-data: no outcomes.parquet or outcomes.csv found"],
+                 id="data-outcomes-missing"),
+    pytest.param(data(outcomes=cut_in_half),
+                 ["{root}/parquet-data/outcomes.parquet: cannot read: not a readable Parquet file"],
+                 id="parquet-truncated"),
+    pytest.param(data(graduates=text_instead_of_parquet),
+                 ["{root}/parquet-data/graduates.parquet: cannot read: not a readable Parquet file"],
+                 id="parquet-really-text"),
+    pytest.param(data(graduates=empty),
+                 ["graduates.parquet: cannot read: not a readable Parquet file",
+                  "Parquet file size is 0 bytes"],
+                 id="parquet-zero-bytes"),
+    pytest.param(data(outcomes=zero_rows),
+                 ["{root}/parquet-data/outcomes.parquet: no rows; there is nothing to release"],
+                 id="parquet-zero-rows"),
+    pytest.param(data(graduates=cut_in_half, outcomes=text_instead_of_parquet),
+                 ["graduates.parquet: cannot read", "outcomes.parquet: cannot read"],
+                 id="parquet-both-files-reported"),
+    pytest.param(data("csv", outcomes=empty),
+                 ["{root}/csv-data/outcomes.csv: cannot read: the file is empty (0 bytes)"],
+                 id="csv-zero-bytes"),
+    pytest.param(data("csv", graduates=header_only),
+                 ["{root}/csv-data/graduates.csv: no rows (only a header line)"],
+                 id="csv-header-only"),
+    pytest.param(data("csv", graduates=replace(b"00104800", b"0010480\xe9")),
+                 ["{root}/csv-data/graduates.csv: cannot read: not UTF-8 text: byte 0xe9 on line 5",
+                  "save the file as UTF-8"],
+                 id="csv-latin1-code"),
+    pytest.param(data("csv", outcomes=utf16),
+                 ["{root}/csv-data/outcomes.csv: cannot read: the file is UTF-16 text"],
+                 id="csv-utf16"),
+    pytest.param(data("csv", outcomes=append_row("6,1,42000.0,48,62,extra")),
+                 ["{root}/csv-data/outcomes.csv: cannot read: 1 row(s) with a number of fields "
+                  "other than the header's 5", "row 7 has 6 fields: '6,1,42000.0,48,62,extra'"],
+                 id="csv-ragged-row"),
+    pytest.param(data("csv", outcomes=cut_inside_last_row),
+                 ["{root}/csv-data/outcomes.csv: cannot read: 1 row(s) with a number of fields "
+                  "other than the header's 5", "row 6 has 2 fields: '5,1'"],
+                 id="csv-cut-inside-last-row"),
+    # public reference files (--reference)
+    pytest.param(lambda root: {"--reference": root / "nowhere"},
+                 [f"{{root}}/nowhere/{J2J_FILE}: reference file not found",
+                  f"{{root}}/nowhere/{COVERAGE_FILE}: reference file not found"],
+                 id="reference-folder-missing"),
+    pytest.param(reference(**{J2J_FILE: cut_in_half}),
+                 [f"{{root}}/reference/{J2J_FILE}: cannot read: 1 row(s) with a number of "
+                  "fields other than the header's 40", "(truncated or ragged file)"],
+                 id="reference-j2j-truncated"),
+    pytest.param(reference(**{J2J_FILE: empty}),
+                 [f"{{root}}/reference/{J2J_FILE}: cannot read: the file is empty (0 bytes)"],
+                 id="reference-j2j-empty"),
+    pytest.param(reference(**{COVERAGE_FILE: replace(b"\n06,", b"\n0\xe9,")}),
+                 [f"{{root}}/reference/{COVERAGE_FILE}: cannot read: not UTF-8 text: byte 0xe9"],
+                 id="reference-coverage-latin1"),
+]
+
+
+@pytest.fixture(scope="module")
+def audit_store(tmp_path_factory) -> str:
+    """One MLflow store (and lifetime budget beside it) for all the cases: each case is its
+    own release id."""
+    return f"sqlite:///{tmp_path_factory.mktemp('audit') / 'mlflow.db'}"
+
+
+@pytest.mark.parametrize("make, expected", CASES)
+def test_bad_input_is_refused_and_nothing_is_published_or_spent(make: Make, expected: list[str],
+                                                                tmp_path, audit_store, capsys,
+                                                                request):
+    release_id = f"bad-{request.node.callspec.id}"
+    valid = tmp_path / "valid-data"
+    valid.mkdir()
+    options = {"--data": write(valid, valid_graduates(), valid_outcomes()), **make(tmp_path)}
+    out = tmp_path / "release"
+    extra = tuple(str(v) for key, path in options.items() if key != "--data" for v in (key, path))
+    code = run_release(options["--data"], out, SEED, audit_store, release_id, extra)
+
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "pseo-das release: FAILED, nothing was published." in err
+    for fragment in expected:
+        assert fragment.format(root=tmp_path) in err, f"{fragment!r} not in:\n{err}"
+    assert not out.exists() and list(tmp_path.glob(f".{out.name}*")) == []
+    client = mlflow.MlflowClient(audit_store)
+    experiment = client.get_experiment_by_name("pseo-das quarterly release")
+    runs = client.search_runs([experiment.experiment_id],
+                              f"tags.release_id = '{release_id}'") if experiment else []
+    for run in runs:  # a configuration refused on load has no run at all
+        assert run.info.status == "FAILED" and "Error" in run.data.tags["failure"]
+        assert not any(key.startswith("epsilon") for key in run.data.metrics)
+    store = default_budget_store(audit_store)
+    if store.exists():
+        assert LifetimeBudget(store).attempts(release_id) == []
