@@ -1,4 +1,4 @@
-"""Command line: `pseo-das synth` and `pseo-das release`."""
+"""Command line: `pseo-das synth`, `release`, `schedule` and `audit`."""
 from __future__ import annotations
 
 import argparse
@@ -64,6 +64,27 @@ Release {result.release_id} published (total epsilon {result.total_epsilon:g}{sp
   audit run:       MLflow run {result.mlflow_run_id} in {result.tracking_uri}
   see the audit:   mlflow ui --backend-store-uri {result.tracking_uri}""")
     return 0
+
+
+def _audit(args: argparse.Namespace) -> int:
+    _quiet_prefect_defaults()
+    from pseo_das.prefect_server import prefect_api
+
+    with prefect_api() as wait_until_ready:  # the server boots while the code below imports
+        from flows.audit_release import audit_release
+        from tasks.audit_target import AuditArgumentError, resolve_audit_target
+
+        try:  # an unusable folder or run id stops here, before any flow runs
+            resolve_audit_target(args.target, args.tracking_uri)
+        except AuditArgumentError as exc:
+            print(f"pseo-das audit: {exc}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        wait_until_ready()
+        verdict = audit_release(args.target, args.tracking_uri,
+                                Path(args.data) if args.data else None,
+                                Path(args.report) if args.report else None, not args.no_replay)
+    print("\n" + verdict.printed())
+    return verdict.exit_code
 
 
 def _schedule(args: argparse.Namespace) -> int:
@@ -135,6 +156,22 @@ def parser() -> argparse.ArgumentParser:
                           help="schedule (default: 06:00 on the 15th of Jan, Apr, Jul, Oct)")
     schedule.add_argument("--timezone", default="America/New_York", help="time zone of the schedule")
     schedule.set_defaults(run=_schedule)
+
+    audit = sub.add_parser("audit", help="verify a published release against its MLflow run "
+                           "(outputs, ledger, inputs, replay); exit 0 only if every check passes")
+    audit.add_argument("target", metavar="RUN_ID_OR_RELEASE_DIR",
+                       help="a release folder (its manifest names the run) or an MLflow run id")
+    audit.add_argument("--tracking-uri", help="MLflow tracking URI (default: the one in the "
+                       "release's manifest; for a run id $MLFLOW_TRACKING_URI or "
+                       "sqlite:///<cwd>/audit/mlflow.db)")
+    audit.add_argument("--data", help="folder with the confidential inputs (default: the folder "
+                       "the run logged)")
+    audit.add_argument("--report", help="folder for audit_report.md/.html (default: "
+                       "audit_reports/<release id>-<UTC time>/)")
+    audit.add_argument("--no-replay", action="store_true", help="do not rerun the release, and "
+                       "accept that the confidential inputs are not available")
+    audit.set_defaults(run=_audit)
+
     return main
 
 

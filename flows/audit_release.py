@@ -1,0 +1,120 @@
+"""The audit of a published release as a Prefect flow (`pseo-das audit`): wiring only.
+
+Checks the release folder against its MLflow run (outputs, ledger, inputs), replays the
+release into a temporary folder and a temporary audit store, and writes the verdict as
+an audit report. Privacy cost: none; the replay redraws the release's own noise from
+its logged seed and is deleted afterwards.
+"""
+from __future__ import annotations
+
+import json
+import shlex
+import tempfile
+from pathlib import Path
+
+from mlflow.tracking import MlflowClient
+from prefect import flow, task
+from prefect.cache_policies import NO_CACHE
+from pydantic import SecretStr
+
+from flows.quarterly_release import quarterly_release
+from pseo_das.config import ConfigError
+from pseo_das.version import code_version
+from reports.audit_report import default_report_dir, utc_timestamp, write_audit_report
+from tasks import progress
+from tasks.audit_target import AuditedRelease, resolve_audit_target
+from tasks.replay import ReplayNotPossible, compare_replay, plan_replay
+from tasks.fingerprint_checks import InputLocations, check_inputs, check_outputs, locate_inputs
+from tasks.ledger_check import check_ledger
+from tasks.verification import FAILED, PASSED, SKIPPED, WAIVED, AuditVerdict, CheckResult
+
+
+def _audit_task(name: str, fn):
+    return task(name=name, cache_policy=NO_CACHE)(fn)
+
+
+verify_outputs = _audit_task("audit: published files", check_outputs)
+verify_ledger = _audit_task("audit: privacy ledger", check_ledger)
+verify_inputs = _audit_task("audit: input fingerprints", check_inputs)
+
+
+def replay_release(release: AuditedRelease, locations: InputLocations, inputs: CheckResult,
+                   wanted: bool, workdir: Path) -> CheckResult:
+    """Run `quarterly_release` again as logged and compare what it publishes."""
+    if not wanted:
+        return CheckResult("replay", WAIVED, "not run (--no-replay)")
+    if inputs.status == FAILED:
+        return CheckResult("replay", SKIPPED, "not run: the inputs differ from those the run "
+                           "logged, so a replay could not reproduce the release")
+    if inputs.status != PASSED:
+        return CheckResult("replay", SKIPPED, "not run: the inputs are not available here "
+                           "(give --data DIR)")
+    workdir.mkdir(parents=True)
+    try:
+        plan = plan_replay(release, locations, workdir)
+    except (ReplayNotPossible, ConfigError) as exc:
+        return CheckResult("replay", FAILED, f"not run: {exc}", findings=[str(exc)])
+    progress(f"replaying release {plan.release_id} into {plan.out_dir} (audit store "
+             f"{plan.tracking_uri})")
+    try:
+        result = quarterly_release(plan.data_dir, plan.out_dir, SecretStr(plan.seed_hex),
+                                   plan.release_id, config_path=plan.config_path,
+                                   tracking_uri=plan.tracking_uri,
+                                   reference_dir=plan.reference_dir)
+    except Exception as exc:  # the replay's own failure is the finding
+        reason = f"the replay stopped: {type(exc).__name__}: {exc}"
+        return CheckResult("replay", FAILED, reason, findings=[reason], notes=list(plan.notes))
+    run = MlflowClient(tracking_uri=plan.tracking_uri).get_run(result.mlflow_run_id)
+    return compare_replay(release, result.out_dir, run.data.params, run.data.tags,
+                          list(plan.notes))
+
+
+def audit_command(release: AuditedRelease, data_dir: Path | None, replay: bool) -> str:
+    """The command line that repeats this audit."""
+    words = ["pseo-das", "audit", str(release.release_dir), "--tracking-uri", release.tracking_uri]
+    if data_dir is not None:
+        words += ["--data", str(Path(data_dir).resolve())]
+    if not replay:
+        words.append("--no-replay")
+    return shlex.join(words)
+
+
+def _json_or_none(path: Path | None) -> dict | None:
+    try:
+        return json.loads(path.read_text()) if path is not None else None
+    except (OSError, ValueError):
+        return None
+
+
+@flow(name="audit_release")
+def audit_release(target: str, tracking_uri: str | None = None, data_dir: Path | None = None,
+                  report_dir: Path | None = None, replay: bool = True) -> AuditVerdict:
+    """Audit the release given by `target` (a release folder or an MLflow run id).
+
+    `tracking_uri` overrides the store named by the release's manifest (or the default
+    store, for a run id); `data_dir` overrides the logged folder of the confidential
+    inputs; `replay=False` (--no-replay) skips the replay and accepts inputs that are not
+    available. The report goes to `report_dir` (default audit_reports/<id>-<UTC time>/).
+    Raises AuditArgumentError when `target` is unusable.
+    """
+    audited_at = utc_timestamp()
+    release = resolve_audit_target(target, tracking_uri)
+    progress(f"auditing release {release.release_id} in {release.release_dir}: MLflow run "
+             f"{release.run_id} in {release.tracking_uri}")
+    with tempfile.TemporaryDirectory(prefix="pseo-das-audit-") as scratch:
+        work = Path(scratch)
+        logged_manifest = _json_or_none(release.fetch_artifact("internal/manifest.json", work / "run"))
+        logged_ledger = release.fetch_artifact("internal/ledger.csv", work / "run")
+        outputs = verify_outputs(release, logged_manifest)
+        ledger = verify_ledger(release, logged_ledger)
+        locations = locate_inputs(release, data_dir)
+        inputs = verify_inputs(release, locations, unavailable_accepted=not replay)
+        replayed = replay_release(release, locations, inputs, replay, work / "replay")
+    verdict = AuditVerdict(release.release_id, release.run_id, release.tracking_uri,
+                           release.release_dir, release.given_as, release.run_status,
+                           [outputs, ledger, inputs, replayed],
+                           audit_command(release, data_dir, replay), audited_at, code_version())
+    folder = Path(report_dir) if report_dir else default_report_dir(release.release_id, audited_at)
+    verdict.report_md, verdict.report_html = write_audit_report(verdict, folder)
+    progress(f"audit of release {release.release_id}: {verdict.conclusion()}")
+    return verdict

@@ -1,0 +1,236 @@
+"""`pseo-das audit`, tried as an auditor would: a release verifies end to end (replay
+included); a tampered public file, a tampered ledger or a changed input fails the audit
+and says exactly why; a run id works as well as a folder; unusable arguments exit 2.
+
+Uses the session's releases (conftest.py); tampering is done on copies of release "a"
+(whose manifest still names the same MLflow run and store), so that only one replay runs.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from mlflow.tracking import MlflowClient
+
+from conftest import SEED_A
+from pseo_das.cli import main
+from pseo_das.config import load_config
+from tasks.replay import configuration_toml
+from tasks.verification import logged_configuration
+
+
+def run_audit(*argv: object) -> int:
+    """`pseo-das audit ...` in this process; returns its exit status."""
+    with pytest.raises(SystemExit) as stop:
+        main(["audit", *map(str, argv)])
+    return stop.value.code
+
+
+def check_line(printed: str, name: str) -> str:
+    """The verdict line of one check, e.g. '[PASSED]  outputs: 13 of 13 files ...'."""
+    return next(line for line in printed.splitlines() if re.search(rf"^  \[[A-Z]+\] +{name}: ", line))
+
+
+def findings_of(printed: str, name: str) -> str:
+    """The finding lines printed under one check."""
+    lines = printed.splitlines()
+    start = lines.index(check_line(printed, name)) + 1
+    out = []
+    for line in lines[start:]:
+        if not line.startswith("              - "):
+            break
+        out.append(line)
+    return "\n".join(out)
+
+
+def run_ids(uri: str) -> set[str]:
+    client = MlflowClient(tracking_uri=uri)
+    experiments = [e.experiment_id for e in client.search_experiments()]
+    return {r.info.run_id for r in client.search_runs(experiments)}
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture
+def release_copy(releases, tmp_path) -> Path:
+    """A copy of release "a" to tamper with (same manifest: same MLflow run and store)."""
+    root, _ = releases
+    return Path(shutil.copytree(root / "a", tmp_path / "a_copy"))
+
+
+@pytest.fixture(autouse=True)
+def in_tmp_path(tmp_path, monkeypatch):
+    """Default report folders (audit_reports/ under the current folder) land in tmp_path."""
+    monkeypatch.chdir(tmp_path)
+
+
+def test_release_verifies_end_to_end_with_replay(releases, tmp_path, capsys):
+    root, uri = releases
+    release = root / "a"
+    manifest = json.loads((release / "internal" / "manifest.json").read_text())
+    runs_before = run_ids(uri)
+    budget = root / "audit" / "privacy_budget.sqlite"
+    budget_before = sha256(budget) if budget.exists() else None
+
+    code = run_audit(release, "--report", tmp_path / "report")
+    printed = capsys.readouterr().out
+
+    assert code == 0, printed
+    for name in ("outputs", "ledger", "inputs", "replay"):
+        assert check_line(printed, name).lstrip().startswith("[PASSED]"), printed
+    assert "PASS: all 4 checks passed." in printed
+    n_files = len(manifest["files"])
+    assert f"{n_files} of {n_files} files match" in check_line(printed, "outputs")
+    assert "total 7.5 = epsilon.total, within the cap 9" in check_line(printed, "ledger")
+    assert "5 of 5 input files match" in check_line(printed, "inputs")
+    assert "5 of 5 public files reproduced byte for byte" in check_line(printed, "replay")
+    # the replay went to a temporary store: no run added, the lifetime budget untouched
+    assert run_ids(uri) == runs_before
+    assert (sha256(budget) if budget.exists() else None) == budget_before
+
+    report = (tmp_path / "report" / "audit_report.md").read_text()
+    html = (tmp_path / "report" / "audit_report.html").read_text()
+    assert report.startswith("# Audit of PSEO release 2026Q4-test: PASS")
+    for text in (manifest["mlflow_run_id"], uri, str(release.resolve()),
+                 f"pseo-das audit {release.resolve()} --tracking-uri {uri}"):
+        assert text in report and text in html
+    assert report.count("| **passed** |") == 4
+    assert SEED_A not in report + html + printed  # the seed stays in the audit store
+
+
+def test_tampered_public_file_fails_the_outputs_check_naming_the_file(release_copy, capsys):
+    pseoe = release_copy / "public" / "pseoe.csv"
+    lines = pseoe.read_bytes().split(b"\n")
+    lines[1] = lines[1][:-1] + (b"5" if lines[1][-1:] != b"5" else b"1")  # one status flag
+    pseoe.write_bytes(b"\n".join(lines))
+
+    code = run_audit(release_copy, "--no-replay", "--report", release_copy.parent / "report")
+    printed = capsys.readouterr().out
+
+    assert code == 1, printed
+    outputs = check_line(printed, "outputs")
+    assert outputs.lstrip().startswith("[FAILED]")
+    assert "public/pseoe.csv" in findings_of(printed, "outputs")
+    assert "the file was changed after the release" in findings_of(printed, "outputs")
+    assert findings_of(printed, "outputs").count("\n") == 0  # that file and nothing else
+    assert check_line(printed, "ledger").lstrip().startswith("[PASSED]")
+    assert "FAIL: 1 of 4 checks failed (outputs)." in printed
+    report = (release_copy.parent / "report" / "audit_report.md").read_text()
+    assert "public/pseoe.csv" in report and report.startswith("# Audit of PSEO release 2026Q4-test: FAIL")
+
+
+def test_tampered_ledger_fails_the_ledger_check_naming_the_tabulation(release_copy, capsys):
+    ledger = release_copy / "internal" / "ledger.csv"
+    text = ledger.read_text()
+    row = next(line for line in text.splitlines() if line.startswith("earnings.I.cip4.y1,"))
+    assert ",1.0," in row
+    ledger.write_text(text.replace(row, row.replace(",1.0,", ",0.5,", 1)))
+
+    code = run_audit(release_copy, "--no-replay")
+    printed = capsys.readouterr().out
+
+    assert code == 1, printed
+    assert check_line(printed, "ledger").lstrip().startswith("[FAILED]")
+    findings = findings_of(printed, "ledger")
+    assert ("tabulation earnings.I.cip4.y1: epsilon is '0.5' in the release's ledger.csv, "
+            "'1.0' in the run's ledger") in findings
+    assert ("tabulation earnings.I.cip4.y1 (earnings histograms, measured): epsilon 0.5 in the "
+            "ledger, but the logged configuration sets privacy.epsilon_per_tabulation = 1") in findings
+    assert "internal/ledger.csv" in findings_of(printed, "outputs")
+    assert "FAIL: 2 of 4 checks failed (outputs, ledger)." in printed
+    assert list(Path("audit_reports").glob("2026Q4-test-*/audit_report.html"))  # default folder
+
+
+def test_changed_input_fails_the_inputs_check_naming_the_file(releases, synthetic_dir, tmp_path,
+                                                              capsys):
+    root, _ = releases
+    data = Path(shutil.copytree(synthetic_dir, tmp_path / "data"))
+    outcomes = pd.read_parquet(data / "outcomes.parquet")
+    row = outcomes["earnings"].first_valid_index()
+    outcomes.loc[row, "earnings"] += 1.0  # one graduate's earnings, one dollar more
+    outcomes.to_parquet(data / "outcomes.parquet", index=False)
+
+    code = run_audit(root / "a", "--data", data)
+    printed = capsys.readouterr().out
+
+    assert code == 1, printed
+    inputs = check_line(printed, "inputs")
+    assert inputs.lstrip().startswith("[FAILED]") and "4 of 5 input files match" in inputs
+    findings = findings_of(printed, "inputs")
+    assert f"outcomes.parquet in {data.resolve()}: SHA-256" in findings
+    assert "graduates.parquet" not in findings
+    assert check_line(printed, "replay").lstrip().startswith("[SKIPPED]")
+    assert check_line(printed, "outputs").lstrip().startswith("[PASSED]")
+    assert f"--data {data.resolve()}" in printed  # the reproduce command keeps --data
+
+
+def test_a_run_id_works_as_well_as_a_folder(releases, capsys, monkeypatch):
+    root, uri = releases
+    run_id = json.loads((root / "b" / "internal" / "manifest.json").read_text())["mlflow_run_id"]
+
+    code = run_audit(run_id, "--tracking-uri", uri, "--no-replay")
+    printed = capsys.readouterr().out
+    assert code == 0, printed
+    assert f"Audit of release 2026Q4-other: MLflow run {run_id} in {uri}" in printed
+    assert f"release folder: {(root / 'b').resolve()}" in printed
+    assert check_line(printed, "inputs").lstrip().startswith("[PASSED]")
+    assert check_line(printed, "replay").lstrip().startswith("[WAIVED]")
+    assert "PASS: 3 of 4 checks passed; replay waived with --no-replay" in printed
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)  # the default store, as for `release`
+    assert run_audit(run_id, "--no-replay") == 0
+
+
+def test_inputs_not_available_make_the_audit_incomplete_unless_waived(releases, tmp_path,
+                                                                      capsys):
+    root, _ = releases
+    empty = tmp_path / "no_data"
+    empty.mkdir()
+
+    assert run_audit(root / "a", "--data", empty) == 1
+    printed = capsys.readouterr().out
+    assert check_line(printed, "inputs").lstrip().startswith("[SKIPPED]")
+    assert "2 not available here (graduates.parquet, outcomes.parquet)" in printed
+    assert check_line(printed, "replay").lstrip().startswith("[SKIPPED]")
+    assert "INCOMPLETE: no check failed, but 2 of 4 could not run (inputs, replay)" in printed
+
+    assert run_audit(root / "a", "--data", empty, "--no-replay") == 0
+    printed = capsys.readouterr().out
+    assert check_line(printed, "inputs").lstrip().startswith("[WAIVED]")
+
+
+def test_unusable_arguments_exit_2_with_a_clear_message(releases, tmp_path, capsys):
+    root, uri = releases
+    unknown = "0123456789abcdef0123456789abcdef"
+    assert run_audit(unknown, "--tracking-uri", uri) == 2
+    assert f"MLflow run {unknown} not found in {uri}" in capsys.readouterr().err
+
+    not_a_release = tmp_path / "folder"
+    not_a_release.mkdir()
+    assert run_audit(not_a_release) == 2
+    assert f"{not_a_release} is not a release folder: it has no internal/manifest.json" in \
+        capsys.readouterr().err
+
+    assert run_audit("no-such-thing") == 2
+    assert "no-such-thing: no such release folder, and not an MLflow run id" in \
+        capsys.readouterr().err
+
+    missing_store = tmp_path / "elsewhere" / "mlflow.db"
+    assert run_audit(unknown, "--tracking-uri", f"sqlite:///{missing_store}") == 2
+    assert f"no MLflow store at {missing_store}" in capsys.readouterr().err
+    assert not missing_store.exists()  # the audit does not create a store
+
+
+def test_logged_configuration_round_trips_through_toml(tmp_path):
+    cfg = load_config()
+    params = {k: v if isinstance(v, str) else json.dumps(v) for k, v in cfg.flat().items()}
+    path = tmp_path / "config.toml"
+    path.write_text(configuration_toml(logged_configuration(params | {"release_id": "x"})))
+    assert load_config(path) == cfg
