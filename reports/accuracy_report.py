@@ -52,10 +52,10 @@ def _nearest(values: list[float], targets: tuple[float, ...]) -> list[float]:
     return picked
 
 
-def _grid(plt, n: int, ncols: int):
+def _grid(plt, n: int, ncols: int, sharey: bool = True):
     nrows = (n + ncols - 1) // ncols
     fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols, 3.3 * nrows), squeeze=False,
-                             sharey=True)
+                             sharey=sharey)
     for ax in axes.flat[n:]:
         ax.set_visible(False)
     return fig, list(axes.flat[:n])
@@ -72,7 +72,7 @@ def _finish(fig, axes, path: Path, ylabel: str, xlabel: str, relative: bool) -> 
     for ax in axes:
         ax.grid(alpha=0.3)
         ax.set_xlabel(xlabel)
-        if relative:
+        if relative and ax.get_ylim()[0] < FLOOR:
             ax.set_ylim(FLOOR - 0.05, 1.02)
     axes[0].set_ylabel(ylabel)
     handles, labels = axes[0].get_legend_handles_labels()
@@ -116,20 +116,37 @@ def _by_cell_size_figure(plt, accuracy: pd.DataFrame, path: Path, measure: str) 
 
 
 def _by_bins_figure(plt, accuracy: pd.DataFrame, path: Path) -> None:
-    rows = accuracy[(accuracy["percentile"] == 50) & (accuracy["stratum"] == ALL_CELLS)]
+    """Top row: all cells; bottom row: cells of 30 and over."""
+    rows = accuracy[accuracy["percentile"] == 50]
     epsilons = _nearest(sorted(rows["epsilon"].unique()), (0.5, 1.0, 2.0, 3.0))
-    fig, axes = _grid(plt, len(epsilons), 2)
-    for ax, eps in zip(axes, epsilons):
-        sel = rows[rows["epsilon"] == eps]
+    strata = [s for s in (ALL_CELLS, PUBLISHABLE) if s in set(rows["stratum"])]
+    panels = [(s, e) for s in strata for e in epsilons]
+    fig, axes = _grid(plt, len(panels), len(epsilons), sharey=False)
+    for ax, (stratum, eps) in zip(axes, panels):
+        sel = rows[(rows["epsilon"] == eps) & (rows["stratum"] == stratum)]
+        hist = sel[sel["method"].isin(HISTOGRAM_METHODS)]["mean_relative_accuracy"]
+        # Each panel is scaled to the histogram methods, so a 2-point change shows; smooth
+        # sensitivity below the axis is written in the panel instead of drawn.
+        low = float(hist.min()) - 0.02
         for method in HISTOGRAM_METHODS:
             m = sel[sel["method"] == method].sort_values("bins")
-            _line(ax, m["bins"], m["mean_relative_accuracy"], method, FLOOR)
+            _line(ax, m["bins"], m["mean_relative_accuracy"], method)
+        below = []
         for method in (SMOOTH_SENSITIVITY, SMOOTH_SENSITIVITY_UNSPLIT):
             m = sel[sel["method"] == method]
             if len(m):
+                value = float(m["mean_relative_accuracy"].iloc[0])
                 bins = sorted(sel["bins"].dropna().unique())
-                _line(ax, bins, [m["mean_relative_accuracy"].iloc[0]] * len(bins), method, FLOOR)
-        ax.set_title(f"epsilon {eps:g}")
+                if value >= low:
+                    _line(ax, bins, [value] * len(bins), method)
+                else:
+                    ax.plot([], [], **STYLES[method])  # keeps the legend entry
+                    below.append(f"{'split' if method == SMOOTH_SENSITIVITY else 'unsplit'} SS: {value:.2f}")
+        if below:
+            ax.text(0.02, 0.03, "below the axis: " + "; ".join(below), transform=ax.transAxes,
+                    fontsize=7, color="tab:green")
+        ax.set_ylim(low - 0.005, max(float(hist.max()) + 0.02, low + 0.05))
+        ax.set_title(f"{stratum}, epsilon {eps:g}")
     _finish(fig, axes, path, "relative accuracy", "number of bins", relative=True)
     plt.close(fig)
 
@@ -151,7 +168,7 @@ def _l1_figure(plt, l1: pd.DataFrame, path: Path) -> None:
 FIGURES = (
     ("figure1_p50_by_method.png", "Figure 1. Mean relative accuracy by method, 50th percentile, all cells"),
     ("figure2_p50_by_cell_size.png", "Figure 2. Mean relative accuracy by cell size (true count), 50th percentile, 20 bins"),
-    ("figure3_p50_by_bin_count.png", "Figure 3. Mean relative accuracy by bin count, 50th percentile, all cells"),
+    ("figure3_p50_by_bin_count.png", "Figure 3. Mean relative accuracy by bin count, 50th percentile: all cells (top), cells of 30 and over (bottom)"),
     ("figure4_p25_by_method.png", "Figure 4. Mean relative accuracy by method, 25th percentile, all cells"),
     ("figure5_p75_by_method.png", "Figure 5. Mean relative accuracy by method, 75th percentile, all cells"),
     ("figure6_l1_by_method.png", "Figure 6. Mean sum of the three L1 errors (25th, 50th, 75th), histogram methods, all cells"),

@@ -2,10 +2,12 @@
 the noisy cell summary (never from true counts)."""
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from pseo_das.config import ReleaseConfig
 from schemas.codes import CENSUS_DIVISIONS, NAICS_SECTORS, STATE_FIPS
+from tasks.accuracy import ALL_CELLS, expected_accuracy_from_noisy_histograms
 from tasks.division_flows import FlowsRelease
 from tasks.flow_counts import N_DESTINATIONS
 from tasks.mechanism import GEOMETRIC, PrivacyLedger, geometric_variance
@@ -131,3 +133,21 @@ def flows_context(cfg: ReleaseConfig, flows: FlowsRelease) -> dict:
         "layout": pseof_layout(cfg),
         "reference_files": flows.reference_fingerprints,
     }
+
+
+ACCURACY_DRAWS = 20
+
+
+def release_accuracy(cfg: ReleaseConfig, tables: list[NoisyHistograms], seed: bytes) -> dict:
+    """Expected relative accuracy of the published percentiles of the measured institution
+    cells, by cell-size stratum, simulated from their published noisy histograms at the
+    release's epsilon (never from true values). Privacy cost: none."""
+    measured = [t for t in tables if t.measured]
+    counts = np.concatenate([t.counts for t in measured])
+    published = counts.sum(axis=1) >= cfg.earnings.min_publish_count
+    table = expected_accuracy_from_noisy_histograms(
+        counts[published], np.array(cfg.earnings.bin_edges), np.array(cfg.earnings.bin_upper),
+        tuple(cfg.earnings.percentiles), cfg.privacy.epsilon_per_tabulation, ACCURACY_DRAWS, seed)
+    return {"tables": ", ".join(t.tabulation_id for t in measured), "draws": ACCURACY_DRAWS,
+            "cells": int(published.sum()), "epsilon": cfg.privacy.epsilon_per_tabulation,
+            "rows": table[(table["cells"] > 0) & (table["stratum"] != ALL_CELLS)].to_dict("records")}

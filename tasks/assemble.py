@@ -11,7 +11,8 @@ import pandas as pd
 
 from pseo_das.config import ReleaseConfig
 from pseo_das.version import package_versions
-from reports.context import flows_context, release_context, suppression_summary
+from reports.context import (flows_context, release_accuracy, release_context,
+                             suppression_summary)
 from reports.render import render_markdown, to_html
 from tasks import progress, release_task
 from tasks.division_flows import FlowsRelease
@@ -82,6 +83,7 @@ def write_release(staging: Path, identity: ReleaseIdentity, cfg: ReleaseConfig,
         tracking_uri=identity.tracking_uri, suppression=suppression_summary(cells),
         checks=checks, input_fingerprints=input_fingerprints,
         lifetime=lifetime_summary(budget),
+        accuracy=release_accuracy(cfg, tables, bytes.fromhex(identity.seed_sha256)),
         output_fingerprints=fingerprints(staging), config_flat=cfg.flat(),
         package_versions=package_versions()))
     (internal / "drb_report.md").write_text(drb)

@@ -209,3 +209,13 @@ def test_release_notes_carry_a_certificate(releases):
     assert hashlib.sha256(bytes.fromhex(SEED_A)).hexdigest() in certificate
     assert "total epsilon **7.5** over 6 measured tabulations (earnings histograms 3; employment flows 4.5)" in certificate
     assert "pseo-das audit" in certificate
+
+
+def test_drb_report_has_an_accuracy_section_from_published_histograms(releases):
+    root, _ = releases
+    drb = (root / "a" / "internal" / "drb_report.md").read_text()
+    section = drb[drb.index("## Expected accuracy of the published percentiles"):drb.index("## Suppression")]
+    rows = [line.split(" | ") for line in section.splitlines() if line.startswith("| 30 and over |")]
+    assert [row[1] for row in rows] == ["25", "50", "75"]
+    assert all(0.5 < float(row[3]) <= 1.0 for row in rows)  # mean relative accuracy
+    assert "| under 30 |" not in section  # only published cells
