@@ -19,7 +19,7 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $@
 
-$(DATA)/graduates.parquet: | $(VENV)/.installed
+$(DATA)/graduates.parquet: pseo_das/synth.py pseo_das/reference/state_coverage.csv | $(VENV)/.installed
 	$(BIN)/pseo-das synth --out $(DATA)
 
 release: $(VENV)/.installed $(DATA)/graduates.parquet
