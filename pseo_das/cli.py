@@ -60,7 +60,7 @@ def _release(args: argparse.Namespace) -> int:
     print(f"""
 Release {result.release_id} published (total epsilon {result.total_epsilon:g}{spent}).
   public files:    {out / 'public'}  (pseoe.csv, pseoh.csv, pseof.csv, release_notes.html/.md)
-  internal files:  {out / 'internal'}  (ledger.csv, flows_state.csv, drb_report.html, manifest.json, config.json)
+  internal files:  {out / 'internal'}  (ledger.csv, lifetime_budget.csv, flows_state.csv, drb_report.html, manifest.json, config.json)
   audit run:       MLflow run {result.mlflow_run_id} in {result.tracking_uri}
   see the audit:   mlflow ui --backend-store-uri {result.tracking_uri}""")
     return 0
