@@ -27,14 +27,13 @@ from schemas.outputs import pseof_schema
 from tasks import progress, release_task
 from tasks.flow_counts import N_SECTORS, N_STATES, NONEMPLOYED, destinations
 from tasks.noisy_flows import NoisyFlows
+from tasks.publication import ID_COLUMNS
 from tasks.reference_inputs import ReferenceInputs
 
 DIVISIONS = tuple(CENSUS_DIVISIONS)
 NATIONAL_GEOGRAPHY, ALL_INDUSTRIES = "00", "00"
 # States (columns) -> divisions (rows) membership.
 DIVISION_MEMBERSHIP = np.array([[DIVISION_OF_STATE[s] == d for s in STATE_FIPS] for d in DIVISIONS])
-ID_COLUMNS = ["inst_level", "institution", "degree_level", "cip_level", "cipcode",
-              "grad_cohort", "grad_cohort_years"]
 GEO_COLUMNS = ["geo_level", "geography", "ind_level", "industry"]
 MEASURES = ["grads_emp", "grads_emp_instate", "grads_nme"]
 
