@@ -11,14 +11,14 @@ from pydantic import SecretStr
 
 from pseo_das.config import load_config
 from pseo_das.version import code_version
-from tasks.assemble import ReleaseIdentity, seed_sha256, write_release
+from tasks.assemble import ReleaseIdentity, write_release
 from tasks.audit import (AuditRun, default_tracking_uri, record_release, release_parameters,
                          seed_parameters)
 from tasks.cells import build_cell_frames
 from tasks.division_flows import build_flows_tables
 from tasks.flows_correction import correct_flows
 from tasks.ingest import validate_inputs
-from tasks.mechanism import PrivacyLedger
+from tasks.mechanism import PrivacyLedger, seed_sha256
 from tasks.noisy_flows import derive_all_flows, measure_flows
 from tasks.noisy_histograms import derive_earnings, measure_earnings
 from tasks.privacy_budget import default_budget_store, reserve_budget

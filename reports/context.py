@@ -2,12 +2,10 @@
 the noisy cell summary (never from true counts)."""
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 
 from pseo_das.config import ReleaseConfig
 from schemas.codes import CENSUS_DIVISIONS, NAICS_SECTORS, STATE_FIPS
-from tasks.accuracy import ALL_CELLS, expected_accuracy_from_noisy_histograms
 from tasks.division_flows import FlowsRelease
 from tasks.flow_counts import N_DESTINATIONS
 from tasks.mechanism import GEOMETRIC, PrivacyLedger, geometric_variance
@@ -134,24 +132,3 @@ def flows_context(cfg: ReleaseConfig, flows: FlowsRelease) -> dict:
         "reference_files": flows.reference_fingerprints,
     }
 
-
-ACCURACY_DRAWS = 20
-
-
-def release_accuracy(cfg: ReleaseConfig, tables: list[NoisyHistograms], seed: bytes) -> dict:
-    """Expected relative accuracy of the published percentiles of the measured institution
-    cells, by cell-size stratum, simulated from their published noisy histograms at the
-    release's epsilon (never from true values). Privacy cost: none."""
-    measured = [t for t in tables if t.measured]
-    counts = np.concatenate([t.counts for t in measured])
-    published = counts.sum(axis=1) >= cfg.earnings.min_publish_count
-    summary = {"tables": ", ".join(t.tabulation_id for t in measured), "draws": ACCURACY_DRAWS,
-               "cells": int(published.sum()), "epsilon": cfg.privacy.epsilon_per_tabulation,
-               "rows": []}
-    if not published.any():
-        return summary
-    table = expected_accuracy_from_noisy_histograms(
-        counts[published], np.array(cfg.earnings.bin_edges), np.array(cfg.earnings.bin_upper),
-        tuple(cfg.earnings.percentiles), cfg.privacy.epsilon_per_tabulation, ACCURACY_DRAWS, seed)
-    rows = table[(table["cells"] > 0) & (table["stratum"] != ALL_CELLS)]
-    return summary | {"rows": rows.to_dict("records")}

@@ -17,7 +17,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from pseo_das.config import ReleaseConfig
 from tasks.mechanism import simulated_geometric_noise, simulation_generator
+from tasks.noisy_histograms import NoisyHistograms
 from tasks.percentiles import protected_percentiles, round_dollars
 
 STRATUM_EDGES = (30, 50, 80, 100, 200, 300)
@@ -136,3 +138,25 @@ def expected_accuracy_from_noisy_histograms(noisy: np.ndarray, bin_lower: np.nda
         redrawn = stand_in + simulated_geometric_noise(generator, epsilon, stand_in.shape)
         simulated[d] = round_dollars(protected_percentiles(redrawn, lower, upper, percentiles))
     return summarise_percentiles(simulated, truth, strata, tuple(percentiles))
+
+
+ACCURACY_DRAWS = 20
+
+
+def release_accuracy(cfg: ReleaseConfig, tables: list[NoisyHistograms], seed: bytes) -> dict:
+    """Expected relative accuracy of the published percentiles of the measured institution
+    cells, by cell-size stratum, simulated from their published noisy histograms at the
+    release's epsilon (never from true values). Privacy cost: none."""
+    measured = [t for t in tables if t.measured]
+    counts = np.concatenate([t.counts for t in measured])
+    published = counts.sum(axis=1) >= cfg.earnings.min_publish_count
+    summary = {"tables": ", ".join(t.tabulation_id for t in measured), "draws": ACCURACY_DRAWS,
+               "cells": int(published.sum()), "epsilon": cfg.privacy.epsilon_per_tabulation,
+               "rows": []}
+    if not published.any():
+        return summary
+    table = expected_accuracy_from_noisy_histograms(
+        counts[published], np.array(cfg.earnings.bin_edges), np.array(cfg.earnings.bin_upper),
+        tuple(cfg.earnings.percentiles), cfg.privacy.epsilon_per_tabulation, ACCURACY_DRAWS, seed)
+    rows = table[(table["cells"] > 0) & (table["stratum"] != ALL_CELLS)]
+    return summary | {"rows": rows.to_dict("records")}

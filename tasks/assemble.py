@@ -2,7 +2,6 @@
 internal ledger, configuration, disclosure review board report and manifest."""
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,10 +10,10 @@ import pandas as pd
 
 from pseo_das.config import ReleaseConfig
 from pseo_das.version import package_versions
-from reports.context import (flows_context, release_accuracy, release_context,
-                             suppression_summary)
+from reports.context import flows_context, release_context, suppression_summary
 from reports.render import render_markdown, to_html
 from tasks import progress, release_task
+from tasks.accuracy import release_accuracy
 from tasks.division_flows import FlowsRelease
 from tasks.mechanism import GEOMETRIC, PrivacyLedger
 from tasks.privacy_budget import BudgetDecision, lifetime_summary
@@ -30,10 +29,6 @@ class ReleaseIdentity:
     mlflow_run_id: str
     tracking_uri: str
     config_sha256: str  # SHA-256 of the configuration as canonical JSON (sorted keys)
-
-
-def seed_sha256(release_seed: bytes) -> str:
-    return hashlib.sha256(release_seed).hexdigest()
 
 
 def ledger_checks(ledger: PrivacyLedger, tables: list[NoisyHistograms],

@@ -6,7 +6,6 @@ noise, so the store must be protected like the confidential data.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import time
@@ -20,7 +19,7 @@ from pseo_das.config import ReleaseConfig
 from pseo_das.version import package_versions
 from tasks import progress, release_task
 from tasks.division_flows import FlowsRelease
-from tasks.mechanism import PrivacyLedger
+from tasks.mechanism import PrivacyLedger, seed_sha256
 from tasks.privacy_budget import BudgetDecision
 
 EXPERIMENT = "pseo-das quarterly release"
@@ -100,7 +99,7 @@ def release_parameters(cfg: ReleaseConfig, release_id: str, data_dir: Path,
 def seed_parameters(release_seed: bytes, budget: BudgetDecision) -> dict[str, object]:
     """The seed (known once the lifetime budget store has decided) and that decision."""
     return {"release_seed": release_seed.hex(),
-            "release_seed_sha256": hashlib.sha256(release_seed).hexdigest(),
+            "release_seed_sha256": seed_sha256(release_seed),
             "budget_attempt": str(budget.attempt.attempt),
             "budget_new_spending": str(budget.new_spending).lower(),
             "budget_supersedes": str(budget.superseded.attempt) if budget.superseded else "none"}

@@ -71,6 +71,11 @@ def institution_state_flows(tables: list[NoisyFlows], unobserved: list[np.ndarra
     return pd.concat(parts).groupby("institution").sum()
 
 
+def divisions_at_risk(missing: np.ndarray) -> np.ndarray:
+    """cells x divisions: True where the division holds one of the cell's unobserved states."""
+    return (missing.astype(np.int64) @ DIVISION_MEMBERSHIP.T.astype(np.int64)) > 0
+
+
 def unobserved_division_share(table: NoisyFlows, missing: np.ndarray,
                               history: pd.DataFrame) -> np.ndarray:
     """cells x divisions: estimated share of the division's flows going to the cell's
@@ -80,7 +85,7 @@ def unobserved_division_share(table: NoisyFlows, missing: np.ndarray,
     flows = history.reindex(institutions).to_numpy(na_value=0.0)   # cells x states
     to_division = flows @ DIVISION_MEMBERSHIP.T
     to_unobserved = (flows * missing) @ DIVISION_MEMBERSHIP.T
-    touched = (missing.astype(np.int64) @ DIVISION_MEMBERSHIP.T.astype(np.int64)) > 0
+    touched = divisions_at_risk(missing)
     with np.errstate(divide="ignore", invalid="ignore"):
         share = np.where(to_division > 0, to_unobserved / to_division, 1.0)
     return np.where(touched, share, 0.0)
@@ -259,7 +264,7 @@ def build_flows_tables(tables: list[NoisyFlows], correction: list[dict],
                      ignore_index=True)
     pseof = flows_table(rows, years_after)
     pseof_schema(years_after).validate(pseof, lazy=True)
-    touched = np.concatenate([s[(m @ DIVISION_MEMBERSHIP.T.astype(int)) > 0]
+    touched = np.concatenate([s[divisions_at_risk(m)]
                               for s, m in zip(shares, unobserved)])
     suppression = {
         "share_max": share_max,

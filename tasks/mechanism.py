@@ -91,6 +91,11 @@ def fresh_release_seed() -> str:
     return secrets.token_hex(32)
 
 
+def seed_sha256(release_seed: bytes) -> str:
+    """The seed's public fingerprint (documents carry this, never the seed)."""
+    return hashlib.sha256(release_seed).hexdigest()
+
+
 def stream_key(release_seed: bytes, tabulation_id: str) -> bytes:
     return hashlib.sha256(STREAM_DOMAIN + b"\x00" + release_seed + b"\x00"
                           + tabulation_id.encode()).digest()
