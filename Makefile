@@ -1,14 +1,16 @@
 # Two commands do all set-up on a fresh machine with Python 3.11+ and make:
 #   make release   install, build the synthetic data set, run a quarterly release
-#   make test      install, run the test suite
+#                  (privacy store: ./demo-store/, created on the first run)
+#   make test      install, run the test suite (make test-fast: the unit tests only)
 PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
 DATA   ?= data/synthetic
 RELEASE_ID ?= $(shell date -u +%Y%m%dT%H%M%SZ)
 OUT    ?= releases/$(RELEASE_ID)
+STORE  ?= demo-store
 
-.PHONY: release test install clean bench
+.PHONY: release test test-fast install clean bench
 
 install: $(VENV)/.installed
 
@@ -23,13 +25,17 @@ $(DATA)/graduates.parquet: pseo_das/synth.py pseo_das/reference/state_coverage.c
 	$(BIN)/pseo-das synth --out $(DATA)
 
 release: $(VENV)/.installed $(DATA)/graduates.parquet
-	$(BIN)/pseo-das release --data $(DATA) --out $(OUT) --release-id $(RELEASE_ID)
+	@echo "make release: demo privacy store $(STORE)/ (measurements and lifetime budget of the demo releases)"
+	$(BIN)/pseo-das release --data $(DATA) --out $(OUT) --release-id $(RELEASE_ID) --store $(STORE) --init-store
 
 test: $(VENV)/.installed
 	$(BIN)/python -m pytest
+
+test-fast: $(VENV)/.installed
+	$(BIN)/python -m pytest -m "not slow"
 
 bench: $(VENV)/.installed
 	$(BIN)/python benchmarks/bench_release.py
 
 clean:
-	rm -rf $(VENV) data releases audit .pytest_cache
+	rm -rf $(VENV) data releases audit demo-store .pytest_cache

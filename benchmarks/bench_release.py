@@ -107,11 +107,13 @@ def dataset(size: str) -> tuple[Path, int]:
 
 
 def run_release(data: Path, log: Path, label: str, tracking_uri: str) -> dict:
-    """One release into a fresh temporary OUT, audited in the session's MLflow store."""
+    """One release into a fresh temporary OUT and a fresh privacy store (so that every run
+    measures everything), audited in the session's MLflow store."""
     with tempfile.TemporaryDirectory(prefix="pseo-bench-") as tmp:
         run = measure([str(BIN / "pseo-das"), "release", "--data", str(data),
                        "--out", f"{tmp}/out", "--seed", RELEASE_SEED, "--release-id", label,
-                       "--tracking-uri", tracking_uri], log)
+                       "--tracking-uri", tracking_uri, "--store", f"{tmp}/store",
+                       "--init-store"], log)
     run["steps"] = release_steps(log.read_text(errors="replace"), run.pop("started"), run["wall_s"])
     return run
 

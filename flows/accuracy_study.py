@@ -11,12 +11,12 @@ from prefect import flow
 
 from pseo_das.config import load_config
 from pseo_das.version import code_version
-from tasks.accuracy_findings import Finding
-from tasks.accuracy_grid import (DEFAULT_STUDY_SEED, FULL_GRID, QUICK_GRID, StudyGrid,
+from pseo_das.tasks.study.accuracy_findings import Finding
+from pseo_das.tasks.study.accuracy_grid import (DEFAULT_STUDY_SEED, FULL_GRID, QUICK_GRID, StudyGrid,
                                  evaluate_epsilon, prepare_study, study_seed)
-from tasks.accuracy_outputs import write_study_outputs
-from tasks.ingest import validate_inputs
-from tasks.study_sample import build_study_sample
+from pseo_das.tasks.study.accuracy_outputs import write_study_outputs
+from pseo_das.tasks.inputs.ingest import validate_inputs
+from pseo_das.tasks.study.study_sample import build_study_sample
 
 
 @dataclass

@@ -17,16 +17,16 @@ from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 from pydantic import SecretStr
 
-from flows.quarterly_release import quarterly_release
+from pseo_das.flows.quarterly_release import quarterly_release
 from pseo_das.config import ConfigError
 from pseo_das.version import code_version
-from reports.audit_report import default_report_dir, utc_timestamp, write_audit_report
-from tasks import progress
-from tasks.audit_target import AuditedRelease, resolve_audit_target
-from tasks.replay import ReplayNotPossible, compare_replay, plan_replay
-from tasks.fingerprint_checks import InputLocations, check_inputs, check_outputs, locate_inputs
-from tasks.ledger_check import check_ledger
-from tasks.verification import FAILED, PASSED, SKIPPED, WAIVED, AuditVerdict, CheckResult
+from pseo_das.tasks.audit.audit_report import default_report_dir, utc_timestamp, write_audit_report
+from pseo_das.tasks import progress
+from pseo_das.tasks.audit.audit_target import AuditedRelease, resolve_audit_target
+from pseo_das.tasks.audit.replay import ReplayNotPossible, compare_replay, plan_replay
+from pseo_das.tasks.audit.fingerprint_checks import InputLocations, check_inputs, check_outputs, locate_inputs
+from pseo_das.tasks.audit.ledger_check import check_ledger
+from pseo_das.tasks.audit.verification import FAILED, PASSED, SKIPPED, WAIVED, AuditVerdict, CheckResult
 
 
 def _audit_task(name: str, fn):
@@ -60,7 +60,8 @@ def replay_release(release: AuditedRelease, locations: InputLocations, inputs: C
         result = quarterly_release(plan.data_dir, plan.out_dir, SecretStr(plan.seed_hex),
                                    plan.release_id, config_path=plan.config_path,
                                    tracking_uri=plan.tracking_uri,
-                                   reference_dir=plan.reference_dir)
+                                   reference_dir=plan.reference_dir, store=plan.store,
+                                   supersede=plan.supersede, remeasure=plan.remeasure)
     except Exception as exc:  # the replay's own failure is the finding
         reason = f"the replay stopped: {type(exc).__name__}: {exc}"
         return CheckResult("replay", FAILED, reason, findings=[reason], notes=list(plan.notes))

@@ -1,31 +1,44 @@
-"""The quarterly release (earnings and employment flows) as a Prefect flow."""
+"""The quarterly release (earnings and employment flows) as a Prefect flow, and
+`republish`, which re-derives a release from the privacy store alone.
+
+Wiring only. Two halves:
+  measurement:      inputs -> cell frame -> release plan (reuse | measure new) -> store
+  post-processing:  store -> derived tables, percentiles, flows correction, suppression
+                    -> release files (the same code for a release and a republication)
+"""
 from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from prefect import flow
+import pandas as pd
+from prefect import flow, task
+from prefect.cache_policies import NO_CACHE
 from pydantic import SecretStr
 
-from pseo_das.config import load_config
+from pseo_das.config import ReleaseConfig, load_config
 from pseo_das.version import code_version
-from tasks.assemble import ReleaseIdentity, write_release
-from tasks.audit import (AuditRun, default_tracking_uri, record_release, release_parameters,
-                         seed_parameters)
-from tasks.cells import build_cell_frames
-from tasks.division_flows import build_flows_tables
-from tasks.flows_correction import correct_flows
-from tasks.ingest import validate_inputs
-from tasks.mechanism import PrivacyLedger, seed_sha256
-from tasks.noisy_flows import derive_all_flows, measure_flows
-from tasks.noisy_histograms import derive_earnings, measure_earnings
-from tasks.privacy_budget import default_budget_store, reserve_budget
-from tasks.publication import build_publication_tables
-from tasks.reference_inputs import default_reference_dir, load_reference
-from tasks.release_files import (DestinationExistsError, discard, new_staging, publish,
-                                 published_epsilon, published_release)
+from pseo_das.tasks.audit.mlflow_run import (AuditRun, default_tracking_uri, record_release,
+                                             release_parameters, seed_parameters)
+from pseo_das.tasks.earnings.earnings_tables import build_publication_tables
+from pseo_das.tasks.earnings.noisy_histograms import derive_earnings, measure_earnings
+from pseo_das.tasks.employment_flows.division_flows import build_flows_tables
+from pseo_das.tasks.employment_flows.flows_correction import correct_flows
+from pseo_das.tasks.employment_flows.noisy_flows import derive_all_flows, measure_flows
+from pseo_das.tasks.inputs.cells import build_cell_frames
+from pseo_das.tasks.inputs.ingest import validate_inputs
+from pseo_das.tasks.inputs.reference_inputs import (ReferenceInputs, default_reference_dir,
+                                                    load_reference)
+from pseo_das.tasks.privacy.mechanism import PrivacyLedger, seed_sha256
+from pseo_das.tasks.privacy.release_plan import (ReleasePlan, lifetime_figures,
+                                                 record_release_plan, recorded_plan)
+from pseo_das.tasks.privacy.store import PrivacyStore, init_store, resolve_store
+from pseo_das.tasks.privacy.stored_tables import keep_measurements, stored_tables
+from pseo_das.tasks.publication.assemble import ReleaseIdentity, write_release
+from pseo_das.tasks.publication.release_files import (DestinationExistsError, discard,
+                                                      new_staging, publish, published_release)
 
 
 @dataclass
@@ -34,8 +47,7 @@ class ReleaseResult:
     release_id: str
     mlflow_run_id: str
     tracking_uri: str
-    total_epsilon: float          # epsilon of this release's tabulations
-    new_spending: bool            # False for a rerun of a release already recorded
+    summary: dict                 # release_summary.json
     already_published: bool = False
 
 
@@ -52,34 +64,82 @@ def fingerprint(values: dict) -> str:
     return hashlib.sha256(json.dumps(values, sort_keys=True).encode()).hexdigest()
 
 
+@task(name="keep publication record", cache_policy=NO_CACHE)
+def keep_publication_record(store_path: Path, plan: ReleasePlan, record: dict,
+                            reference: ReferenceInputs) -> dict:
+    """Everything post-processing needs besides the measurements (configuration, identity,
+    input checks, the public reference tables), kept in the store so that `republish`
+    needs no microdata. Returns the record with the reference tables' addresses."""
+    with PrivacyStore.open(store_path) as store:
+        tables = {name: store.put_frame(getattr(reference, name))
+                  for name in ("j2j", "qcew", "coverage")}
+    return {**record, "reference_tables": tables,
+            "reference_fingerprints": dict(reference.fingerprints)}
+
+
+def reference_from_record(store: PrivacyStore, record: dict) -> ReferenceInputs:
+    tables = {name: store.get_frame(sha) for name, sha in record["reference_tables"].items()}
+    return ReferenceInputs(tables["j2j"], tables["qcew"], tables["coverage"],
+                           record["reference_fingerprints"])
+
+
+@flow(name="post_processing")
+def post_processing(store_path: Path, plan: ReleasePlan, cfg: ReleaseConfig,
+                    reference: ReferenceInputs, identity: ReleaseIdentity, record: dict,
+                    staging: Path) -> tuple[PrivacyLedger, pd.DataFrame, object, dict]:
+    """Every public and internal file of a release from its stored measurements and public
+    inputs only: no microdata, no new noise. Returns (ledger, cells, flows, manifest)."""
+    earnings_measured, flows_measured, measured_entries = stored_tables(store_path, plan.plan, cfg)
+    tables, earnings_entries = derive_earnings(earnings_measured, cfg)
+    pseoe, pseoh, cells, checks = build_publication_tables(tables, cfg)
+    flows_tables, flows_entries = derive_all_flows(flows_measured, cfg)
+    corrected, correction, correction_entries = correct_flows(
+        flows_tables, reference, cfg.flows.nonemployed_weight)
+    flows = build_flows_tables(corrected, correction, reference,
+                               cfg.flows.division_unobserved_share_max,
+                               tuple(cfg.cells.years_after))
+    ledger = PrivacyLedger.of(cfg.privacy.epsilon_cap, measured_entries + earnings_entries
+                              + flows_entries + correction_entries)
+    lifetime = lifetime_figures(store_path, plan, record)
+    manifest = write_release(staging, identity, cfg, ledger, tables, pseoe, pseoh, cells, flows,
+                             lifetime, record["input_checks"] + checks,
+                             record["input_fingerprints"])
+    return ledger, cells, flows, manifest
+
+
 @flow(name="quarterly_release")
 def quarterly_release(data_dir: Path, out_dir: Path, release_seed: SecretStr | None,
                       release_id: str, config_path: Path | None = None,
                       tracking_uri: str | None = None, reference_dir: Path | None = None,
-                      budget_store: Path | None = None, supersede: bool = False) -> ReleaseResult:
+                      store: Path | None = None, supersede: bool = False,
+                      remeasure: str | None = None, create_store: bool = False) -> ReleaseResult:
     """Confidential microdata in `data_dir` -> published PSEO earnings and employment flows
-    tables in `out_dir`. `reference_dir` holds the public J2J, QCEW and state coverage
-    files (default: the packaged demo files).
+    tables in `out_dir`, measuring only populations the privacy store has never measured
+    for a question. `reference_dir` holds the public J2J, QCEW and state coverage files
+    (default: the packaged demo files).
 
     The seed is a SecretStr so that Prefect stores it masked; it goes to the audit stores
-    only. Without a seed, a release id already in the lifetime budget store reuses its
-    own seed (a retry or a resumed crash draws the same noise and spends nothing new), and
-    a new release id gets 256 fresh bits.
+    only. Without a seed, a release id already in the store reuses its own seed and plan
+    (a retry or a resumed crash draws the same noise and spends nothing new), and a new
+    release id gets 256 fresh bits.
     """
     cfg = load_config(config_path)
+    store_path = resolve_store(store, cfg.privacy.store)
+    if create_store and not (store_path / "store.sqlite").exists():
+        init_store(store_path)
+    PrivacyStore.open(store_path).close()   # a missing store is refused before anything else
     given_seed = seed_hex(release_seed)
     out_dir = Path(out_dir)
     version = code_version()
     audit = AuditRun(tracking_uri or default_tracking_uri(), release_id)
-    budget_store = Path(budget_store or default_budget_store(audit.tracking_uri))
     reference_dir = Path(reference_dir or default_reference_dir())
     staging = None
     try:
         audit.log_params(release_parameters(cfg, release_id, data_dir, reference_dir, out_dir,
-                                            budget_store, version))
+                                            store_path, version, supersede, remeasure))
         published = published_release(out_dir, release_id)  # refuses a folder in the way
-        if published is not None and supersede:
-            raise DestinationExistsError(f"{out_dir} holds release {release_id}; a supersession "
+        if published is not None and (supersede or remeasure):
+            raise DestinationExistsError(f"{out_dir} holds release {release_id}; a new plan "
                                          "is published to a new folder")
         inputs = validate_inputs(Path(data_dir), cfg.cells.first_cohort_year,
                                  cfg.cells.last_earnings_year)
@@ -88,36 +148,37 @@ def quarterly_release(data_dir: Path, out_dir: Path, release_seed: SecretStr | N
         levels = sorted(set(cfg.privacy.measured_levels()) | set(cfg.flows.measured_levels()))
         frames = build_cell_frames(inputs.graduates, cfg.cells, levels)
         config_sha256 = fingerprint(cfg.model_dump(mode="json"))
-        budget = reserve_budget(budget_store, release_id, given_seed, fingerprint(fingerprints),
-                                config_sha256, cfg, frames, supersede)
-        seed = bytes.fromhex(budget.attempt.seed_hex)
-        audit.log_params(seed_parameters(seed, budget))
+        plan = record_release_plan(store_path, release_id, given_seed, fingerprint(fingerprints),
+                                   config_sha256, cfg, frames, supersede, remeasure)
+        seed = bytes.fromhex(plan.attempt.seed_hex)
+        audit.log_params(seed_parameters(seed, plan))
         if published is not None:  # a rerun that finds its release complete: nothing to do
-            if budget.new_spending:
+            if plan.new_spending:
                 raise DestinationExistsError(f"{out_dir} already holds release {release_id}")
             audit.set_tags({"already_published": str(out_dir.resolve())})
             audit.finish()
+            summary = json.loads((out_dir / "internal" / "release_summary.json").read_text())
             return ReleaseResult(out_dir, release_id, audit.run_id, audit.tracking_uri,
-                                 published_epsilon(out_dir), False, True)
-        ledger = PrivacyLedger(cfg.privacy.epsilon_cap)
-        measured = [table for years in cfg.cells.years_after
-                    for table in measure_earnings(ledger, seed, inputs, frames, years, cfg)]
-        tables = derive_earnings(ledger, measured, cfg)
-        pseoe, pseoh, cells, checks = build_publication_tables(tables, cfg)
-        measured_flows = [table for years in cfg.cells.years_after
-                          for table in measure_flows(ledger, seed, inputs, frames, years, cfg)]
-        flows_tables = derive_all_flows(ledger, measured_flows, cfg)
-        correction = correct_flows(ledger, seed, flows_tables, reference,
-                                   cfg.flows.nonemployed_weight)
-        flows = build_flows_tables(flows_tables, correction, reference,
-                                   cfg.flows.division_unobserved_share_max,
-                                   tuple(cfg.cells.years_after))
-        staging = new_staging(out_dir)
+                                 summary, True)
+        measured = (measure_earnings(list(plan.pending), inputs, frames, cfg)
+                    + measure_flows(list(plan.pending), inputs, frames, cfg))
+        keep_measurements(store_path, measured)
         identity = ReleaseIdentity(release_id, seed_sha256(seed), version, audit.run_id,
-                                   audit.tracking_uri, config_sha256)
-        manifest = write_release(staging, identity, cfg, ledger, tables, pseoe, pseoh, cells,
-                                 flows, budget, inputs.checks + checks, fingerprints)
-        record_release(audit, ledger, cells, flows, staging, fingerprints, manifest)
+                                   audit.tracking_uri, config_sha256, str(store_path))
+        record = keep_publication_record(store_path, plan, {
+            "identity": asdict(identity), "attempt": plan.attempt.attempt,
+            "config": cfg.model_dump(mode="json"), "input_fingerprints": fingerprints,
+            "input_checks": inputs.checks, "new_spending": plan.new_spending,
+            "superseded": plan.superseded}, reference)
+        staging = new_staging(out_dir)
+        ledger, cells, flows, manifest = post_processing(store_path, plan, cfg, reference,
+                                                         identity, record, staging)
+        record_release(audit, ledger, cells, flows, staging, fingerprints, manifest,
+                       plan.summary())
+        with PrivacyStore.open(store_path) as privacy_store:
+            privacy_store.add_publication(plan.attempt.attempt, privacy_store.put_json(record),
+                                          out_dir.resolve())
+        summary = json.loads((staging / "internal" / "release_summary.json").read_text())
         publish(staging, out_dir)
         audit.set_tags({"published_to": str(out_dir.resolve())})
         audit.finish()
@@ -125,5 +186,29 @@ def quarterly_release(data_dir: Path, out_dir: Path, release_seed: SecretStr | N
         discard(staging)
         audit.fail(f"{type(exc).__name__}: {exc}")
         raise
-    return ReleaseResult(out_dir, release_id, audit.run_id, audit.tracking_uri,
-                         ledger.total_epsilon, budget.new_spending)
+    return ReleaseResult(out_dir, release_id, audit.run_id, audit.tracking_uri, summary)
+
+
+@flow(name="republish")
+def republish(store: Path, release_id: str, out_dir: Path) -> ReleaseResult:
+    """Re-derive every public and internal file of a published release from the privacy
+    store alone: no microdata, no new noise, no new spending. Byte-identical to the
+    original for the same code and configuration."""
+    store_path = Path(store).resolve()
+    out_dir = Path(out_dir)
+    with PrivacyStore.open(store_path) as privacy_store:
+        attempt, record = privacy_store.publication_record(release_id)
+        reference = reference_from_record(privacy_store, record)
+        plan = recorded_plan(privacy_store, attempt, record)
+    cfg = ReleaseConfig.model_validate(record["config"])
+    identity = ReleaseIdentity(**record["identity"])
+    staging = new_staging(out_dir)
+    try:
+        post_processing(store_path, plan, cfg, reference, identity, record, staging)
+        summary = json.loads((staging / "internal" / "release_summary.json").read_text())
+        publish(staging, out_dir)
+    except BaseException:
+        discard(staging)
+        raise
+    return ReleaseResult(out_dir, release_id, identity.mlflow_run_id, identity.tracking_uri,
+                         summary)

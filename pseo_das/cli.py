@@ -1,4 +1,5 @@
-"""Command line: `pseo-das synth`, `release`, `schedule`, `audit` and `evaluate`."""
+"""Command line: `pseo-das synth`, `release`, `republish`, `store`, `schedule`, `audit` and
+`evaluate`."""
 from __future__ import annotations
 
 import argparse
@@ -31,12 +32,12 @@ def _release(args: argparse.Namespace) -> int:
     with prefect_api() as wait_until_ready:  # the server boots while the code below imports
         from pydantic import SecretStr
 
-        from flows.quarterly_release import quarterly_release
         from pseo_das.config import ConfigError
-        from tasks.ingest import InputValidationError
-        from tasks.mechanism import PrivacyBudgetExceeded
-        from tasks.privacy_budget import LifetimeBudgetExceeded, ReleaseConflict
-        from tasks.release_files import DestinationExistsError
+        from pseo_das.flows.quarterly_release import quarterly_release
+        from pseo_das.tasks.inputs.ingest import InputValidationError
+        from pseo_das.tasks.privacy.mechanism import PrivacyBudgetExceeded
+        from pseo_das.tasks.privacy.store import LifetimeBudgetExceeded, ReleaseConflict, StoreError
+        from pseo_das.tasks.publication.release_files import DestinationExistsError
 
         seed = SecretStr(args.seed) if args.seed else None  # None: the release id's own, or fresh
         release_id = args.release_id or time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
@@ -45,24 +46,65 @@ def _release(args: argparse.Namespace) -> int:
             result = quarterly_release(Path(args.data), Path(args.out), seed, release_id,
                                        Path(args.config) if args.config else None, args.tracking_uri,
                                        Path(args.reference) if args.reference else None,
-                                       Path(args.budget_store) if args.budget_store else None,
-                                       args.supersede)
+                                       Path(args.store) if args.store else None,
+                                       args.supersede, args.remeasure, args.init_store)
         except (InputValidationError, ConfigError, PrivacyBudgetExceeded, LifetimeBudgetExceeded,
-                ReleaseConflict, DestinationExistsError) as exc:
+                ReleaseConflict, DestinationExistsError, StoreError) as exc:
             print(f"\npseo-das release: FAILED, nothing was published.\n{exc}", file=sys.stderr)
             return EXIT_BAD_INPUT
-    out = result.out_dir
+    out, summary = result.out_dir, result.summary
     if result.already_published:
         print(f"\nRelease {result.release_id} is already published in {out} (complete, matching its "
               "manifest); nothing was redone and nothing was spent.")
         return 0
-    spent = "" if result.new_spending else "; a rerun of a recorded release: nothing new spent"
     print(f"""
-Release {result.release_id} published (total epsilon {result.total_epsilon:g}{spent}).
+Release {result.release_id} published: new epsilon {summary['new_epsilon']} \
+({summary['new_measurements']:,} tabulation x population units measured for \
+{summary['populations_measured']:,} populations, {summary['reused_measurements']:,} reused from \
+the store for {summary['populations_reused']:,} populations at zero epsilon); largest lifetime \
+epsilon of any population {summary['max_lifetime_epsilon']} of {summary['lifetime_epsilon_cap']}.
   public files:    {out / 'public'}  (pseoe.csv, pseoh.csv, pseof.csv, release_notes.html/.md)
-  internal files:  {out / 'internal'}  (ledger.csv, lifetime_budget.csv, flows_state.csv, drb_report.html, manifest.json, config.json)
+  internal files:  {out / 'internal'}  (release_summary.json, ledger.csv, lifetime_budget.csv, flows_state.csv, drb_report.html, manifest.json, config.json)
+  privacy store:   {summary['store']}  (see it: pseo-das store show {summary['store']})
   audit run:       MLflow run {result.mlflow_run_id} in {result.tracking_uri}
   see the audit:   mlflow ui --backend-store-uri {result.tracking_uri}""")
+    return 0
+
+
+def _republish(args: argparse.Namespace) -> int:
+    _quiet_prefect_defaults()
+    from pseo_das.prefect_server import prefect_api
+
+    with prefect_api() as wait_until_ready:
+        from pseo_das.flows.quarterly_release import republish
+        from pseo_das.tasks.privacy.store import StoreError, resolve_store
+        from pseo_das.tasks.publication.release_files import DestinationExistsError
+
+        wait_until_ready()
+        try:
+            result = republish(resolve_store(args.store), args.release, Path(args.out))
+        except (StoreError, DestinationExistsError) as exc:
+            print(f"\npseo-das republish: FAILED, nothing was written.\n{exc}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+    print(f"\nRelease {result.release_id} re-derived from the privacy store into {result.out_dir} "
+          "(no microdata read, no noise drawn, nothing spent).")
+    return 0
+
+
+def _store(args: argparse.Namespace) -> int:
+    from pseo_das.tasks.privacy.store import StoreError, init_store, resolve_store
+    from pseo_das.tasks.privacy.store_summary import store_summary
+
+    try:
+        path = resolve_store(args.dir)
+        if args.action == "init":
+            init_store(path)
+            print(f"created an empty privacy store in {path}")
+        else:
+            print(store_summary(path, args.top))
+    except StoreError as exc:
+        print(f"pseo-das store {args.action}: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     return 0
 
 
@@ -71,8 +113,8 @@ def _audit(args: argparse.Namespace) -> int:
     from pseo_das.prefect_server import prefect_api
 
     with prefect_api() as wait_until_ready:  # the server boots while the code below imports
-        from flows.audit_release import audit_release
-        from tasks.audit_target import AuditArgumentError, resolve_audit_target
+        from pseo_das.flows.audit_release import audit_release
+        from pseo_das.tasks.audit.audit_target import AuditArgumentError, resolve_audit_target
 
         try:  # an unusable folder or run id stops here, before any flow runs
             resolve_audit_target(args.target, args.tracking_uri)
@@ -92,9 +134,9 @@ def _evaluate(args: argparse.Namespace) -> int:
     from pseo_das.prefect_server import prefect_api
 
     with prefect_api() as wait_until_ready:  # the server boots while the code below imports
-        from flows.accuracy_study import accuracy_study
-        from tasks.accuracy_grid import DEFAULT_STUDY_SEED
-        from tasks.ingest import InputValidationError
+        from pseo_das.flows.accuracy_study import accuracy_study
+        from pseo_das.tasks.study.accuracy_grid import DEFAULT_STUDY_SEED
+        from pseo_das.tasks.inputs.ingest import InputValidationError
 
         wait_until_ready()
         try:
@@ -117,7 +159,7 @@ def _schedule(args: argparse.Namespace) -> int:
     from prefect import serve
     from prefect.settings import PREFECT_API_URL
 
-    from flows.scheduled_release import quarterly_deployment
+    from pseo_das.flows.scheduled_release import quarterly_deployment
 
     if not PREFECT_API_URL.value():
         print("pseo-das schedule: no Prefect server configured. Scheduled runs need one that "
@@ -128,7 +170,8 @@ def _schedule(args: argparse.Namespace) -> int:
     deployment = quarterly_deployment(Path(args.data), Path(args.releases),
                                       Path(args.config) if args.config else None,
                                       Path(args.reference) if args.reference else None,
-                                      args.tracking_uri, args.cron, args.timezone)
+                                      args.tracking_uri, Path(args.store) if args.store else None,
+                                      args.cron, args.timezone)
     serve(deployment)  # runs until interrupted; each scheduled run executes in this process
     return 0
 
@@ -161,13 +204,33 @@ def parser() -> argparse.ArgumentParser:
     release.add_argument("--release-id", help="release identifier (default: UTC timestamp); "
                          "running a recorded release id again with the same inputs reuses its seed "
                          "and spends nothing")
-    release.add_argument("--supersede", action="store_true", help="measure a recorded release id "
-                         "again with changed inputs or configuration (new spending, new folder)")
-    release.add_argument("--budget-store", help="lifetime privacy budget store (default: "
-                         "privacy_budget.sqlite beside the MLflow SQLite store, else ./audit/)")
+    release.add_argument("--store", help="the privacy store folder (default: $PSEO_DAS_STORE, else "
+                         "privacy.store of the configuration; never the current folder)")
+    release.add_argument("--init-store", action="store_true", help="create the privacy store if "
+                         "it does not exist (otherwise a missing store is refused)")
+    release.add_argument("--remeasure", metavar="POPULATIONS|all", help="measure these populations "
+                         "again although the store has their measurements (new spending, checked "
+                         "against the lifetime cap): 'all' or INSTITUTION[:DEGREE[:COHORT]],...")
+    release.add_argument("--supersede", action="store_true", help="plan a recorded release id "
+                         "again with changed inputs or configuration (into a new folder)")
     release.add_argument("--tracking-uri", help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI "
                          "or sqlite:///<cwd>/audit/mlflow.db)")
     release.set_defaults(run=_release)
+
+    republish = sub.add_parser("republish", help="re-derive a published release's files from the "
+                               "privacy store alone (no microdata, no new noise)")
+    republish.add_argument("--store", help="the privacy store folder (default: $PSEO_DAS_STORE)")
+    republish.add_argument("--release", required=True, help="the release id to re-derive")
+    republish.add_argument("--out", required=True, help="release folder to create (must not exist)")
+    republish.set_defaults(run=_republish)
+
+    store = sub.add_parser("store", help="create or inspect a privacy store")
+    store.add_argument("action", choices=["init", "show"], help="init: create an empty store; "
+                       "show: releases, measurements and epsilon spent per population")
+    store.add_argument("dir", nargs="?", metavar="DIR", help="the store folder (default: "
+                       "$PSEO_DAS_STORE)")
+    store.add_argument("--top", type=int, default=10, help="populations to list (default 10)")
+    store.set_defaults(run=_store)
 
     schedule = sub.add_parser("schedule", help="serve the quarterly release deployment (needs a "
                               "Prefect server: PREFECT_API_URL)")
@@ -177,6 +240,8 @@ def parser() -> argparse.ArgumentParser:
     schedule.add_argument("--config", help="TOML file overriding the default configuration")
     schedule.add_argument("--reference", help="folder with the public reference files")
     schedule.add_argument("--tracking-uri", help="MLflow tracking URI (default as for release)")
+    schedule.add_argument("--store", help="the privacy store folder (default: $PSEO_DAS_STORE, "
+                          "else privacy.store of the configuration)")
     schedule.add_argument("--cron", default="0 6 15 1,4,7,10 *",
                           help="schedule (default: 06:00 on the 15th of Jan, Apr, Jul, Oct)")
     schedule.add_argument("--timezone", default="America/New_York", help="time zone of the schedule")

@@ -67,6 +67,7 @@ class PrivacyConfig(_Strict):
     epsilon_per_tabulation: float = Field(gt=0)
     epsilon_cap: float = Field(gt=0)
     lifetime_epsilon_cap: float = Field(gt=0)
+    store: str = ""   # the privacy store folder, if neither --store nor PSEO_DAS_STORE names one
     cip_levels: dict[Literal["4", "2", "A"], Literal["measure", "derive"]]
 
     @model_validator(mode="after")

@@ -31,7 +31,7 @@ import sys
 from pathlib import Path
 
 from pseo_das.synth import STATE_POPULATION
-from schemas.codes import NAICS_SECTORS, STATE_FIPS
+from pseo_das.schemas.codes import NAICS_SECTORS, STATE_FIPS
 
 J2J_YEAR, J2J_QUARTERS = 2015, (1, 2)
 QCEW_YEARS = (2015,)

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pandera.pandas as pa
 
-from schemas.codes import (CIP2010_PATTERN, DEGREE_LEVELS, NAICS_SECTORS, OPEID_PATTERN,
+from pseo_das.schemas.codes import (CIP2010_PATTERN, DEGREE_LEVELS, NAICS_SECTORS, OPEID_PATTERN,
                            STATE_FIPS, STATE_FIPS_PATTERN, YEARS_AFTER)
 
 GRADUATE_COLUMNS = ("person_id", "institution", "inst_state", "degree_level", "cipcode",

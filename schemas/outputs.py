@@ -4,7 +4,7 @@ from __future__ import annotations
 import pandas as pd
 import pandera.pandas as pa
 
-from schemas.codes import (CENSUS_DIVISIONS, DEGREE_LEVELS, NAICS_SECTORS, OPEID_PATTERN,
+from pseo_das.schemas.codes import (CENSUS_DIVISIONS, DEGREE_LEVELS, NAICS_SECTORS, OPEID_PATTERN,
                            STATUS_NOT_AVAILABLE, STATUS_OK, STATUS_SUPPRESSED)
 
 STATUS_CODES = [STATUS_OK, STATUS_NOT_AVAILABLE, STATUS_SUPPRESSED]

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pandera.pandas as pa
 
-from schemas.codes import NAICS_SECTORS, STATE_FIPS, STATE_FIPS_PATTERN
+from pseo_das.schemas.codes import NAICS_SECTORS, STATE_FIPS, STATE_FIPS_PATTERN
 
 # --- LEHD J2J origin-destination (j2jod) -------------------------------------------------
 # Identifiers of the j2jod layout (LEHD public-use schema, "Identifiers for j2jod"): the

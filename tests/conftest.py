@@ -33,26 +33,43 @@ def tracking_uri(tmp_path) -> str:
     return f"sqlite:///{tmp_path / 'audit' / 'mlflow.db'}"
 
 
-def run_release(data: Path, out: Path, seed: str, tracking_uri: str, release_id="2026Q4-test",
-                extra: tuple[str, ...] = ()) -> int:
-    """`pseo-das release ...` in this process; returns its exit status."""
+def store_beside(tracking_uri: str) -> Path:
+    """The tests' privacy store: a folder `store` beside the MLflow SQLite store."""
+    return Path(tracking_uri.removeprefix("sqlite:///")).parent / "store"
+
+
+def run_release(data: Path, out: Path, seed: str | None, tracking_uri: str,
+                release_id="2026Q4-test", extra: tuple[str, ...] = (),
+                store: Path | None = None) -> int:
+    """`pseo-das release ...` in this process (the store beside the MLflow store unless
+    given, created if missing); returns its exit status."""
     from pseo_das.cli import main
+    store_args = ["--store", str(store)] if store else \
+        ["--store", str(store_beside(tracking_uri)), "--init-store"]
+    seed_args = ["--seed", seed] if seed else []
     with pytest.raises(SystemExit) as stop:
-        main(["release", "--data", str(data), "--out", str(out), "--seed", seed,
-              "--release-id", release_id, "--tracking-uri", tracking_uri, *extra])
+        main(["release", "--data", str(data), "--out", str(out), *seed_args,
+              "--release-id", release_id, "--tracking-uri", tracking_uri, *store_args, *extra])
     return stop.value.code
 
 
 @pytest.fixture(scope="session")
 def releases(synthetic_dir, tmp_path_factory):
-    """Three releases of the shared data set: release 2026Q4-test with seed A twice (the
-    second a rerun: same noise, nothing spent) and 2026Q4-other with seed B;
-    (root, tracking URI)."""
+    """Releases of the shared data set, one MLflow store: in the privacy store beside it,
+    2026Q4-test with seed A twice (the second a rerun: same noise, nothing spent), then
+    2026Q4-next (a new release id: every measurement reused); in a privacy store of its
+    own, 2026Q4-other with seed B (new noise). Returns (root, tracking URI)."""
     root = tmp_path_factory.mktemp("releases")
     uri = f"sqlite:///{root / 'audit' / 'mlflow.db'}"
-    codes = {name: run_release(synthetic_dir, root / name, seed, uri, release_id)
-             for name, seed, release_id in [("a", SEED_A, "2026Q4-test"),
-                                            ("a_again", SEED_A, "2026Q4-test"),
-                                            ("b", SEED_B, "2026Q4-other")]}
-    assert codes == {"a": 0, "a_again": 0, "b": 0}
+    codes = {name: run_release(synthetic_dir, root / name, seed, uri, release_id, store=store)
+             for name, seed, release_id, store in [
+                 ("a", SEED_A, "2026Q4-test", None), ("a_again", SEED_A, "2026Q4-test", None),
+                 ("a_next", None, "2026Q4-next", store_beside(uri)),
+                 ("b", SEED_B, "2026Q4-other", _new_store(root / "store-b"))]}
+    assert codes == {"a": 0, "a_again": 0, "a_next": 0, "b": 0}
     return root, uri
+
+
+def _new_store(path: Path) -> Path:
+    from pseo_das.tasks.privacy.store import init_store
+    return init_store(path)

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from pseo_das.config import load_config
-from tasks.accuracy import (ALL_CELLS, PUBLISHABLE, STRATA, cell_size_stratum,
+from pseo_das.tasks.study.accuracy import (ALL_CELLS, PUBLISHABLE, STRATA, cell_size_stratum,
                             expected_accuracy_from_noisy_histograms, l1_error_sum,
                             relative_accuracy, summarise_l1, summarise_percentiles)
 

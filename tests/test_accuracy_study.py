@@ -7,15 +7,18 @@ import time
 
 import numpy as np
 import pandas as pd
+import pytest
 
-from flows.accuracy_study import accuracy_study
+from pseo_das.flows.accuracy_study import accuracy_study
 from pseo_das.cli import parser
 from pseo_das.config import load_config
-from tasks.cells import cell_frame, cohort_attributes
-from tasks.histograms import earnings_records, true_histograms
-from tasks.ingest import read_inputs
-from tasks.study_bins import log_normal_bins
-from tasks.study_sample import study_sample
+from pseo_das.tasks.inputs.cells import cell_frame, cohort_attributes
+from pseo_das.tasks.earnings.histograms import earnings_records, true_histograms
+from pseo_das.tasks.inputs.ingest import read_inputs
+from pseo_das.tasks.study.study_bins import log_normal_bins
+from pseo_das.tasks.study.study_sample import study_sample
+
+pytestmark = pytest.mark.slow  # system tests: the study's flow end to end (make test-fast leaves them out)
 
 
 def test_study_cells_and_histograms_are_the_release_cells(synthetic_dir):

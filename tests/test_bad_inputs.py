@@ -1,7 +1,7 @@
 """Bad input everywhere: every case below goes through `pseo-das release` as a user runs it
 and must be refused with exit status 2 and a message naming the file (and, where it
 applies, the key, column or rows), with nothing published, no staging folder left, no
-epsilon logged to MLflow and nothing recorded in the lifetime privacy budget.
+epsilon logged to MLflow and nothing recorded in the privacy store.
 
 To add a case, add one `pytest.param(make, expected, id=...)` to CASES: `make` builds the
 bad input under the test's folder and returns the command-line options that point to it
@@ -18,10 +18,12 @@ import mlflow
 import pandas as pd
 import pytest
 
-from conftest import run_release
+from conftest import run_release, store_beside
 from test_ingest import valid_graduates, valid_outcomes, write
-from tasks.privacy_budget import LifetimeBudget, default_budget_store
-from tasks.reference_inputs import COVERAGE_FILE, J2J_FILE, default_reference_dir
+from pseo_das.tasks.privacy.store import PrivacyStore
+from pseo_das.tasks.inputs.reference_inputs import COVERAGE_FILE, J2J_FILE, default_reference_dir
+
+pytestmark = pytest.mark.slow  # system tests: real releases (make test-fast leaves them out)
 
 SEED = "d4" * 32
 Make = Callable[[Path], dict[str, Path]]  # folder -> command-line options to the bad input
@@ -233,7 +235,7 @@ CASES = [
 
 @pytest.fixture(scope="module")
 def audit_store(tmp_path_factory) -> str:
-    """One MLflow store (and lifetime budget beside it) for all the cases: each case is its
+    """One MLflow store (and privacy store beside it) for all the cases: each case is its
     own release id."""
     return f"sqlite:///{tmp_path_factory.mktemp('audit') / 'mlflow.db'}"
 
@@ -263,6 +265,7 @@ def test_bad_input_is_refused_and_nothing_is_published_or_spent(make: Make, expe
     for run in runs:  # a configuration refused on load has no run at all
         assert run.info.status == "FAILED" and "Error" in run.data.tags["failure"]
         assert not any(key.startswith("epsilon") for key in run.data.metrics)
-    store = default_budget_store(audit_store)
-    if store.exists():
-        assert LifetimeBudget(store).attempts(release_id) == []
+    store = store_beside(audit_store)
+    if (store / "store.sqlite").exists():
+        with PrivacyStore.open(store) as opened:
+            assert opened.attempts(release_id) == []

@@ -6,12 +6,12 @@ import pandas as pd
 import pytest
 
 from pseo_das.config import load_config
-from tasks.cells import cell_frame, cip_code, cohort_attributes
-from tasks.histograms import earnings_records, true_histograms
-from tasks.ingest import read_inputs
-from tasks.mechanism import PrivacyLedger
-from tasks.noisy_histograms import NoisyHistograms, derive_histograms, measure_histograms
-from tasks.publication import STATUS_NOT_AVAILABLE, STATUS_OK, STATUS_SUPPRESSED, publication_tables
+from pseo_das.tasks.inputs.cells import cell_frame, cip_code, cohort_attributes
+from pseo_das.tasks.earnings.histograms import earnings_records, true_histograms
+from pseo_das.tasks.inputs.ingest import read_inputs
+from pseo_das.tasks.privacy.mechanism import PrivacyLedger
+from pseo_das.tasks.earnings.noisy_histograms import NoisyHistograms, derive_histograms, measure_histograms
+from pseo_das.tasks.earnings.earnings_tables import STATUS_NOT_AVAILABLE, STATUS_OK, STATUS_SUPPRESSED, publication_tables
 from test_ingest import valid_graduates, valid_outcomes, write
 
 CFG = load_config()
@@ -48,8 +48,8 @@ def test_frame_comes_from_graduates_and_every_bin_gets_noise(inputs):
     cells, counts = true_histograms(frame, records, CFG.cells.last_earnings_year, CFG.earnings.n_bins)
     # Observable at y1: every cohort window ends by 2021, so all six cells, zero rows included.
     assert len(cells) == 6 and counts.sum() == 3 and (counts.sum(axis=1) == 0).sum() == 3
-    noisy = measure_histograms(PrivacyLedger(10), SEED, cells, counts, "4", 1, 1.0)
-    assert noisy.counts.shape == (6, 21) and (noisy.counts[counts.sum(axis=1) == 0] != 0).any()
+    noisy = measure_histograms(SEED, "m", cells, counts, "4", 1, 1.0)
+    assert noisy.values.shape == (6, 21) and (noisy.values[counts.sum(axis=1) == 0] != 0).any()
     # At 10 years only cohorts ending by 2012 exist: 2001-2003 (05), 2001-2005 (05) and 2006-2010 (07).
     cells10, _ = true_histograms(frame, earnings_records(inputs, 10, CFG.earnings.bin_edges, 10000),
                                  CFG.cells.last_earnings_year, CFG.earnings.n_bins)
@@ -66,9 +66,9 @@ def test_input_row_order_does_not_change_the_noise(tmp_path, inputs):
         frame = cell_frame(cohort_attributes(data.graduates, CFG.cells), "4")
         cells, counts = true_histograms(frame, earnings_records(data, 1, CFG.earnings.bin_edges, 10000),
                                         2022, CFG.earnings.n_bins)
-        results.append(measure_histograms(PrivacyLedger(10), SEED, cells, counts, "4", 1, 1.0))
+        results.append(measure_histograms(SEED, "m", cells, counts, "4", 1, 1.0))
     pd.testing.assert_frame_equal(results[0].cells, results[1].cells)
-    np.testing.assert_array_equal(results[0].counts, results[1].counts)
+    np.testing.assert_array_equal(results[0].values, results[1].values)
 
 
 def institution_table() -> NoisyHistograms:
@@ -83,20 +83,27 @@ def institution_table() -> NoisyHistograms:
 
 
 def test_derived_levels_are_sums_and_record_zero_epsilon():
-    ledger = PrivacyLedger(10)
+    entries = []
+
+    def derive(source, inst_level, cip_level):
+        table, entry = derive_histograms(source, inst_level, cip_level)
+        entries.append(entry)
+        return table
+
     table = institution_table()
-    cip2 = derive_histograms(ledger, table, "I", "2")
+    cip2 = derive(table, "I", "2")
     assert cip2.cells["cipcode"].astype(str).tolist() == ["11", "11", "52"]
     np.testing.assert_array_equal(cip2.counts[0], table.counts[0] + table.counts[1])
     assert cip2.cells["noise_terms"].tolist() == [2, 1, 1]
-    state = derive_histograms(ledger, table, "S", "4")
+    state = derive(table, "S", "4")
     keyed = {(i, c): row for i, c, row in zip(state.cells["institution"].astype(str),
                                               state.cells["cipcode"].astype(str), state.counts)}
     np.testing.assert_array_equal(keyed[("00000008", "1107")], table.counts[0] + table.counts[2])
     np.testing.assert_array_equal(keyed[("00000048", "5202")], table.counts[3])
-    national = derive_histograms(ledger, derive_histograms(ledger, cip2, "I", "A"), "N", "A")
+    national = derive(derive(cip2, "I", "A"), "N", "A")
     np.testing.assert_array_equal(national.counts[0], table.counts.sum(axis=0))
     assert national.cells["noise_terms"].tolist() == [4]
+    ledger = PrivacyLedger.of(10, entries)
     assert ledger.total_epsilon == 0 and len(ledger.entries) == 4
 
 
@@ -124,7 +131,7 @@ def test_suppression_exactly_where_noisy_count_is_below_30():
 
 
 def test_dense_rank_matches_a_sort(monkeypatch):
-    import tasks.cells as cells_module
+    import pseo_das.tasks.inputs.cells as cells_module
     key = np.random.default_rng(5).integers(0, 1000, 5000)
     expected = np.unique(key, return_inverse=True)[1]
     np.testing.assert_array_equal(cells_module.dense_rank(key, 1000), expected)

@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 
 from conftest import SEED_A
-from tasks.release_files import fingerprints
+from pseo_das.tasks.publication.release_files import fingerprints
+
+pytestmark = pytest.mark.slow  # system tests: real releases (make test-fast leaves them out)
 
 RELEASE_ID = "2026Q4-test"  # as the shared release "a" (same seed, data and configuration)
 SCRIPT = Path(sys.executable).with_name("pseo-das")
@@ -22,7 +24,8 @@ SCRIPT = Path(sys.executable).with_name("pseo-das")
 
 def release_command(data: Path, out: Path, store: Path) -> list[str]:
     return [str(SCRIPT), "release", "--data", str(data), "--out", str(out), "--seed", SEED_A,
-            "--release-id", RELEASE_ID, "--tracking-uri", f"sqlite:///{store / 'mlflow.db'}"]
+            "--release-id", RELEASE_ID, "--tracking-uri", f"sqlite:///{store / 'mlflow.db'}",
+            "--store", str(store / "store"), "--init-store"]
 
 
 def run_until(command: list[str], marker: str) -> bool:
@@ -39,11 +42,13 @@ def run_until(command: list[str], marker: str) -> bool:
     return False
 
 
-def store_rows(store: Path) -> tuple[list, list]:
-    db = sqlite3.connect(store / "privacy_budget.sqlite")
+def store_rows(store: Path) -> tuple[list, list, list]:
+    """What the privacy store has charged: release plans, measurements, their populations."""
+    db = sqlite3.connect(store / "store" / "store.sqlite")
     try:
         return (db.execute("SELECT * FROM releases").fetchall(),
-                db.execute("SELECT * FROM spends ORDER BY rowid").fetchall())
+                db.execute("SELECT * FROM measurements ORDER BY rowid").fetchall(),
+                db.execute("SELECT * FROM measurement_populations ORDER BY rowid").fetchall())
     finally:
         db.close()
 
@@ -55,7 +60,8 @@ def assert_absent_or_complete(out: Path) -> None:
 
 
 @pytest.mark.parametrize("marker", [
-    "measured 1-year flows",          # noise drawn, nothing written
+    "measured flows",                 # noise drawn, not yet kept in the store
+    "kept",                           # measurements stored, nothing published
     "wrote",                          # the release is complete in staging, not yet published
     "record audit run",               # around the atomic rename into place
 ])
@@ -66,7 +72,7 @@ def test_killed_release_resumes_to_the_same_bytes_without_spending_twice(
     assert run_until(release_command(synthetic_dir, out, store), marker), "never reached " + marker
     assert_absent_or_complete(out)
     spent_before = store_rows(store)
-    assert spent_before[0] and spent_before[1]  # the spend was recorded before any noise
+    assert all(spent_before)  # the plan and its spend were recorded before any noise
 
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
     rerun = subprocess.run(release_command(synthetic_dir, out, store), capture_output=True,

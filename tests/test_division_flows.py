@@ -2,11 +2,11 @@
 import numpy as np
 import pandas as pd
 
-from schemas.codes import NAICS_SECTORS, STATE_FIPS, STATUS_NOT_AVAILABLE, STATUS_OK, STATUS_SUPPRESSED
-from tasks.division_flows import (cell_rows, flows_table, institution_state_flows,
+from pseo_das.schemas.codes import NAICS_SECTORS, STATE_FIPS, STATUS_NOT_AVAILABLE, STATUS_OK, STATUS_SUPPRESSED
+from pseo_das.tasks.employment_flows.division_flows import (cell_rows, flows_table, institution_state_flows,
                                   unobserved_division_share, unobserved_states)
-from tasks.flow_counts import N_DESTINATIONS, N_STATES, NONEMPLOYED
-from tasks.noisy_flows import NoisyFlows
+from pseo_das.tasks.employment_flows.flow_counts import N_DESTINATIONS, N_STATES, NONEMPLOYED
+from pseo_das.tasks.employment_flows.noisy_flows import NoisyFlows
 
 MOUNTAIN, PACIFIC = "08", "09"   # geography codes of Census divisions 8 and 9
 UNOBSERVED_EARLY = {"04", "06"}  # Arizona (Mountain) and California (Pacific): no data before 2005
@@ -29,7 +29,8 @@ def table(flows_by_cell: list[dict[str, int]], cohorts: list[int], institutions:
     cells = pd.DataFrame({"institution": institutions, "inst_state": "08", "degree_level": "05",
                           "cipcode": "00", "grad_cohort": cohorts, "grad_cohort_years": 1,
                           "noise_terms": 1})
-    return NoisyFlows("flows.I.cipA.y1", "A", 1, cells, corrected.copy(), ("x",), corrected)
+    return NoisyFlows("flows.I.cipA.y1", "A", 1, cells, corrected.copy(), ("x",),
+                      corrected=corrected)
 
 
 # Institution 1: an early cohort (observed 2002, AZ and CA missing) and a late one (2011, full

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from tasks.flows_correction import remove_excess
+from pseo_das.tasks.employment_flows.flows_correction import remove_excess
 
 
 def _exponentials(seed: int):

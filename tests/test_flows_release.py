@@ -6,8 +6,10 @@ import pandas as pd
 import pytest
 
 from pseo_das.config import load_config
-from schemas.codes import DIVISION_OF_STATE, NONEMPLOYED_INDUSTRY
-from schemas.outputs import pseof_schema
+from pseo_das.schemas.codes import DIVISION_OF_STATE, NONEMPLOYED_INDUSTRY
+from pseo_das.schemas.outputs import pseof_schema
+
+pytestmark = pytest.mark.slow  # system tests: real releases (make test-fast leaves them out)
 
 CFG = load_config()
 YEARS = tuple(CFG.cells.years_after)
@@ -90,7 +92,7 @@ def test_bad_reference_file_stops_the_release_before_any_noise(synthetic_dir, tm
     import mlflow
 
     from conftest import SEED_A, run_release
-    from tasks.reference_inputs import default_reference_dir
+    from pseo_das.tasks.inputs.reference_inputs import default_reference_dir
 
     reference = tmp_path / "reference"
     shutil.copytree(default_reference_dir(), reference)

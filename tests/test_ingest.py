@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from pseo_das.cli import main
-from tasks.ingest import InputValidationError, read_inputs
+from pseo_das.tasks.inputs.ingest import InputValidationError, read_inputs
 
 FIRST, LAST = 2001, 2022
 
@@ -130,13 +130,15 @@ def test_missing_file(tmp_path):
         read_inputs(tmp_path, FIRST, LAST)
 
 
+@pytest.mark.slow
 def test_release_stops_before_noise_and_publishes_nothing(tmp_path, tracking_uri, capsys):
     (tmp_path / "data").mkdir()
     data = write(tmp_path / "data", valid_graduates(), _set(valid_outcomes(), "earnings", [0], -1.0))
     out = tmp_path / "release"
     with pytest.raises(SystemExit) as stop:
         main(["release", "--data", str(data), "--out", str(out), "--seed", "c3" * 32,
-              "--release-id", "bad-input", "--tracking-uri", tracking_uri])
+              "--release-id", "bad-input", "--tracking-uri", tracking_uri,
+              "--store", str(tmp_path / "store"), "--init-store"])
     assert stop.value.code == 2
     err = capsys.readouterr().err
     assert "nothing was published" in err and "outcomes.parquet" in err and "column earnings" in err
@@ -146,3 +148,6 @@ def test_release_stops_before_noise_and_publishes_nothing(tmp_path, tracking_uri
         [mlflow.MlflowClient(tracking_uri).get_experiment_by_name("pseo-das quarterly release").experiment_id])[0]
     assert run.info.status == "FAILED" and "InputValidationError" in run.data.tags["failure"]
     assert not any(k.startswith("epsilon") for k in run.data.metrics)
+    from pseo_das.tasks.privacy.store import PrivacyStore
+    with PrivacyStore.open(tmp_path / "store") as store:
+        assert store.attempts("bad-input") == [] and store.spends().empty

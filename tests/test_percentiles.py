@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from pseo_das.config import load_config
-from tasks.percentiles import protected_percentiles, round_dollars
+from pseo_das.tasks.earnings.percentiles import protected_percentiles, round_dollars
 
 LOWER = np.array([0, 10, 20, 30])
 UPPER = np.array([10, 20, 30, 100])  # last bin: interpolation bound 100

@@ -10,10 +10,10 @@ import pandas as pd
 import pytest
 
 from pseo_das.reference_demo import LATE_COVERAGE, SUPPRESSED, write_demo_reference
-from schemas.codes import NAICS_SECTORS, STATE_FIPS
-from schemas.reference import J2J_AGGREGATE, J2J_COLUMNS
-from tasks.ingest import InputValidationError
-from tasks.reference_inputs import (COVERAGE_FILE, J2J_FILE, QCEW_FILE, REFERENCE_FILES,
+from pseo_das.schemas.codes import NAICS_SECTORS, STATE_FIPS
+from pseo_das.schemas.reference import J2J_AGGREGATE, J2J_COLUMNS
+from pseo_das.tasks.inputs.ingest import InputValidationError
+from pseo_das.tasks.inputs.reference_inputs import (COVERAGE_FILE, J2J_FILE, QCEW_FILE, REFERENCE_FILES,
                                     ReferenceInputs, default_reference_dir, load_reference,
                                     load_reference_inputs)
 

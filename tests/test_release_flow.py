@@ -12,7 +12,9 @@ import pytest
 
 from conftest import SEED_A, SEED_B, run_release
 from pseo_das.config import load_config
-from schemas.outputs import pseoe_schema, pseoh_schema
+from pseo_das.schemas.outputs import pseoe_schema, pseoh_schema
+
+pytestmark = pytest.mark.slow  # system tests: real releases (make test-fast leaves them out)
 
 CFG = load_config()
 PUBLIC_FILES = ["pseoe.csv", "pseoh.csv", "pseof.csv", "release_notes.md", "release_notes.html"]
@@ -35,7 +37,7 @@ def test_outputs_exist_and_pass_output_schemas(releases):
     assert sorted(p.name for p in (release / "public").iterdir()) == sorted(PUBLIC_FILES)
     assert sorted(p.name for p in (release / "internal").iterdir()) == \
         ["config.json", "drb_report.html", "drb_report.md", "flows_state.csv", "ledger.csv",
-         "lifetime_budget.csv", "manifest.json"]
+         "lifetime_budget.csv", "manifest.json", "release_summary.json"]
     pseoe = read_pseoe(release / "public" / "pseoe.csv")
     pseoh = read_pseoh(release / "public" / "pseoh.csv")
     pseoe_schema(tuple(CFG.cells.years_after), CFG.earnings.percentiles).validate(pseoe, lazy=True)
@@ -190,10 +192,11 @@ def test_console_script_without_a_prefect_server(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
     script = Path(sys.executable).with_name("pseo-das")
     done = subprocess.run([str(script), "release", "--data", str(data), "--out", str(tmp_path / "r"),
-                           "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}"],
+                           "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}",
+                           "--store", str(tmp_path / "store"), "--init-store"],
                           env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "published (total epsilon 7.5)" in done.stdout
+    assert "published: new epsilon 7.5 (" in done.stdout
     assert (tmp_path / "r" / "public" / "pseoe.csv").exists()
     assert "Error logging to API" not in done.stderr
 

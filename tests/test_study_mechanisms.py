@@ -8,12 +8,12 @@ import pytest
 from scipy import integrate, stats
 
 from pseo_das.config import load_config
-from tasks.mechanism import sample_inverse_quartic, simulated_geometric_noise, simulation_generator
-from tasks.percentiles import protected_percentiles
-from tasks.study_bins import even_bins, log_normal_bins
-from tasks.study_mechanisms import (histogram_percentiles, inverse_quartic_cdf, smooth_sensitivity,
+from pseo_das.tasks.study.simulation_noise import sample_inverse_quartic, simulated_geometric_noise, simulation_generator
+from pseo_das.tasks.earnings.percentiles import protected_percentiles
+from pseo_das.tasks.study.study_bins import even_bins, log_normal_bins
+from pseo_das.tasks.study.study_mechanisms import (histogram_percentiles, inverse_quartic_cdf, smooth_sensitivity,
                                     smooth_sensitivity_percentiles)
-from tasks.study_sample import percentile_rank
+from pseo_das.tasks.study.study_sample import percentile_rank
 
 SEED = bytes(range(32))
 

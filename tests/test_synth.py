@@ -7,7 +7,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pseo_das.synth import write_synthetic
-from schemas.codes import (CIP2010_PATTERN, DEGREE_LEVELS, NAICS_SECTORS, OPEID_PATTERN,
+from pseo_das.schemas.codes import (CIP2010_PATTERN, DEGREE_LEVELS, NAICS_SECTORS, OPEID_PATTERN,
                            STATE_FIPS_PATTERN)
 
 GRADUATES = 20_000

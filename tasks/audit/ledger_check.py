@@ -1,0 +1,219 @@
+"""The ledger check of an audit: the release's privacy ledger against the ledger the
+run logged (row for row), against the logged configuration (each measured tabulation's
+epsilon, 0 for derived tables, the planned total and the cap) and against the run's
+epsilon metrics. Privacy cost: none.
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+
+import pandas as pd
+
+from pseo_das.config import ReleaseConfig
+from pseo_das.tasks.audit.audit_target import AuditedRelease
+from pseo_das.tasks.privacy.mechanism import GEOMETRIC
+from pseo_das.tasks.employment_flows.noisy_flows import PRODUCT as FLOWS_PRODUCT
+from pseo_das.tasks.earnings.noisy_histograms import PRODUCT as EARNINGS_PRODUCT
+from pseo_das.tasks.audit.verification import (EPSILON_TOLERANCE, FAILED, PASSED, CheckResult,
+                                configuration_differences, flatten, logged_configuration,
+                                same_epsilon)
+
+LEDGER = "internal/ledger.csv"
+CONFIG = "internal/config.json"
+# The configuration value that sets the epsilon of each product's measured tabulations.
+EPSILON_SETTING = {EARNINGS_PRODUCT: "privacy.epsilon_per_tabulation",
+                   FLOWS_PRODUCT: "flows.epsilon_per_tabulation"}
+
+
+def _read_ledger_text(path: Path) -> pd.DataFrame:
+    return pd.read_csv(path, dtype=str, keep_default_na=False)
+
+
+def ledger_row_differences(published: pd.DataFrame, logged: pd.DataFrame) -> list[str]:
+    """Row-for-row comparison of the release's ledger.csv with the run's ledger artifact,
+    as text, naming the tabulation and column of each difference."""
+    out = []
+    if list(published.columns) != list(logged.columns):
+        out.append(f"ledger.csv columns {list(published.columns)} differ from the run's "
+                   f"{list(logged.columns)}")
+        return out
+    ids_p, ids_l = list(published["tabulation_id"]), list(logged["tabulation_id"])
+    for tab in sorted(set(ids_l) - set(ids_p)):
+        out.append(f"tabulation {tab}: in the run's ledger, missing from the release's ledger.csv")
+    for tab in sorted(set(ids_p) - set(ids_l)):
+        out.append(f"tabulation {tab}: in the release's ledger.csv, not in the run's ledger")
+    for tab in sorted({t for t in ids_p if ids_p.count(t) > 1}):
+        out.append(f"tabulation {tab}: {ids_p.count(tab)} rows in the release's ledger.csv")
+    logged_rows = logged.drop_duplicates("tabulation_id").set_index("tabulation_id")
+    for _, row in published.drop_duplicates("tabulation_id").iterrows():
+        tab = row["tabulation_id"]
+        if tab not in logged_rows.index:
+            continue
+        for column in published.columns.drop("tabulation_id"):
+            if row[column] != logged_rows.at[tab, column]:
+                out.append(f"tabulation {tab}: {column} is {row[column]!r} in the release's "
+                           f"ledger.csv, {logged_rows.at[tab, column]!r} in the run's ledger")
+    common = [t for t in ids_p if t in set(ids_l)]
+    if not out and common != [t for t in ids_l if t in set(ids_p)]:
+        first = next(i for i, (a, b) in enumerate(zip(ids_p, ids_l)) if a != b)
+        out.append(f"the rows are in another order than in the run's ledger (row {first + 1}: "
+                   f"{ids_p[first]} vs {ids_l[first]})")
+    return out
+
+
+def epsilon_findings(ledger: pd.DataFrame, settings: dict[str, object]) -> list[str]:
+    """Measured tabulations at their product's configured epsilon, derived ones at 0."""
+    out = []
+    for _, row in ledger.iterrows():
+        tab, product, epsilon = row["tabulation_id"], row["product"], row["epsilon"]
+        if math.isnan(epsilon):
+            out.append(f"tabulation {tab}: epsilon {row['epsilon_text']!r} is not a number")
+        elif row["mechanism"] == GEOMETRIC:
+            setting = EPSILON_SETTING.get(product)
+            if setting is None:
+                out.append(f"tabulation {tab}: unknown product {product!r}, no configured epsilon")
+            elif not isinstance(settings.get(setting), (int, float)):
+                out.append(f"tabulation {tab}: the run logged no {setting}")
+            elif not same_epsilon(epsilon, float(settings[setting])):
+                out.append(f"tabulation {tab} ({product}, measured): epsilon {epsilon:g} in the "
+                           f"ledger, but the logged configuration sets {setting} = "
+                           f"{settings[setting]:g}")
+        elif epsilon != 0:
+            out.append(f"tabulation {tab} ({row['mechanism']}): epsilon {epsilon:g}, but a derived "
+                       "or post-processed table spends 0")
+    return out
+
+
+def metric_findings(ledger: pd.DataFrame, metrics: dict[str, float]) -> list[str]:
+    """The run's `epsilon.<tabulation>` metrics against the ledger."""
+    logged = {k.removeprefix("epsilon."): v for k, v in metrics.items()
+              if k.startswith("epsilon.") and k != "epsilon.total"}
+    in_ledger = dict(zip(ledger["tabulation_id"], ledger["epsilon"]))
+    out = [f"tabulation {t}: in the ledger, but the run has no metric epsilon.{t}"
+           for t in sorted(set(in_ledger) - set(logged))]
+    out += [f"metric epsilon.{t} = {logged[t]:g}: no such tabulation in the ledger"
+            for t in sorted(set(logged) - set(in_ledger))]
+    out += [f"tabulation {t}: epsilon {in_ledger[t]:g} in the ledger, metric epsilon.{t} = "
+            f"{logged[t]:g}" for t in sorted(set(logged) & set(in_ledger))
+            if not same_epsilon(in_ledger[t], logged[t])]
+    return out
+
+
+def problem_subjects(findings: list[str], config_findings: list[str]) -> list[str]:
+    """What the findings are about (tabulations, the total, config.json), in order."""
+    subjects: dict[str, None] = {}
+    for finding in findings:
+        tab = re.match(r"tabulation (\S+?):? ", finding)
+        if finding in config_findings:
+            subjects[CONFIG] = None
+        elif tab:
+            subjects[f"tabulation {tab.group(1)}"] = None
+        else:
+            subjects["the total" if finding.startswith("total epsilon") else finding] = None
+    return list(subjects)
+
+
+def _planned(config: dict[str, dict[str, object]]) -> ReleaseConfig | None:
+    try:
+        return ReleaseConfig.model_validate(config)
+    except ValueError:
+        return None
+
+
+def total_findings(total: float, by_product: pd.DataFrame, metrics: dict[str, float],
+                   settings: dict[str, object], plan: ReleaseConfig | None) -> list[str]:
+    """The ledger's total against `epsilon.total`, the cap, and the configuration's plan
+    (number of measured tabulations per product, planned total)."""
+    out = []
+    cap, logged_total = settings.get("privacy.epsilon_cap"), metrics.get("epsilon.total")
+    if logged_total is None:
+        out.append("the run has no epsilon.total metric")
+    elif not same_epsilon(total, logged_total):
+        out.append(f"total epsilon: {total:g} in the ledger, metric epsilon.total = "
+                   f"{logged_total:g}")
+    if not isinstance(cap, (int, float)):
+        out.append("the run logged no privacy.epsilon_cap")
+    elif total > cap + EPSILON_TOLERANCE:
+        out.append(f"total epsilon {total:g} exceeds the cap privacy.epsilon_cap = {cap:g}")
+    if plan is None:
+        out.append("the logged configuration is not a valid configuration for this code; "
+                   "the planned total could not be computed")
+        return out
+    planned = {EARNINGS_PRODUCT: plan.n_earnings_tabulations(),
+               FLOWS_PRODUCT: plan.n_flows_tabulations()}
+    for product, n in planned.items():
+        found = int(by_product["count"].get(product, 0))
+        if found != n:
+            out.append(f"{product}: {found} measured tabulations in the ledger, the logged "
+                       f"configuration plans {n}")
+    if not same_epsilon(total, plan.planned_total_epsilon()):
+        out.append(f"total epsilon {total:g} in the ledger, the logged configuration plans "
+                   f"{plan.planned_total_epsilon():g}")
+    return out
+
+
+def check_ledger(release: AuditedRelease, logged_ledger: Path | None) -> CheckResult:
+    """The release's ledger.csv against the run's ledger artifact (row for row), the
+    logged configuration (epsilon per measured tabulation, 0 for derived tables), the
+    run's epsilon metrics and the cap; internal/config.json against the logged values."""
+    path = release.release_dir / LEDGER
+    if not path.is_file():
+        return CheckResult("ledger", FAILED, f"the release has no {LEDGER}", {},
+                           [f"{LEDGER}: missing from the release folder"])
+    published = _read_ledger_text(path)
+    findings: list[str] = []
+    if logged_ledger is None:
+        findings.append(f"the run {release.run_id} has no {LEDGER} artifact to compare with")
+    else:
+        findings += ledger_row_differences(published, _read_ledger_text(logged_ledger))
+    required = {"tabulation_id", "product", "mechanism", "epsilon"}
+    if not required <= set(published.columns):
+        findings.append(f"{LEDGER} lacks the columns {sorted(required - set(published.columns))}")
+        return CheckResult("ledger", FAILED, findings[0], {"rows": len(published)}, findings)
+
+    ledger = published.assign(epsilon_text=published["epsilon"],
+                              epsilon=pd.to_numeric(published["epsilon"], errors="coerce"))
+    config = logged_configuration(release.params)
+    settings = flatten(config)
+    findings += epsilon_findings(ledger, settings)
+    findings += metric_findings(ledger, release.metrics)
+
+    total = math.fsum(ledger["epsilon"].fillna(0.0))
+    measured = ledger[ledger["mechanism"] == GEOMETRIC]
+    by_product = measured.groupby("product")["epsilon"].agg(["count", "sum"])
+    plan = _planned(config)
+    findings += total_findings(total, by_product, release.metrics, settings, plan)
+    cap, logged_total = settings.get("privacy.epsilon_cap"), release.metrics.get("epsilon.total")
+    figures: dict[str, object] = {"ledger rows": len(ledger), "measured tabulations": len(measured),
+                                  "derived or post-processed entries": len(ledger) - len(measured),
+                                  "total epsilon (ledger)": total,
+                                  "epsilon.total (run metric)": logged_total,
+                                  "privacy.epsilon_cap": cap}
+    for product, row in by_product.iterrows():
+        figures[f"{product}: measured tabulations"] = (f"{int(row['count'])}, epsilon "
+                                                       f"{row['sum']:g} in all")
+    if plan is not None:
+        figures["planned total epsilon (configuration)"] = plan.planned_total_epsilon()
+    config_path = release.release_dir / CONFIG
+    try:
+        on_disk = flatten(json.loads(config_path.read_text()))
+        config_findings = configuration_differences(settings, on_disk, CONFIG)
+    except (OSError, ValueError, AttributeError) as exc:
+        config_findings = [f"{CONFIG}: cannot be read ({exc})"]
+    findings += config_findings
+
+    if findings:
+        return CheckResult("ledger", FAILED, f"{len(findings)} problem(s) with "
+                           + ", ".join(problem_subjects(findings, config_findings)), figures,
+                           findings)
+    products = ", ".join(f"{int(r['count'])} {p} x {r['sum'] / r['count']:g}"
+                         for p, r in by_product.iterrows())
+    return CheckResult(
+        "ledger", PASSED,
+        f"{len(ledger)} rows identical to the run's ledger; {len(measured)} measured tabulations at "
+        f"the configured epsilon ({products}), {len(ledger) - len(measured)} derived at 0; total "
+        f"{total:g} = epsilon.total, within the cap {cap:g}; config.json = the logged "
+        "configuration", figures)

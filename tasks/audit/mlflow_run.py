@@ -1,0 +1,143 @@
+"""The audit trail in MLflow: one run per release with every parameter, the seed, every
+epsilon spend, counts, fingerprints and the release documents. Privacy cost: none.
+
+The seed is logged here and only here: whoever can read this store can regenerate the
+noise, so the store must be protected like the confidential data.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from fractions import Fraction
+from pathlib import Path
+
+import pandas as pd
+from mlflow.entities import Metric, Param, RunTag
+from mlflow.tracking import MlflowClient
+
+from pseo_das.config import ReleaseConfig
+from pseo_das.version import package_versions
+from pseo_das.tasks import progress, release_task
+from pseo_das.tasks.employment_flows.division_flows import FlowsRelease
+from pseo_das.tasks.privacy.mechanism import PrivacyLedger, seed_sha256
+from pseo_das.tasks.privacy.release_plan import ReleasePlan
+
+EXPERIMENT = "pseo-das quarterly release"
+DEFAULT_AUDIT_DIR = Path("audit")
+# Large internal tables stay with the release; the run carries their SHA-256 (tags).
+NOT_COPIED_TO_MLFLOW = {"flows_state.csv"}
+
+
+def default_tracking_uri() -> str:
+    """MLFLOW_TRACKING_URI if set, else a SQLite store at ./audit/mlflow.db."""
+    return os.environ.get("MLFLOW_TRACKING_URI") or \
+        f"sqlite:///{(DEFAULT_AUDIT_DIR / 'mlflow.db').resolve()}"
+
+
+class AuditRun:
+    """One MLflow run; ended FINISHED by `finish`, FAILED by `fail`."""
+
+    def __init__(self, tracking_uri: str, release_id: str):
+        self.tracking_uri = tracking_uri
+        if tracking_uri.startswith("sqlite:///"):
+            Path(tracking_uri.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+        self.client = MlflowClient(tracking_uri=tracking_uri)
+        experiment = self.client.get_experiment_by_name(EXPERIMENT)
+        if experiment is None:
+            artifacts = None
+            if tracking_uri.startswith("sqlite:///"):
+                store = Path(tracking_uri.removeprefix("sqlite:///")).parent / "artifacts"
+                artifacts = store.resolve().as_uri()
+            experiment_id = self.client.create_experiment(EXPERIMENT, artifact_location=artifacts)
+        else:
+            experiment_id = experiment.experiment_id
+        run = self.client.create_run(experiment_id, run_name=release_id,
+                                     tags={"release_id": release_id})
+        self.run_id = run.info.run_id
+
+    def log_params(self, params: dict[str, object]) -> None:
+        items = [Param(k, v if isinstance(v, str) else json.dumps(v)) for k, v in params.items()]
+        for start in range(0, len(items), 100):
+            self.client.log_batch(self.run_id, params=items[start:start + 100])
+
+    def log_metrics(self, metrics: dict[str, float]) -> None:
+        now = int(time.time() * 1000)
+        items = [Metric(k, float(v), now, 0) for k, v in metrics.items()]
+        for start in range(0, len(items), 500):
+            self.client.log_batch(self.run_id, metrics=items[start:start + 500])
+
+    def set_tags(self, tags: dict[str, str]) -> None:
+        self.client.log_batch(self.run_id, tags=[RunTag(k, str(v)) for k, v in tags.items()])
+
+    def log_folder(self, folder: Path, artifact_path: str | None = None) -> None:
+        self.client.log_artifacts(self.run_id, str(folder), artifact_path)
+
+    def log_file(self, path: Path, artifact_path: str | None = None) -> None:
+        self.client.log_artifact(self.run_id, str(path), artifact_path)
+
+    def log_text(self, text: str, artifact_file: str) -> None:
+        self.client.log_text(self.run_id, text, artifact_file)
+
+    def finish(self) -> None:
+        self.client.set_terminated(self.run_id, "FINISHED")
+
+    def fail(self, reason: str) -> None:
+        self.set_tags({"failure": reason[:5000]})
+        self.client.set_terminated(self.run_id, "FAILED")
+
+
+def release_parameters(cfg: ReleaseConfig, release_id: str, data_dir: Path,
+                       reference_dir: Path, out_dir: Path, store: Path, code_version: str,
+                       supersede: bool, remeasure: str | None) -> dict[str, object]:
+    return {**cfg.flat(), "release_id": release_id,
+            "data_dir": str(Path(data_dir).resolve()),
+            "reference_dir": str(Path(reference_dir).resolve()),
+            "out_dir": str(Path(out_dir).resolve()),
+            "store": str(Path(store).resolve()), "code_version": code_version,
+            "supersede": str(supersede).lower(), "remeasure": remeasure or ""}
+
+
+def seed_parameters(release_seed: bytes, plan: ReleasePlan) -> dict[str, object]:
+    """The seed (known once the privacy store has recorded the plan) and that plan."""
+    return {"release_seed": release_seed.hex(),
+            "release_seed_sha256": seed_sha256(release_seed),
+            "store_attempt": str(plan.attempt.attempt),
+            "store_new_spending": str(plan.new_spending).lower(),
+            "store_supersedes": str(plan.superseded) if plan.superseded else "none"}
+
+
+@release_task("record audit run")
+def record_release(audit: AuditRun, ledger: PrivacyLedger, cells: pd.DataFrame,
+                   flows: FlowsRelease, staging: Path, input_fingerprints: dict[str, str],
+                   manifest: dict[str, str], plan_summary: dict) -> None:
+    """Spends (new and reused), counts, fingerprints and the release documents to the
+    MLflow run."""
+    metrics = {f"epsilon.{e.tabulation_id}": e.epsilon for e in ledger.entries}
+    metrics.update({
+        "new_epsilon": float(Fraction(plan_summary["new_epsilon"])),
+        "measurements.new": plan_summary["new_measurements"],
+        "measurements.reused": plan_summary["reused_measurements"],
+        "epsilon.total": ledger.total_epsilon,
+        "cells.total": len(cells),
+        "cells.suppressed": int((~cells["published"]).sum()),
+        "cells.published": int(cells["published"].sum()),
+    })
+    for (inst, cip, years), group in cells.groupby(["inst_level", "cip_level", "years_after"]):
+        metrics[f"cells.{inst}.cip{cip}.y{years}"] = len(group)
+        metrics[f"cells_suppressed.{inst}.cip{cip}.y{years}"] = int((~group["published"]).sum())
+    for c in flows.correction:
+        for key in ("origin_cells", "negative_flows_set_to_zero", "cells_with_negative_total",
+                    "units_removed"):
+            metrics[f"flows.{key}.{c['tabulation_id']}"] = c[key]
+    metrics["flows.division_flows_at_risk"] = flows.suppression["division_flows_at_risk"]
+    metrics["flows.division_flows_suppressed"] = flows.suppression["division_flows_suppressed"]
+    audit.log_metrics(metrics)
+    audit.set_tags({f"input_sha256.{k}": v for k, v in input_fingerprints.items()}
+                   | {f"output_sha256.{k}": v for k, v in manifest.items()}
+                   | {f"version.{k}": v for k, v in package_versions().items()})
+    for path in sorted((staging / "internal").iterdir()):
+        if path.name not in NOT_COPIED_TO_MLFLOW:
+            audit.log_file(path, "internal")
+    audit.log_folder(staging / "public", "public")
+    progress(f"audit run {audit.run_id}: {len(metrics)} metrics and the release documents logged")

@@ -1,0 +1,182 @@
+"""Replay of a release: everything needed to run the release again exactly as logged
+(seed, configuration, inputs, release id, and a copy of the privacy store as it was before
+the release's plan), and the byte-for-byte comparison of what the replay published with
+what the release published. Privacy cost: none here; the replay itself draws the release's
+own noise again from its seed (nothing new is learnt, and it goes to a temporary folder, a
+temporary audit store and a temporary store copy that are deleted afterwards).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from itertools import zip_longest
+from pathlib import Path
+
+from pseo_das.config import load_config
+from pseo_das.tasks.audit.audit_target import AuditedRelease
+from pseo_das.tasks.audit.fingerprint_checks import InputLocations
+from pseo_das.tasks.inputs.ingest import sha256_file
+from pseo_das.tasks.privacy.store import PrivacyStore
+from pseo_das.tasks.audit.verification import (FAILED, PASSED, CheckResult, configuration_differences,
+                                flatten, logged_configuration)
+
+# Internal files that depend only on the stored measurements, inputs and configuration (the
+# DRB report and the manifest name the run).
+REPLAYED_INTERNAL = ("internal/config.json", "internal/flows_state.csv", "internal/ledger.csv")
+
+
+class ReplayNotPossible(ValueError):
+    """The run did not log what a replay needs, or it is inconsistent."""
+
+
+@dataclass(frozen=True)
+class ReplayPlan:
+    """The arguments of `quarterly_release` that reproduce the release."""
+    seed_hex: str
+    release_id: str
+    data_dir: Path
+    reference_dir: Path
+    config_path: Path
+    out_dir: Path
+    tracking_uri: str
+    store: Path                   # the privacy store as it was before the release's plan
+    supersede: bool
+    remeasure: str | None
+    notes: tuple[str, ...] = field(default=())
+
+
+def _toml_value(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value) if math.isfinite(value) else \
+            ("nan" if math.isnan(value) else ("inf" if value > 0 else "-inf"))
+    if isinstance(value, (int, str)):
+        return json.dumps(value)  # a JSON string is a TOML basic string
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{json.dumps(str(k))} = {_toml_value(v)}"
+                                for k, v in value.items()) + " }"
+    raise TypeError(f"no TOML form for {value!r}")
+
+
+def configuration_toml(config: dict[str, dict[str, object]]) -> str:
+    """A configuration file (`--config`) holding every value of `config`."""
+    lines = ["# Configuration rebuilt from an MLflow run's parameters by `pseo-das audit`."]
+    for section, values in config.items():
+        lines += ["", f"[{section}]"] + [f"{key} = {_toml_value(v)}" for key, v in values.items()]
+    return "\n".join(lines) + "\n"
+
+
+def plan_replay(release: AuditedRelease, locations: InputLocations, workdir: Path) -> ReplayPlan:
+    """Seed, configuration file (checked to load back as the logged values), inputs and
+    release id of the run; a temporary release folder and audit store under `workdir`."""
+    seed = release.params.get("release_seed", "").strip().lower()
+    try:
+        seed_bytes = bytes.fromhex(seed)
+    except ValueError:
+        seed_bytes = b""
+    if len(seed_bytes) != 32:
+        raise ReplayNotPossible(f"the run {release.run_id} logged no usable release_seed "
+                                "(64 hexadecimal digits)")
+    if hashlib.sha256(seed_bytes).hexdigest() != release.params.get("release_seed_sha256"):
+        raise ReplayNotPossible("the logged release_seed does not hash to the logged "
+                                "release_seed_sha256")
+    config = logged_configuration(release.params)
+    if not config:
+        raise ReplayNotPossible(f"the run {release.run_id} logged no configuration parameters")
+    config_path = workdir / "config.toml"
+    config_path.write_text(configuration_toml(config))
+    loaded = load_config(config_path).flat()  # ConfigError if this code cannot load it
+    logged = flatten(config)
+    problems = configuration_differences(logged, {k: v for k, v in loaded.items() if k in logged},
+                                         "the configuration file written for the replay")
+    if problems:
+        raise ReplayNotPossible("the logged configuration does not round-trip through TOML: "
+                                + "; ".join(problems))
+    notes = [f"{k} was not logged (a value added since); the replay uses the current default "
+             f"{json.dumps(loaded[k])}" for k in sorted(set(loaded) - set(logged))]
+    logged_store = Path(release.params.get("store", ""))
+    attempt = release.params.get("store_attempt", "")
+    if not (logged_store / "store.sqlite").is_file() or not attempt.isdigit():
+        raise ReplayNotPossible(f"the release's privacy store {logged_store} (or its attempt "
+                                "number) is not available here; a replay measures the release "
+                                "again in a copy of the store as it was before the release")
+    with PrivacyStore.open(logged_store) as store:
+        earlier = store.copy_before(int(attempt), workdir / "store")
+    return ReplayPlan(seed, release.release_id, locations.data_dir, locations.reference_dir,
+                      config_path, workdir / "release",
+                      f"sqlite:///{(workdir / 'audit' / 'mlflow.db').resolve()}", earlier,
+                      release.params.get("supersede") == "true",
+                      release.params.get("remeasure") or None, tuple(notes))
+
+
+def first_difference(a: Path, b: Path) -> str:
+    """Where two files first differ: the first line that is not the same."""
+    with open(a, "rb") as fa, open(b, "rb") as fb:
+        for number, (la, lb) in enumerate(zip_longest(fa, fb), start=1):
+            if la != lb:
+                if la is None or lb is None:
+                    return f"the replay has {'more' if la is None else 'fewer'} lines (from line {number})"
+                return f"first difference at line {number}"
+    return "same lines, different bytes"
+
+
+def compare_replay(release: AuditedRelease, replay_dir: Path, replay_params: dict[str, str],
+                   replay_tags: dict[str, str], notes: list[str]) -> CheckResult:
+    """Every public file (and the internal files that depend only on seed, inputs and
+    configuration) of the replay against the release, byte for byte."""
+    published = release.release_dir
+    public = sorted({str(p.relative_to(root)) for root in (published, replay_dir)
+                     for p in (root / "public").rglob("*") if p.is_file()})
+    internal = [n for n in REPLAYED_INTERNAL if (published / n).is_file()]
+    identical, findings = [], []
+    for name in public + internal:
+        mine, theirs = published / name, replay_dir / name
+        if not theirs.is_file():
+            findings.append(f"{name}: published, but the replay did not write it")
+        elif not mine.is_file():
+            findings.append(f"{name}: written by the replay, not in the release")
+        elif sha256_file(mine) == sha256_file(theirs):
+            identical.append(name)
+        else:
+            findings.append(f"{name}: differs from the replay ({first_difference(mine, theirs)}; "
+                            f"{mine.stat().st_size:,} bytes published, {theirs.stat().st_size:,} "
+                            "replayed)")
+    inputs_logged = {k: v for k, v in release.tags.items() if k.startswith("input_sha256.")}
+    inputs_replayed = {k: v for k, v in replay_tags.items() if k.startswith("input_sha256.")}
+    if inputs_replayed != inputs_logged:
+        findings.append("the replay read inputs with other fingerprints than the run logged: "
+                        + ", ".join(sorted({k.removeprefix("input_sha256.") for k, _ in
+                                            set(inputs_logged.items()) ^ set(inputs_replayed.items())})))
+    logged_version, version = release.params.get("code_version"), replay_params.get("code_version")
+    notes = list(notes)
+    if logged_version != version:
+        commit = re.search(r"\+git\.([0-9a-f]+)", logged_version or "")
+        notes.append(f"code version: the release ran {logged_version}, the replay {version}"
+                     + ("; a change of code can explain the differences (the release notes also "
+                        "name the code version)" if findings else "")
+                     + (f"; to replay with the release's code, audit from git commit "
+                        f"{commit.group(1)}" if commit else ""))
+    elif version and version.endswith(".dirty"):
+        notes.append(f"code version {version}: uncommitted changes, so the code is not fully "
+                     "identified by its version")
+    n_public = sum(1 for n in identical if n.startswith("public/"))
+    figures = {"public files compared": len(public), "public files identical": n_public,
+               "internal files compared": len(internal),
+               "internal files identical": len(identical) - n_public,
+               "code version (release)": logged_version, "code version (replay)": version}
+    if findings:
+        return CheckResult("replay", FAILED,
+                           f"{len(identical)} of {len(public) + len(internal)} files reproduced byte "
+                           f"for byte; differ: {', '.join(f.split(':')[0] for f in findings)}",
+                           figures, findings, notes)
+    return CheckResult("replay", PASSED,
+                       f"{n_public} of {len(public)} public files reproduced byte for byte from the "
+                       f"logged seed, configuration and inputs (and {len(identical) - n_public} of "
+                       f"{len(internal)} internal: {', '.join(Path(n).name for n in internal)})",
+                       figures, [], notes)

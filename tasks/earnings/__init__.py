@@ -1,0 +1,1 @@
+"""Earnings: true and noisy histograms, percentiles, the pseoe/pseoh tables."""

@@ -1,0 +1,121 @@
+"""Noisy earnings histograms: measured tabulations (geometric noise, epsilon each) and
+tables derived from them by summation (post-processing, zero epsilon)."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+from pseo_das.config import CIP_LEVELS, ReleaseConfig
+from pseo_das.tasks import progress, release_task
+from pseo_das.tasks.inputs.cells import CellFrame, sum_to_coarser
+from pseo_das.tasks.earnings.histograms import earnings_records, true_histograms
+from pseo_das.tasks.inputs.ingest import ValidatedInputs
+from pseo_das.tasks.privacy.mechanism import (LedgerEntry, NoisyMeasurement, derived_entry,
+                                              measure_with_geometric_noise)
+
+if TYPE_CHECKING:
+    from pseo_das.tasks.privacy.release_plan import PendingMeasurement
+
+PRODUCT = "earnings histograms"
+
+
+@dataclass(frozen=True)
+class NoisyHistograms:
+    """Noisy histograms of one years-after at one institution level and CIP level."""
+    tabulation_id: str
+    inst_level: str               # I institution, S state, N national
+    cip_level: str                # 4, 2, A
+    years_after: int
+    cells: pd.DataFrame           # CELL_KEYS + inst_state, grad_cohort_years, noise_terms
+    counts: np.ndarray            # cells x bins, int64, may be negative
+    measured_from: tuple[str, ...]  # the measured tabulations whose noise it carries
+    sources: tuple[str, ...] = ()   # SHA-256 of the stored measurements it comes from
+
+    @property
+    def measured(self) -> bool:
+        return self.measured_from == (self.tabulation_id,)
+
+
+def tabulation_id(inst_level: str, cip_level: str, years_after: int) -> str:
+    return f"earnings.{inst_level}.cip{cip_level}.y{years_after}"
+
+
+def measure_histograms(release_seed: bytes, measurement_id: str, cells: pd.DataFrame,
+                       true_counts: np.ndarray, cip_level: str, years_after: int,
+                       epsilon: float) -> NoisyMeasurement:
+    """Institution-level noisy histograms. Privacy cost: `epsilon` (one tabulation)."""
+    return measure_with_geometric_noise(release_seed, measurement_id,
+                                        tabulation_id("I", cip_level, years_after), PRODUCT,
+                                        cells, true_counts, epsilon)
+
+
+def derive_histograms(source: NoisyHistograms, inst_level: str,
+                      cip_level: str) -> tuple[NoisyHistograms, LedgerEntry]:
+    """Sum `source`'s noisy histograms up to a coarser institution or CIP level.
+    Privacy cost: none (post-processing); returns its ledger entry as derived."""
+    summed, counts = sum_to_coarser(source.cells, source.counts, inst_level, cip_level,
+                                    source.cip_level)
+    tab_id = tabulation_id(inst_level, cip_level, source.years_after)
+    entry = derived_entry(tab_id, PRODUCT, len(summed), counts.shape[1], source.tabulation_id)
+    return NoisyHistograms(tab_id, inst_level, cip_level, source.years_after, summed, counts,
+                           source.measured_from, source.sources), entry
+
+
+@release_task("measure earnings histograms")
+def measure_earnings(pending: list["PendingMeasurement"], inputs: ValidatedInputs,
+                     frames: dict[str, CellFrame], cfg: ReleaseConfig) -> list[NoisyMeasurement]:
+    """Noisy institution histograms of the plan's pending earnings measurements (new
+    populations only). Privacy cost: epsilon_per_tabulation per measurement, on its
+    populations only. True counts stay inside."""
+    started = time.perf_counter()
+    measured = []
+    for years_after in cfg.cells.years_after:
+        mine = [p for p in pending if p.question.product == PRODUCT
+                and p.question.years_after == years_after]
+        if not mine:
+            continue
+        records = earnings_records(inputs, years_after, cfg.earnings.bin_edges,
+                                   cfg.earnings.sample_floor)
+        for measurement in mine:
+            question = measurement.question
+            cells, true_counts = true_histograms(frames[question.cip_level], records,
+                                                 cfg.cells.last_earnings_year,
+                                                 cfg.earnings.n_bins, measurement.populations)
+            measured.append(measure_histograms(
+                bytes.fromhex(measurement.seed_hex), measurement.measurement_id, cells,
+                true_counts, question.cip_level, years_after, float(question.epsilon)))
+            del true_counts
+    progress("measured earnings: " + (", ".join(
+        f"{m.measurement_id} ({len(m.cells):,} cells)" for m in measured) or "nothing new")
+        + f" ({time.perf_counter() - started:.1f} s)")
+    return measured
+
+
+@release_task("derive earnings histograms")
+def derive_earnings(measured: list[NoisyHistograms], cfg: ReleaseConfig
+                    ) -> tuple[list[NoisyHistograms], list[LedgerEntry]]:
+    """Institution tables of derived CIP levels, then state and national tables of every
+    CIP level, by summing noisy histograms. Privacy cost: none."""
+    tables, entries = [], []
+
+    def derive(source, inst_level, cip_level):
+        table, entry = derive_histograms(source, inst_level, cip_level)
+        entries.append(entry)
+        return table
+
+    for years_after in cfg.cells.years_after:
+        by_level = {t.cip_level: t for t in measured if t.years_after == years_after}
+        finer = None
+        for level in CIP_LEVELS:
+            table = by_level.get(level) or derive(finer, "I", level)
+            tables.append(table)
+            finer = table
+        for institution_table in list(tables[-len(CIP_LEVELS):]):
+            for inst_level in ("S", "N"):
+                tables.append(derive(institution_table, inst_level, institution_table.cip_level))
+    progress(f"derived {len(entries)} tables by summation (zero epsilon)")
+    return tables, entries

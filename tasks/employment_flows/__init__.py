@@ -1,0 +1,1 @@
+"""Employment flows (the data product): true and noisy flows, the correction, pseof."""

@@ -1,0 +1,1 @@
+"""Reading and validating microdata and public reference files; the cell frame."""

@@ -1,0 +1,151 @@
+"""The cell frame: which earnings cells exist. Privacy cost: none.
+
+The frame comes from the graduates file only (never the outcomes): every institution x
+degree level x field x graduation cohort with at least one graduate, for each years-after
+that the whole cohort window can have by the last earnings year. Which programs an
+institution graduated students from, and in which years, is published by institutions
+through IPEDS completions, so the frame is treated as public: cells are never dropped
+because they have no earnings records, and every bin of every frame cell gets noise.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from pseo_das.config import CellsConfig
+from pseo_das.tasks import progress, release_task
+
+ALL_FIELDS_CIPCODE = "00"
+NATIONAL_INSTITUTION = "00000000"
+CELL_KEYS = ["institution", "degree_level", "cipcode", "grad_cohort"]
+POPULATION_KEYS = ["institution", "degree_level", "grad_cohort"]  # whom a measurement covers
+
+
+@dataclass
+class CellFrame:
+    """Institution-level cells at one CIP level, in canonical (sorted) order."""
+    cip_level: str
+    cells: pd.DataFrame          # institution, inst_state, degree_level, cipcode, grad_cohort, grad_cohort_years
+    graduate_cell: np.ndarray    # each graduate's cell (row of `cells`)
+
+    def observable(self, years_after: int, last_earnings_year: int) -> np.ndarray:
+        """Cells whose whole cohort window has `years_after` earnings by the last year."""
+        end = self.cells["grad_cohort"] + self.cells["grad_cohort_years"] - 1
+        return (end + years_after <= last_earnings_year).to_numpy()
+
+    def measured_cells(self, years_after: int, last_earnings_year: int,
+                       populations: pd.DataFrame | None = None) -> np.ndarray:
+        """Observable cells, restricted to `populations` (institution, degree_level,
+        grad_cohort) when given."""
+        selected = self.observable(years_after, last_earnings_year)
+        if populations is not None:
+            keys = pd.MultiIndex.from_frame(populations[POPULATION_KEYS].astype(
+                {"institution": str, "degree_level": str, "grad_cohort": np.int64}))
+            mine = pd.MultiIndex.from_arrays(
+                [self.cells["institution"].astype(str), self.cells["degree_level"].astype(str),
+                 self.cells["grad_cohort"].astype(np.int64)])
+            selected = selected & mine.isin(keys)
+        return selected
+
+
+def map_codes(codes: pd.Series, fn) -> pd.Series:
+    """Apply `fn` to each distinct code of a categorical (not to each row); sorted result."""
+    mapped = np.array([fn(c) for c in codes.cat.categories], dtype=object)
+    distinct, inverse = np.unique(mapped, return_inverse=True)
+    recoded = inverse[codes.cat.codes.to_numpy()]
+    return pd.Series(pd.Categorical.from_codes(recoded, categories=distinct), index=codes.index)
+
+
+DENSE_KEY_LIMIT = 50_000_000
+
+
+def dense_rank(key: np.ndarray, key_space: int) -> np.ndarray:
+    """Rank of each key among the distinct keys (0, 1, ... in sorted order). Counting over
+    the key space is linear; a sort is the fallback when that space is very large."""
+    if key_space > DENSE_KEY_LIMIT:
+        return np.unique(key, return_inverse=True)[1]
+    present = np.zeros(key_space, dtype=bool)
+    present[key] = True
+    rank = np.cumsum(present, dtype=np.int64) - 1
+    return rank[key]
+
+
+def cip_code(cipcode_2010: str, level: str) -> str:
+    """'11.0701' -> '11' (2-digit), '1107' (4-digit), '00' (all fields)."""
+    if level == "2":
+        return cipcode_2010[:2]
+    if level == "4":
+        return cipcode_2010[:2] + cipcode_2010[3:5]
+    return ALL_FIELDS_CIPCODE
+
+
+def coarser_cip(code: str, level: str) -> str:
+    """A published CIP code ('1107' or '11') at a coarser level ('2' or 'A')."""
+    return code[:2] if level == "2" else ALL_FIELDS_CIPCODE
+
+
+def sum_to_coarser(cells: pd.DataFrame, counts: np.ndarray, inst_level: str, cip_level: str,
+                   source_cip_level: str) -> tuple[pd.DataFrame, np.ndarray]:
+    """Sum the rows of `counts` (one per row of `cells`, institution level) into the cells of
+    a coarser CIP level and/or the state (S) or national (N) level. Cells keep the columns
+    of `cells`; `noise_terms` counts the summed rows. Privacy cost: none (a sum)."""
+    coarse = cells
+    if cip_level != source_cip_level:
+        coarse = coarse.assign(cipcode=map_codes(coarse["cipcode"], lambda c: coarser_cip(c, cip_level)))
+    if inst_level == "S":
+        coarse = coarse.assign(institution=map_codes(coarse["inst_state"], lambda s: s.zfill(8)))
+    elif inst_level == "N":
+        coarse = coarse.assign(institution=map_codes(coarse["inst_state"], lambda s: NATIONAL_INSTITUTION),
+                               inst_state=map_codes(coarse["inst_state"], lambda s: "00"))
+    groups = coarse.groupby(CELL_KEYS, sort=True, observed=True)
+    group = groups.ngroup().to_numpy()
+    summed_counts = pd.DataFrame(counts).groupby(group).sum().to_numpy()
+    summed = groups.agg(inst_state=("inst_state", "first"),
+                        grad_cohort_years=("grad_cohort_years", "first"),
+                        noise_terms=("noise_terms", "sum")).reset_index()
+    return summed[cells.columns], summed_counts
+
+
+def cohort_attributes(graduates: pd.DataFrame, cfg: CellsConfig) -> pd.DataFrame:
+    """Per graduate: institution, state, degree level, cohort window start and length."""
+    degree = graduates["degree_level"]
+    window_by_code = np.array([cfg.cohort_years(d) for d in degree.cat.categories], dtype=np.int64)
+    window = window_by_code[degree.cat.codes.to_numpy()]
+    offset = graduates["grad_year"].to_numpy() - cfg.first_cohort_year
+    return pd.DataFrame({
+        "institution": graduates["institution"],
+        "inst_state": graduates["inst_state"],
+        "degree_level": degree,
+        "cipcode_2010": graduates["cipcode"],
+        "grad_cohort": cfg.first_cohort_year + (offset // window) * window,
+        "grad_cohort_years": window,
+    })
+
+
+def cell_frame(attributes: pd.DataFrame, cip_level: str) -> CellFrame:
+    """Cells at `cip_level` with at least one graduate, sorted by CELL_KEYS."""
+    cip = map_codes(attributes["cipcode_2010"], lambda c: cip_code(c, cip_level))
+    keyed = attributes.drop(columns="cipcode_2010").assign(cipcode=cip)
+    # Sorted categories make category codes sort like the codes themselves, so one integer
+    # key per graduate sorts cells in canonical (institution, degree, CIP, cohort) order.
+    parts = [keyed[k].cat.codes.to_numpy().astype(np.int64) for k in CELL_KEYS[:3]]
+    parts.append(keyed["grad_cohort"].to_numpy() - int(keyed["grad_cohort"].min()))
+    key_space = [int(p.max()) + 1 for p in parts]
+    graduate_cell = dense_rank(np.ravel_multi_index(parts, key_space), int(np.prod(key_space)))
+    member = np.empty(graduate_cell.max() + 1, dtype=np.int64)
+    member[graduate_cell] = np.arange(len(graduate_cell))
+    cells = keyed.iloc[member].reset_index(drop=True)[
+        ["institution", "inst_state", "degree_level", "cipcode", "grad_cohort", "grad_cohort_years"]]
+    return CellFrame(cip_level, cells, graduate_cell)
+
+
+@release_task("build cell frames")
+def build_cell_frames(graduates: pd.DataFrame, cfg: CellsConfig,
+                      cip_levels: list[str]) -> dict[str, CellFrame]:
+    """Cell frames of the measured CIP levels. Privacy cost: none."""
+    attributes = cohort_attributes(graduates, cfg)
+    frames = {level: cell_frame(attributes, level) for level in cip_levels}
+    progress("cell frame: " + ", ".join(f"CIP level {k}: {len(f.cells):,} cells" for k, f in frames.items()))
+    return frames

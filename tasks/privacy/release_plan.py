@@ -1,0 +1,363 @@
+"""The release plan: for every tabulation the release publishes and every population it
+covers, the stored measurement that answers it (reused, zero epsilon) or a new one
+(spent, checked against the lifetime cap). Recorded in the privacy store in one
+transaction before any noise is drawn. Privacy cost: none (bookkeeping).
+
+A question is what a measurement asks: product, tabulation (institution level, CIP level
+and vintage, years after), mechanism, epsilon, bins or destinations, and the cohort
+definition. Two releases reuse each other's measurements only when they ask the same
+question of the same population (institution x degree level x graduation cohort).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from pseo_das.config import ReleaseConfig
+from pseo_das.tasks import progress, release_task
+from pseo_das.tasks.employment_flows.flow_counts import N_DESTINATIONS
+from pseo_das.tasks.employment_flows.noisy_flows import PRODUCT as FLOWS_PRODUCT
+from pseo_das.tasks.employment_flows.noisy_flows import tabulation_id as flows_tabulation_id
+from pseo_das.tasks.earnings.noisy_histograms import PRODUCT as EARNINGS_PRODUCT
+from pseo_das.tasks.earnings.noisy_histograms import tabulation_id as earnings_tabulation_id
+from pseo_das.tasks.inputs.cells import CellFrame
+from pseo_das.tasks.privacy.mechanism import GEOMETRIC, fresh_release_seed
+from pseo_das.tasks.privacy.store import (POPULATION_KEYS, LifetimeBudgetExceeded,
+                                          PrivacyStore, ReleaseAttempt, ReleaseConflict,
+                                          StoreError, epsilon_text, exact_epsilon,
+                                          question_sha256)
+
+CIP_VINTAGE = "2010"
+
+
+@dataclass(frozen=True)
+class Question:
+    """One tabulation a release measures or reuses."""
+    tabulation_id: str
+    product: str
+    cip_level: str
+    years_after: int
+    epsilon: Fraction
+    columns: int
+    parameters: dict
+
+    def as_dict(self) -> dict:
+        return {"tabulation_id": self.tabulation_id, "product": self.product,
+                "inst_level": "I", "cip_level": self.cip_level, "cip_vintage": CIP_VINTAGE,
+                "years_after": self.years_after, "mechanism": GEOMETRIC,
+                "epsilon": epsilon_text(self.epsilon), "columns": self.columns,
+                **self.parameters}
+
+
+def release_questions(cfg: ReleaseConfig) -> list[Question]:
+    """Every measured tabulation of a release, in ledger order."""
+    cohorts = {"first_cohort_year": cfg.cells.first_cohort_year,
+               "default_cohort_years": cfg.cells.default_cohort_years,
+               "cohort_years_by_degree": dict(sorted(cfg.cells.cohort_years_by_degree.items()))}
+    earnings = {"sample_floor": cfg.earnings.sample_floor,
+                "bin_edges": list(cfg.earnings.bin_edges), "cohorts": cohorts}
+    flows = {"sample_floor": cfg.earnings.sample_floor, "cohorts": cohorts}
+    return ([Question(earnings_tabulation_id("I", level, k), EARNINGS_PRODUCT, level, k,
+                      exact_epsilon(cfg.privacy.epsilon_per_tabulation), cfg.earnings.n_bins,
+                      earnings)
+             for k in cfg.cells.years_after for level in cfg.privacy.measured_levels()]
+            + [Question(flows_tabulation_id(level, k), FLOWS_PRODUCT, level, k,
+                        exact_epsilon(cfg.flows.epsilon_per_tabulation), N_DESTINATIONS, flows)
+               for k in cfg.cells.years_after for level in cfg.flows.measured_levels()])
+
+
+@dataclass(frozen=True)
+class PendingMeasurement:
+    """A measurement of the plan whose noisy values are not stored yet."""
+    measurement_id: str
+    question: Question
+    seed_hex: str                 # the seed of the attempt that planned (and paid for) it
+    populations: pd.DataFrame     # POPULATION_KEYS
+
+
+@dataclass(frozen=True)
+class ReleasePlan:
+    attempt: ReleaseAttempt
+    new_spending: bool            # False: a rerun of an attempt already recorded
+    superseded: int | None
+    plan: pd.DataFrame            # tabulation_id, POPULATION_KEYS, measurement_id, new
+    pending: tuple[PendingMeasurement, ...]
+    populations: pd.DataFrame     # POPULATION_KEYS, before, this_release, after (Fractions)
+    lifetime_cap: Fraction
+    store: Path
+
+    @property
+    def new_epsilon(self) -> Fraction:
+        """This release's fresh spending: the largest new epsilon of any population
+        (populations are disjoint, so their spends compose in parallel)."""
+        spent = self.populations["this_release"]
+        return max(spent, default=Fraction(0))
+
+    def summary(self) -> dict:
+        new = self.plan["new"].to_numpy(dtype=bool)
+        by_population = self.plan.groupby(POPULATION_KEYS)["new"]
+        return {"new_epsilon": epsilon_text(self.new_epsilon),
+                "new_measurements": int(new.sum()),
+                "reused_measurements": int((~new).sum()),
+                "populations_measured": int(by_population.any().sum()),
+                "populations_reused": int((~by_population.any()).sum()),
+                "max_lifetime_epsilon": epsilon_text(max(self.populations["after"],
+                                                         default=Fraction(0))),
+                "lifetime_epsilon_cap": epsilon_text(self.lifetime_cap)}
+
+
+def observable_populations(frame: CellFrame, years_after: int, last_year: int) -> pd.DataFrame:
+    cells = frame.cells[frame.observable(years_after, last_year)]
+    return population_frame(cells).drop_duplicates().reset_index(drop=True)
+
+
+def population_frame(cells: pd.DataFrame) -> pd.DataFrame:
+    return pd.DataFrame({"institution": cells["institution"].astype(str).to_numpy(),
+                         "degree_level": cells["degree_level"].astype(str).to_numpy(),
+                         "grad_cohort": cells["grad_cohort"].to_numpy(dtype=np.int64)})
+
+
+def remeasure_mask(populations: pd.DataFrame, spec: str | None) -> np.ndarray:
+    """Populations named by --remeasure: 'all', or INSTITUTION[:DEGREE[:COHORT]],...".'"""
+    if not spec:
+        return np.zeros(len(populations), dtype=bool)
+    if spec.strip().lower() == "all":
+        return np.ones(len(populations), dtype=bool)
+    mask = np.zeros(len(populations), dtype=bool)
+    for item in filter(None, (part.strip() for part in spec.split(","))):
+        fields = item.split(":")
+        if len(fields) > 3:
+            raise StoreError(f"--remeasure: {item!r} is not INSTITUTION[:DEGREE[:COHORT]]")
+        match = np.ones(len(populations), dtype=bool)
+        for key, value in zip(POPULATION_KEYS, fields):
+            column = populations[key].astype(str)
+            match &= (column == value).to_numpy()
+        mask |= match
+    return mask
+
+
+def lifetime_table(store: PrivacyStore, plan: pd.DataFrame, attempt: int | None,
+                   new_spends: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per population of the plan: lifetime epsilon before this attempt, in it, after."""
+    spends = store.spends()
+    populations = plan[POPULATION_KEYS].drop_duplicates()
+    if attempt is not None:                       # a recorded attempt
+        before = spends[spends["attempt"] < attempt]
+        this = spends[spends["attempt"] == attempt]
+    else:                                         # an attempt about to be recorded
+        before, this = spends, new_spends
+    table = populations.merge(_sum(before, "before"), on=POPULATION_KEYS, how="left") \
+        .merge(_sum(this, "this_release"), on=POPULATION_KEYS, how="left")
+    for column in ("before", "this_release"):
+        table[column] = table[column].map(lambda v: v if isinstance(v, Fraction) else Fraction(0))
+    table["after"] = table["before"] + table["this_release"]
+    return table.sort_values(POPULATION_KEYS).reset_index(drop=True)
+
+
+def _sum(spends: pd.DataFrame, name: str) -> pd.DataFrame:
+    if spends is None or spends.empty:
+        return pd.DataFrame(columns=POPULATION_KEYS + [name])
+    grouped = spends.groupby(POPULATION_KEYS)["epsilon"].agg(lambda s: sum(s, Fraction(0)))
+    return grouped.rename(name).reset_index()
+
+
+def plan_release(store: PrivacyStore, release_id: str, seed_hex: str | None,
+                 inputs_sha256: str, config_sha256: str, cfg: ReleaseConfig,
+                 frames: dict[str, CellFrame], supersede: bool = False,
+                 remeasure: str | None = None) -> ReleasePlan:
+    """Decide, record and return the release plan (or recognise a rerun) before any noise.
+
+    A rerun (same release id, inputs and configuration) reuses its recorded plan and seed
+    and adds nothing. Other inputs or configuration for a recorded release id are refused
+    unless `supersede`. Populations already measured for a question reuse that
+    measurement; new populations (and those named by `remeasure`) get one new measurement
+    per question, refused if any population would pass the lifetime cap.
+    """
+    cap = exact_epsilon(cfg.privacy.lifetime_epsilon_cap)
+    store.begin()
+    try:
+        known = store.attempts(release_id)
+        latest = known[-1] if known else None
+        same = latest is not None and (latest.inputs_sha256, latest.config_sha256) == \
+            (inputs_sha256, config_sha256)
+        if same and not supersede and not remeasure:
+            if seed_hex is not None and seed_hex != latest.seed_hex:
+                raise ReleaseConflict(
+                    f"release {release_id} was already measured with another seed; running it "
+                    "again with a new seed could spend its budget twice. Omit --seed to rerun "
+                    "it with its own seed, or use a new release id.")
+            plan = store.get_frame(latest.plan_sha256)
+            result = ReleasePlan(latest, False, None, plan, _pending(store, plan),
+                                 lifetime_table(store, plan, latest.attempt), cap, store.path)
+            store.commit()
+            return result
+        if latest is not None and not supersede:
+            what = [name for name, old, new in [("inputs", latest.inputs_sha256, inputs_sha256),
+                                                ("configuration", latest.config_sha256, config_sha256)]
+                    if old != new] or ["--remeasure"]
+            raise ReleaseConflict(
+                f"release {release_id} was already recorded with other {' and '.join(what)}; "
+                "a release id is planned once. Use a new release id, or --supersede to plan "
+                "it again.")
+        result = _new_plan(store, release_id, seed_hex or fresh_release_seed(), inputs_sha256,
+                           config_sha256, cfg, frames, remeasure, cap, len(known) + 1,
+                           latest.attempt if latest else None)
+        store.commit()
+        return result
+    except BaseException:
+        store.rollback()
+        raise
+
+
+def _new_plan(store, release_id, seed_hex, inputs_sha256, config_sha256, cfg, frames,
+              remeasure, cap, number, supersedes) -> ReleasePlan:
+    parts, new_measurements = [], []
+    for question in release_questions(cfg):
+        populations = observable_populations(frames[question.cip_level], question.years_after,
+                                             cfg.cells.last_earnings_year)
+        current = store.current_measurements(_question_sha(question))
+        rows = populations.merge(current, on=POPULATION_KEYS, how="left")
+        new = rows["measurement_id"].isna().to_numpy() | remeasure_mask(rows, remeasure)
+        measurement_id = f"{question.tabulation_id}@{release_id}/{number}"
+        if new.any():
+            superseded = sorted(set(rows.loc[new, "measurement_id"].dropna()))
+            new_measurements.append((measurement_id, question, rows.loc[new, POPULATION_KEYS],
+                                     superseded))
+            rows.loc[new, "measurement_id"] = measurement_id
+        parts.append(rows.assign(tabulation_id=question.tabulation_id, new=new))
+    columns = ["tabulation_id"] + POPULATION_KEYS + ["measurement_id", "new"]
+    plan = pd.concat(parts, ignore_index=True)[columns] if parts else pd.DataFrame(columns=columns)
+    new_spends = pd.concat(
+        [p.assign(epsilon=[q.epsilon] * len(p)) for _, q, p, _ in new_measurements]
+        or [pd.DataFrame(columns=POPULATION_KEYS + ["epsilon"])], ignore_index=True)
+    populations = lifetime_table(store, plan, None, new_spends)
+    over = populations[populations["after"] > cap]
+    if len(over):
+        raise LifetimeBudgetExceeded(_over_cap_message(release_id, over, cap))
+    attempt_id = store.add_release(release_id, seed_hex, inputs_sha256, config_sha256,
+                                   store.put_frame(plan), supersedes)
+    for measurement_id, question, members, superseded in new_measurements:
+        store.add_measurement(measurement_id, attempt_id, question.tabulation_id,
+                              question.as_dict(), question.epsilon, members, superseded)
+    attempt = store.attempt(attempt_id)
+    pending = tuple(PendingMeasurement(m, q, seed_hex, p.reset_index(drop=True))
+                    for m, q, p, _ in new_measurements)
+    return ReleasePlan(attempt, True, supersedes, plan, pending + _pending(store, plan, skip={
+        p.measurement_id for p in pending}), populations, cap, store.path)
+
+
+def _question_sha(question: Question) -> str:
+    return question_sha256(question.as_dict())
+
+
+def stored_question(store: PrivacyStore, measurement_id: str) -> Question:
+    """The question a stored measurement answers, as recorded."""
+    recorded = json.loads(store.table("SELECT question FROM measurements WHERE measurement_id = ?",
+                                      (measurement_id,))["question"].iloc[0])
+    fixed = {"tabulation_id", "product", "inst_level", "cip_level", "cip_vintage",
+             "years_after", "mechanism", "epsilon", "columns"}
+    return Question(recorded["tabulation_id"], recorded["product"], recorded["cip_level"],
+                    int(recorded["years_after"]), Fraction(recorded["epsilon"]),
+                    int(recorded["columns"]), {k: v for k, v in recorded.items() if k not in fixed})
+
+
+def _pending(store: PrivacyStore, plan: pd.DataFrame, skip: set[str] = frozenset()
+             ) -> tuple[PendingMeasurement, ...]:
+    """Measurements of the plan whose values were never stored (a crash after planning):
+    drawn again from the stream of the attempt that paid for them, so nothing is spent."""
+    out = []
+    for measurement_id in sorted(set(plan["measurement_id"]) - set(skip)):
+        stored = store.measurement(measurement_id)
+        if stored.object_sha256 is None:
+            members = store.table(
+                "SELECT institution, degree_level, grad_cohort FROM measurement_populations "
+                "WHERE measurement_id = ?", (measurement_id,))
+            out.append(PendingMeasurement(measurement_id, stored_question(store, measurement_id),
+                                          store.attempt(stored.attempt).seed_hex, members))
+    return tuple(out)
+
+
+def _over_cap_message(release_id: str, over: pd.DataFrame, cap: Fraction) -> str:
+    worst = over.assign(excess=over["after"] - cap).sort_values("excess", ascending=False)
+    lines = [f"release {release_id} refused before any noise was drawn: it would take "
+             f"{len(over):,} population(s) over the lifetime cap of epsilon {epsilon_text(cap)} "
+             f"(privacy.lifetime_epsilon_cap):"]
+    for row in worst.head(10).itertuples():
+        lines.append(f"  institution {row.institution}, degree {row.degree_level}, cohort "
+                     f"{row.grad_cohort}: spent {epsilon_text(row.before)} + this release "
+                     f"{epsilon_text(row.this_release)} = {epsilon_text(row.after)}, "
+                     f"{epsilon_text(row.excess)} over")
+    if len(worst) > 10:
+        lines.append(f"  ... and {len(worst) - 10:,} more")
+    lines.append("The store is append-only. Measure less (fewer tabulations or less epsilon), "
+                 "or have the disclosure review board raise the cap.")
+    return "\n".join(lines)
+
+
+@release_task("release plan")
+def record_release_plan(store_path: Path, release_id: str, seed_hex: str | None,
+                        inputs_sha256: str, config_sha256: str, cfg: ReleaseConfig,
+                        frames: dict[str, CellFrame], supersede: bool,
+                        remeasure: str | None) -> ReleasePlan:
+    """Plan the release against the store and record it before any noise. Privacy cost:
+    none."""
+    with PrivacyStore.open(store_path) as store:
+        plan = plan_release(store, release_id, seed_hex, inputs_sha256, config_sha256, cfg,
+                            frames, supersede, remeasure)
+    figures = plan.summary()
+    if plan.new_spending:
+        progress(f"release plan: {figures['new_measurements']:,} tabulation x population units "
+                 f"to measure, {figures['reused_measurements']:,} reused from the store; new "
+                 f"epsilon {figures['new_epsilon']}, largest lifetime epsilon now "
+                 f"{figures['max_lifetime_epsilon']} of {figures['lifetime_epsilon_cap']}")
+    else:
+        progress(f"release plan: release {release_id} is already recorded with these inputs "
+                 "(a rerun): its own plan and seed are reused and nothing new is spent")
+    return plan
+
+
+def recorded_plan(store: PrivacyStore, attempt: ReleaseAttempt, record: dict) -> ReleasePlan:
+    """The plan of a recorded attempt, as its publication saw it (for `republish`)."""
+    plan = store.get_frame(attempt.plan_sha256)
+    cap = exact_epsilon(record["config"]["privacy"]["lifetime_epsilon_cap"])
+    return ReleasePlan(attempt, bool(record["new_spending"]), record["superseded"], plan, (),
+                       lifetime_table(store, plan, attempt.attempt), cap, store.path)
+
+
+def lifetime_figures(store_path: Path, plan: ReleasePlan, record: dict) -> "LifetimeFigures":
+    """lifetime_budget.csv, the DRB report's lifetime summary and release_summary.json of a
+    recorded attempt: computed from the store as of that attempt, so a republication
+    gives the same figures."""
+    from pseo_das.tasks.publication.assemble import LifetimeFigures
+    with PrivacyStore.open(store_path) as store:
+        table = lifetime_table(store, plan.plan, plan.attempt.attempt)
+    cap = plan.lifetime_cap
+    after = [float(v) for v in table["after"]]
+    summary = {
+        "store_attempt": plan.attempt.attempt,
+        "new_spending": plan.new_spending,
+        "superseded": plan.superseded,
+        "populations": len(table),
+        "cap": float(cap),
+        "max_after": max(after, default=0.0),
+        "max_before": max((float(v) for v in table["before"]), default=0.0),
+        "headroom_min": float(cap) - max(after, default=0.0),
+        "distribution": table.assign(after=after).groupby("after").size()
+        .rename("populations").reset_index().to_dict("records"),
+        **ReleasePlan(plan.attempt, plan.new_spending, plan.superseded, plan.plan, (), table,
+                      cap, plan.store).summary(),
+    }
+    identity = record["identity"]
+    release_summary = {"release_id": identity["release_id"], **{
+        key: summary[key] for key in ("new_epsilon", "new_measurements", "reused_measurements",
+                                      "populations_measured", "populations_reused",
+                                      "max_lifetime_epsilon", "lifetime_epsilon_cap")},
+        "store": identity["store"], "mlflow_run_id": identity["mlflow_run_id"]}
+    populations = table.assign(**{c: table[c].map(epsilon_text)
+                                   for c in ("before", "this_release", "after")})
+    return LifetimeFigures(populations, summary, release_summary)

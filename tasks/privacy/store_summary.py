@@ -1,0 +1,49 @@
+"""`pseo-das store show`: what a privacy store holds, in words. Privacy cost: none (the
+figures are the store's own bookkeeping; it prints no seed and no noisy value)."""
+from __future__ import annotations
+
+from fractions import Fraction
+from pathlib import Path
+
+from pseo_das.tasks.inputs.cells import POPULATION_KEYS
+from pseo_das.tasks.privacy.store import PrivacyStore, epsilon_text
+
+
+def store_summary(path: Path, top: int = 10) -> str:
+    with PrivacyStore.open(path) as store:
+        releases = store.table(
+            "SELECT r.attempt, r.release_id, r.recorded_at, r.supersedes, "
+            "(SELECT COUNT(*) FROM publications p WHERE p.attempt = r.attempt) AS publications "
+            "FROM releases r ORDER BY r.attempt")
+        measurements = store.table(
+            "SELECT m.measurement_id, m.tabulation_id, m.epsilon, m.populations, m.supersedes, "
+            "o.cells, o.object_sha256 FROM measurements m LEFT JOIN measurement_objects o "
+            "USING (measurement_id) ORDER BY m.rowid")
+        spends = store.spends()
+    lines = [f"privacy store {path}",
+             f"  releases: {len(releases)} recorded, "
+             f"{int((releases['publications'] > 0).sum())} published"]
+    for row in releases.itertuples():
+        status = "published" if row.publications else "not published"
+        extra = f", supersedes attempt {int(row.supersedes)}" if row.supersedes == row.supersedes \
+            and row.supersedes is not None else ""
+        lines.append(f"    attempt {row.attempt}: release {row.release_id} ({row.recorded_at}, "
+                     f"{status}{extra})")
+    lines.append(f"  measurements (tabulation x set of populations): {len(measurements)}")
+    for row in measurements.itertuples():
+        stored = f"{int(row.cells):,} cells stored" if row.object_sha256 else "NOT STORED (planned; its release did not finish)"
+        lines.append(f"    {row.measurement_id}: epsilon {row.epsilon} on {row.populations:,} "
+                     f"populations, {stored}"
+                     + (f"; supersedes {row.supersedes}" if row.supersedes else ""))
+    if spends.empty:
+        lines.append("  lifetime epsilon: nothing spent yet")
+        return "\n".join(lines)
+    lifetime = spends.groupby(POPULATION_KEYS)["epsilon"].agg(lambda s: sum(s, Fraction(0)))
+    lines.append(f"  lifetime epsilon per population (institution x degree level x cohort): "
+                 f"{len(lifetime):,} populations, largest {epsilon_text(lifetime.max())}")
+    lines.append(f"  top {min(top, len(lifetime))} populations by lifetime epsilon:")
+    ranked = lifetime.sort_values(ascending=False, kind="stable").head(top)
+    for (institution, degree, cohort), epsilon in ranked.items():
+        lines.append(f"    institution {institution}, degree {degree}, cohort {cohort}: "
+                     f"{epsilon_text(epsilon)}")
+    return "\n".join(lines)

@@ -1,0 +1,93 @@
+"""Keeping noisy measurements in the privacy store, and reading a release's noisy tables
+back from it: the only input of post-processing. Privacy cost: none.
+"""
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from pseo_das.config import ReleaseConfig
+from pseo_das.tasks import progress, release_task
+from pseo_das.tasks.earnings.noisy_histograms import PRODUCT as EARNINGS_PRODUCT
+from pseo_das.tasks.earnings.noisy_histograms import NoisyHistograms
+from pseo_das.tasks.employment_flows.noisy_flows import NoisyFlows
+from pseo_das.tasks.inputs.cells import CELL_KEYS, POPULATION_KEYS
+from pseo_das.tasks.privacy.mechanism import GEOMETRIC, LedgerEntry, NoisyMeasurement, stream_key
+from pseo_das.tasks.privacy.release_plan import Question, release_questions
+from pseo_das.tasks.privacy.store import PrivacyStore
+
+COMPOSITION = ("parallel across the cells of this tabulation (each graduate in at most one "
+               "cell and bin); sequential with every other tabulation")
+
+
+@release_task("keep measurements in the privacy store")
+def keep_measurements(store_path: Path, measured: list[NoisyMeasurement]) -> dict[str, str]:
+    """Store every new measurement's noisy values (content-addressed); returns measurement
+    id -> object SHA-256. Storing one again (a retry) is a no-op. Privacy cost: none."""
+    with PrivacyStore.open(store_path) as store:
+        stored = {m.measurement_id: store.store_measurement(m.measurement_id, m.cells, m.values)
+                  for m in measured}
+    if stored:
+        progress(f"kept {len(stored)} new measurement(s) in the privacy store {store_path}")
+    return stored
+
+
+def _categorical_cells(cells: pd.DataFrame) -> pd.DataFrame:
+    """Cells in canonical order with sorted categorical codes (as the cell frame has)."""
+    cells = cells.sort_values(CELL_KEYS, kind="stable")
+    out = cells.reset_index(drop=True)
+    for column in ("institution", "inst_state", "degree_level", "cipcode"):
+        out[column] = pd.Categorical(out[column], categories=sorted(out[column].unique()))
+    return out.assign(noise_terms=1)
+
+
+def _question_table(store: PrivacyStore, question: Question, rows: pd.DataFrame
+                    ) -> tuple[pd.DataFrame, np.ndarray, tuple[str, ...], LedgerEntry]:
+    """The release's cells of one tabulation, read from the measurements its plan names."""
+    parts, sources, streams = [], [], []
+    for measurement_id, members in rows.groupby("measurement_id", sort=True):
+        stored = store.measurement(measurement_id)
+        cells, values = store.measured_values(measurement_id)
+        keys = pd.MultiIndex.from_frame(members[POPULATION_KEYS].astype({"grad_cohort": np.int64}))
+        mine = pd.MultiIndex.from_frame(cells[POPULATION_KEYS]).isin(keys)
+        parts.append((cells[mine], values[mine]))
+        sources.append(stored.object_sha256)
+        seed = bytes.fromhex(store.attempt(stored.attempt).seed_hex)
+        streams.append(hashlib.sha256(stream_key(seed, measurement_id)).hexdigest())
+    cells = pd.concat([c for c, _ in parts], ignore_index=True)
+    values = np.concatenate([v for _, v in parts]) if parts else \
+        np.zeros((0, question.columns), dtype=np.int64)
+    order = cells.sort_values(CELL_KEYS, kind="stable").index.to_numpy()
+    values = values[order]
+    entry = LedgerEntry(question.tabulation_id, question.product, GEOMETRIC,
+                        float(question.epsilon), 1, len(cells), question.columns, COMPOSITION, "",
+                        ";".join(streams))
+    return _categorical_cells(cells), values, tuple(sources), entry
+
+
+@release_task("read the release's measurements from the store")
+def stored_tables(store_path: Path, plan: pd.DataFrame, cfg: ReleaseConfig
+                  ) -> tuple[list[NoisyHistograms], list[NoisyFlows], list[LedgerEntry]]:
+    """The measured noisy tables of a release (its plan's measurements, its populations
+    only) and their ledger entries. Reads no microdata. Privacy cost: none (the spends
+    were recorded when the measurements were taken)."""
+    histograms, flows, entries = [], [], []
+    with PrivacyStore.open(store_path) as store:
+        for question in release_questions(cfg):
+            rows = plan[plan["tabulation_id"] == question.tabulation_id]
+            cells, values, sources, entry = _question_table(store, question, rows)
+            tab = question.tabulation_id
+            if question.product == EARNINGS_PRODUCT:
+                histograms.append(NoisyHistograms(tab, "I", question.cip_level,
+                                                  question.years_after, cells, values, (tab,),
+                                                  sources))
+            else:
+                flows.append(NoisyFlows(tab, question.cip_level, question.years_after, cells,
+                                        values, (tab,), sources))
+            entries.append(entry)
+    progress(f"read {len(entries)} measured tables from the privacy store "
+             f"({sum(e.n_cells for e in entries):,} cells)")
+    return histograms, flows, entries

@@ -1,0 +1,1 @@
+"""Release folders: staging, documents, manifest, atomic publication."""

@@ -1,0 +1,112 @@
+"""Assemble a release folder in staging: public tables and release notes, then the
+internal ledger, configuration, disclosure review board report and manifest."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from pseo_das.config import ReleaseConfig
+from pseo_das.version import package_versions
+from pseo_das.tasks.publication.document_context import flows_context, release_context, suppression_summary
+from pseo_das.reports.render import render_markdown, to_html
+from pseo_das.tasks import progress, release_task
+from pseo_das.tasks.study.accuracy import release_accuracy
+from pseo_das.tasks.employment_flows.division_flows import FlowsRelease
+from pseo_das.tasks.privacy.mechanism import GEOMETRIC, PrivacyLedger
+from pseo_das.tasks.earnings.noisy_histograms import NoisyHistograms
+from pseo_das.tasks.publication.release_files import fingerprints, write_code_table, write_csv, write_manifest
+
+
+@dataclass(frozen=True)
+class ReleaseIdentity:
+    release_id: str
+    seed_sha256: str
+    code_version: str
+    mlflow_run_id: str
+    tracking_uri: str
+    config_sha256: str  # SHA-256 of the configuration as canonical JSON (sorted keys)
+    store: str          # the privacy store the release's measurements are kept in
+
+
+@dataclass(frozen=True)
+class LifetimeFigures:
+    """The release's place in the privacy store: per population lifetime epsilon (before,
+    this release, after), the DRB report's summary of it, and release_summary.json."""
+    populations: pd.DataFrame
+    summary: dict
+    release_summary: dict
+
+
+class ReleaseCheckFailed(RuntimeError):
+    """A check on the release's own outputs failed: the release is not published."""
+
+
+def ledger_checks(ledger: PrivacyLedger, tables: list[NoisyHistograms],
+                  flows: FlowsRelease) -> list[dict]:
+    """Every noisy value comes from a ledger entry; the total is within the cap."""
+    drawn = (sum(t.counts.size for t in tables if t.measured)
+             + sum(t.noisy.size for t in flows.tables if t.measured))
+    recorded = sum(e.n_cells * e.n_bins for e in ledger.entries if e.mechanism == GEOMETRIC)
+    return [
+        {"name": "noisy values drawn = noisy values recorded in the ledger",
+         "result": ("passed" if drawn == recorded else "FAILED") + f" ({drawn:,} / {recorded:,})"},
+        {"name": f"total epsilon within the cap {ledger.epsilon_cap:g}",
+         "result": ("passed" if ledger.total_epsilon <= ledger.epsilon_cap else "FAILED")
+         + f" ({ledger.total_epsilon:g})"},
+    ]
+
+
+@release_task("write release files")
+def write_release(staging: Path, identity: ReleaseIdentity, cfg: ReleaseConfig,
+                  ledger: PrivacyLedger, tables: list[NoisyHistograms], pseoe: pd.DataFrame,
+                  pseoh: pd.DataFrame, cells: pd.DataFrame, flows: FlowsRelease,
+                  lifetime: LifetimeFigures, checks: list[dict],
+                  input_fingerprints: dict[str, str]) -> dict[str, str]:
+    """Write every file of the release into `staging`; return the manifest."""
+    public, internal = staging / "public", staging / "internal"
+    write_code_table(pseoe, public / "pseoe.csv")
+    write_code_table(pseoh, public / "pseoh.csv")
+    write_code_table(flows.pseof, public / "pseof.csv")
+    write_code_table(flows.flows_state, internal / "flows_state.csv")
+    context = release_context(cfg, ledger, tables, cells, release_id=identity.release_id,
+                              code_version=identity.code_version,
+                              seed_sha256=identity.seed_sha256,
+                              config_sha256=identity.config_sha256,
+                              n_pseoe_rows=len(pseoe), n_pseoh_rows=len(pseoh))
+    context["flows"] = flows_context(cfg, flows)
+    context["measurements"] = {key: lifetime.summary[key] for key in (
+        "new_epsilon", "new_measurements", "reused_measurements", "populations_measured",
+        "populations_reused")}
+    notes = render_markdown("release_notes.md.j2", context)
+    (public / "release_notes.md").write_text(notes)
+    (public / "release_notes.html").write_text(
+        to_html(notes, f"PSEO release {identity.release_id}: release notes"))
+
+    checks = checks + flows.checks + ledger_checks(ledger, tables, flows)
+    failed = [c for c in checks if not c["result"].startswith("passed")]
+    if failed:  # a failed check stops publication
+        raise ReleaseCheckFailed("checks failed, nothing was published: " + "; ".join(
+            f"{c['name']}: {c['result']}" for c in failed))
+    write_csv(ledger.to_frame(), internal / "ledger.csv")
+    write_csv(lifetime.populations, internal / "lifetime_budget.csv")
+    (internal / "release_summary.json").write_text(
+        json.dumps(lifetime.release_summary, indent=2) + "\n")
+    (internal / "config.json").write_text(json.dumps(cfg.model_dump(mode="json"), indent=2) + "\n")
+    drb = render_markdown("drb_report.md.j2", dict(
+        context, ledger=ledger.entries, mlflow_run_id=identity.mlflow_run_id,
+        tracking_uri=identity.tracking_uri, suppression=suppression_summary(cells),
+        checks=checks, input_fingerprints=input_fingerprints,
+        lifetime=lifetime.summary,
+        accuracy=release_accuracy(cfg, tables, bytes.fromhex(identity.seed_sha256)),
+        output_fingerprints=fingerprints(staging), config_flat=cfg.flat(),
+        package_versions=package_versions()))
+    (internal / "drb_report.md").write_text(drb)
+    (internal / "drb_report.html").write_text(
+        to_html(drb, f"DRB report: PSEO release {identity.release_id}"))
+    manifest = write_manifest(staging, identity.release_id, identity.mlflow_run_id,
+                              identity.tracking_uri)
+    progress(f"wrote {len(manifest)} files to staging")
+    return manifest

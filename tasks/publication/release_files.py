@@ -1,0 +1,111 @@
+"""Writing a release: a staging folder next to the destination, a manifest of SHA-256
+fingerprints, then one atomic rename. A failed run leaves no partial release."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import uuid
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.csv as pa_csv
+
+from pseo_das.tasks.inputs.ingest import sha256_file
+
+MANIFEST = "internal/manifest.json"
+
+
+class DestinationExistsError(FileExistsError):
+    """The release folder already exists: releases are never overwritten."""
+
+
+def check_destination(out_dir: Path) -> None:
+    if out_dir.exists():
+        raise DestinationExistsError(
+            f"{out_dir} already exists; releases are never overwritten, choose a new --out")
+
+
+def published_release(out_dir: Path, release_id: str) -> dict | None:
+    """The manifest of release `release_id` if it is already complete in `out_dir` (every
+    file present and matching its SHA-256); None if `out_dir` does not exist. Anything
+    else in the way raises DestinationExistsError: releases are never overwritten."""
+    if not out_dir.exists():
+        return None
+    try:
+        manifest = json.loads((out_dir / MANIFEST).read_text())
+    except (OSError, ValueError):
+        manifest = None
+    if manifest is None or manifest.get("release_id") != release_id:
+        check_destination(out_dir)
+    on_disk = fingerprints(out_dir)
+    if on_disk != manifest["files"]:
+        differ = sorted(set(on_disk.items()) ^ set(manifest["files"].items()))
+        raise DestinationExistsError(
+            f"{out_dir} holds release {release_id} but its files do not match its manifest "
+            f"({', '.join(sorted({name for name, _ in differ}))}); it is left as it is")
+    return manifest
+
+
+def published_epsilon(out_dir: Path) -> float:
+    return float(pd.read_csv(out_dir / "internal" / "ledger.csv")["epsilon"].sum())
+
+
+def discard_stale_staging(out_dir: Path) -> None:
+    """Remove staging folders left by killed runs of this destination."""
+    for stale in out_dir.parent.glob(f".{out_dir.name}.staging-*"):
+        shutil.rmtree(stale, ignore_errors=True)
+
+
+def new_staging(out_dir: Path) -> Path:
+    check_destination(out_dir)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    discard_stale_staging(out_dir)
+    staging = out_dir.parent / f".{out_dir.name}.staging-{uuid.uuid4().hex[:8]}"
+    (staging / "public").mkdir(parents=True)
+    (staging / "internal").mkdir()
+    return staging
+
+
+def write_csv(frame: pd.DataFrame, path: Path) -> None:
+    frame.to_csv(path, index=False, lineterminator="\n")
+
+
+def write_code_table(frame: pd.DataFrame, path: Path) -> None:
+    """Fast plain CSV for the public tables: nothing quoted, empty for missing. Only for
+    tables whose text columns are codes that passed the output schemas (digits and
+    letters, never a comma or a quote)."""
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    with open(path, "wb") as out:
+        out.write((",".join(frame.columns) + "\n").encode())
+        pa_csv.write_csv(table, out, pa_csv.WriteOptions(include_header=False, quoting_style="none"))
+
+
+def fingerprints(root: Path, folder: str | None = None) -> dict[str, str]:
+    """SHA-256 of every file under root (or root/folder), by relative path, sorted."""
+    base = root / folder if folder else root
+    return {str(p.relative_to(root)): sha256_file(p)
+            for p in sorted(base.rglob("*")) if p.is_file() and str(p.relative_to(root)) != MANIFEST}
+
+
+def write_manifest(staging: Path, release_id: str, mlflow_run_id: str,
+                   tracking_uri: str) -> dict[str, str]:
+    """SHA-256 of every file, and where the release's audit run is."""
+    files = fingerprints(staging)
+    (staging / MANIFEST).write_text(json.dumps(
+        {"release_id": release_id, "mlflow_run_id": mlflow_run_id, "tracking_uri": tracking_uri,
+         "algorithm": "sha256", "files": files}, indent=2) + "\n")
+    return files
+
+
+def publish(staging: Path, out_dir: Path) -> Path:
+    """Atomically move the staged release to its destination."""
+    check_destination(out_dir)
+    os.rename(staging, out_dir)
+    return out_dir
+
+
+def discard(staging: Path | None) -> None:
+    if staging is not None and staging.exists():
+        shutil.rmtree(staging)

@@ -1,0 +1,1 @@
+"""The accuracy study and its simulation noise (never applied to confidential data)."""

@@ -1,0 +1,162 @@
+"""Accuracy measures of protected percentiles (seed 000 section 5.2) and their summaries by
+cell-size stratum. Privacy cost: none (measures of simulated outputs).
+
+* Relative accuracy of a protected percentile: 1 - |protected - true| / true.
+* L1 error of a cell: the sum over the 25th, 50th and 75th percentiles of |protected - true|.
+* Cell-size strata of the authors' code: under 30, 30-49, 50-79, 80-99, 100-199, 200-299,
+  300 and over. Summaries add two groups: "30 and over" (every stratum a release can
+  publish) and "all cells".
+
+A histogram percentile is undefined when the noisy total of its cell is 0 or negative (the
+release publishes nothing there). Summaries leave undefined values out of their means and
+medians, as the authors' code does (SAS statistics skip missing values), and report the
+share of them as `undefined_share`.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from pseo_das.config import ReleaseConfig
+from pseo_das.tasks.study.simulation_noise import simulated_geometric_noise, simulation_generator
+from pseo_das.tasks.earnings.noisy_histograms import NoisyHistograms
+from pseo_das.tasks.earnings.percentiles import protected_percentiles, round_dollars
+
+STRATUM_EDGES = (30, 50, 80, 100, 200, 300)
+STRATA = ("under 30", "30-49", "50-79", "80-99", "100-199", "200-299", "300 and over")
+PUBLISHABLE = "30 and over"   # the strata a release can publish (noisy count >= 30)
+ALL_CELLS = "all cells"
+STRATUM_ORDER = STRATA + (PUBLISHABLE, ALL_CELLS)
+
+
+def cell_size_stratum(sizes: np.ndarray) -> pd.Categorical:
+    """The stratum of each cell size (under 30 includes 0 and negative noisy counts)."""
+    codes = np.searchsorted(np.asarray(STRATUM_EDGES), np.asarray(sizes), side="right")
+    return pd.Categorical.from_codes(codes, categories=list(STRATA), ordered=True)
+
+
+def relative_accuracy(protected: np.ndarray, true: np.ndarray) -> np.ndarray:
+    """1 - |protected - true| / true, elementwise (NaN where `protected` is NaN). True values
+    are earnings percentiles, at least the 10,000 floor, so the ratio is always defined."""
+    return 1.0 - np.abs(protected - true) / true
+
+
+def l1_error_sum(protected: np.ndarray, true: np.ndarray) -> np.ndarray:
+    """Sum over the last axis (the percentiles) of |protected - true|; NaN if any is NaN."""
+    return np.abs(protected - true).sum(axis=-1)
+
+
+def _stratum_groups(strata: pd.Categorical) -> list[tuple[str, np.ndarray]]:
+    """(stratum, cell indices) for every stratum with cells, then cells of 30 and over
+    (every stratum but the first), then all cells."""
+    codes = np.asarray(strata.codes)
+    groups = [(label, np.flatnonzero(codes == k)) for k, label in enumerate(STRATA)]
+    groups.append((PUBLISHABLE, np.flatnonzero(codes > 0)))
+    groups = [(label, idx) for label, idx in groups if len(idx)]
+    return groups + [(ALL_CELLS, np.arange(len(codes)))]
+
+
+def _mean_median(values: np.ndarray) -> tuple[int, float, float]:
+    """Count of defined values, their mean and median (NaN when there are none)."""
+    defined = values[~np.isnan(values)]
+    if len(defined) == 0:
+        return 0, float("nan"), float("nan")
+    return len(defined), float(defined.mean()), float(np.median(defined))
+
+
+def summarise_percentiles(protected: np.ndarray, true: np.ndarray, strata: pd.Categorical,
+                          percentiles: tuple[int, ...]) -> pd.DataFrame:
+    """Relative accuracy by stratum and percentile, over every cell and draw.
+
+    `protected`: draws x cells x percentiles; `true`: cells x percentiles. One row per
+    (stratum, percentile): cells, values (defined cell-draws), undefined_share,
+    mean_relative_accuracy, median_relative_accuracy, mean_abs_error.
+    """
+    accuracy = relative_accuracy(protected, true[None])
+    error = np.abs(protected - true[None])
+    rows = []
+    for label, idx in _stratum_groups(strata):
+        for k, x in enumerate(percentiles):
+            acc = accuracy[:, idx, k].ravel()
+            n, mean, median = _mean_median(acc)
+            err = error[:, idx, k].ravel()
+            rows.append({"stratum": label, "percentile": x, "cells": len(idx), "values": n,
+                         "undefined_share": 1 - n / acc.size,
+                         "mean_relative_accuracy": mean, "median_relative_accuracy": median,
+                         "mean_abs_error": float(np.nanmean(err)) if n else float("nan")})
+    return pd.DataFrame(rows)
+
+
+def summarise_l1(protected: np.ndarray, true: np.ndarray, strata: pd.Categorical) -> pd.DataFrame:
+    """The sum of the L1 errors of all percentiles, by stratum, over every cell and draw:
+    stratum, cells, values, undefined_share, mean_l1_error_sum, median_l1_error_sum."""
+    total = l1_error_sum(protected, true[None])
+    rows = []
+    for label, idx in _stratum_groups(strata):
+        values = total[:, idx].ravel()
+        n, mean, median = _mean_median(values)
+        rows.append({"stratum": label, "cells": len(idx), "values": n,
+                     "undefined_share": 1 - n / values.size,
+                     "mean_l1_error_sum": mean, "median_l1_error_sum": median})
+    return pd.DataFrame(rows)
+
+
+def expected_accuracy_from_noisy_histograms(noisy: np.ndarray, bin_lower: np.ndarray,
+                                            bin_upper: np.ndarray, percentiles: tuple[int, ...],
+                                            epsilon: float, draws: int,
+                                            seed: bytes) -> pd.DataFrame:
+    """Expected relative accuracy of published percentiles, by simulation from the published
+    noisy histograms alone (cells x bins, as in pseoh.csv).
+
+    The noisy counts with negatives set to 0 stand in for the truth; their percentiles (the
+    release's first-bin rule) are the stand-in true values. Each draw adds fresh two-sided
+    geometric noise at `epsilon` to the stand-in histograms and recomputes the percentiles
+    with the release's rule, rounded to whole dollars as published. Cells are stratified by
+    their published noisy count (sum of `noisy`'s bins); cells whose stand-in histogram is
+    empty (no positive bin) have no stand-in truth and are left out.
+
+    Returns one row per (stratum, percentile), strata in size order, then "30 and over",
+    then "all cells":
+    stratum, percentile, cells (with a stand-in truth), values (defined cell-draws),
+    undefined_share (draws whose simulated total was <= 0), mean_relative_accuracy,
+    median_relative_accuracy, mean_abs_error (dollars).
+
+    Privacy cost: none. It reads only published noisy counts (post-processing), and its
+    noise is simulation noise from `seed` (no ledger entry, never the release's streams).
+    """
+    noisy = np.asarray(noisy, dtype=np.int64)
+    lower = np.asarray(bin_lower, dtype=np.float64)
+    upper = np.asarray(bin_upper, dtype=np.float64)
+    stand_in = np.clip(noisy, 0, None)
+    truth = protected_percentiles(stand_in, lower, upper, percentiles)
+    kept = ~np.isnan(truth[:, 0])
+    stand_in, truth = stand_in[kept], truth[kept]
+    strata = cell_size_stratum(noisy[kept].sum(axis=1))
+    generator = simulation_generator(seed, f"expected-accuracy/epsilon={float(epsilon)!r}")
+    simulated = np.empty((draws,) + truth.shape)
+    for d in range(draws):
+        redrawn = stand_in + simulated_geometric_noise(generator, epsilon, stand_in.shape)
+        simulated[d] = round_dollars(protected_percentiles(redrawn, lower, upper, percentiles))
+    return summarise_percentiles(simulated, truth, strata, tuple(percentiles))
+
+
+ACCURACY_DRAWS = 20
+
+
+def release_accuracy(cfg: ReleaseConfig, tables: list[NoisyHistograms], seed: bytes) -> dict:
+    """Expected relative accuracy of the published percentiles of the measured institution
+    cells, by cell-size stratum, simulated from their published noisy histograms at the
+    release's epsilon (never from true values). Privacy cost: none."""
+    measured = [t for t in tables if t.measured]
+    counts = np.concatenate([t.counts for t in measured])
+    published = counts.sum(axis=1) >= cfg.earnings.min_publish_count
+    summary = {"tables": ", ".join(t.tabulation_id for t in measured), "draws": ACCURACY_DRAWS,
+               "cells": int(published.sum()), "epsilon": cfg.privacy.epsilon_per_tabulation,
+               "rows": []}
+    if not published.any():
+        return summary
+    table = expected_accuracy_from_noisy_histograms(
+        counts[published], np.array(cfg.earnings.bin_edges), np.array(cfg.earnings.bin_upper),
+        tuple(cfg.earnings.percentiles), cfg.privacy.epsilon_per_tabulation, ACCURACY_DRAWS, seed)
+    rows = table[(table["cells"] > 0) & (table["stratum"] != ALL_CELLS)]
+    return summary | {"rows": rows.to_dict("records")}

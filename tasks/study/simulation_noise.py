@@ -1,0 +1,57 @@
+"""Simulation noise for the accuracy study and the expected-accuracy estimate of the DRB
+report: never applied to confidential data, so no privacy ledger.
+
+The accuracy study (flows/accuracy_study.py) runs on synthetic data, and the expected-accuracy
+estimate (tasks/study/accuracy.py) redraws noise around already published noisy histograms.
+Neither releases anything computed from confidential values, so neither spends epsilon or
+writes to a ledger. Their streams use their own domain string, so they can never reproduce a
+release's noise. Release noise is drawn only by the mechanism layer (tasks/privacy/mechanism.py).
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+
+import numpy as np
+from randomgen import ChaCha
+
+
+SIMULATION_DOMAIN = b"pseo-das/simulation-stream/v1"
+# Largest value of (1 + y^2) / (1 + y^4), reached at y^2 = sqrt(2) - 1: the rejection bound
+# for sampling the density proportional to 1/(1 + y^4) from a Cauchy proposal.
+_QUARTIC_OVER_CAUCHY = (1 + math.sqrt(2)) / 2
+
+
+def simulation_generator(seed: bytes, stream_id: str) -> np.random.Generator:
+    """ChaCha20 stream keyed by SHA-256(simulation domain, seed, stream id). Simulation only:
+    no ledger entry, because nothing drawn from it touches confidential data."""
+    digest = hashlib.sha256(SIMULATION_DOMAIN + b"\x00" + seed + b"\x00" + stream_id.encode()).digest()
+    return np.random.Generator(ChaCha(key=int.from_bytes(digest, "little"), counter=0, rounds=20))
+
+
+def simulated_geometric_noise(generator: np.random.Generator, epsilon: float,
+                              shape: tuple[int, ...]) -> np.ndarray:
+    """Two-sided geometric noise X - Y, X, Y i.i.d. Geometric(p = 1 - exp(-epsilon)), int64:
+    the release's noise distribution, for simulations. Privacy cost: none (simulation)."""
+    p = -math.expm1(-epsilon)
+    return generator.geometric(p, size=shape) - generator.geometric(p, size=shape)
+
+
+def sample_inverse_quartic(generator: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+    """Exact draws from the density (sqrt(2)/pi) / (1 + y^4) (the smooth-sensitivity noise of
+    seed 000 section 4.2), by rejection from a standard Cauchy proposal: accept y when
+    u * (1 + sqrt(2))/2 <= (1 + y^2)/(1 + y^4); acceptance rate 2/(2 + sqrt(2)) = 0.586.
+    Privacy cost: none by itself (the caller scales it by a smooth sensitivity)."""
+    size = math.prod(shape)
+    accepted: list[np.ndarray] = []
+    have = 0
+    while have < size:
+        want = int((size - have) * 1.75) + 64
+        y = generator.standard_cauchy(want)
+        u = generator.random(want)
+        with np.errstate(over="ignore", invalid="ignore"):
+            y2 = y * y
+            keep = u * _QUARTIC_OVER_CAUCHY <= (1 + y2) / (1 + y2 * y2)
+        accepted.append(y[keep])
+        have += int(keep.sum())
+    return np.concatenate(accepted)[:size].reshape(shape)

@@ -1,0 +1,204 @@
+"""The privacy store and the release plan: measurements are taken once per question and
+population, reused at zero epsilon, re-measured only on purpose, capped per population,
+and a release can be re-derived from the store alone."""
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+from fractions import Fraction
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from conftest import SEED_A, run_release, store_beside
+from pseo_das.config import load_config
+from pseo_das.tasks.inputs.cells import cell_frame, cohort_attributes
+from pseo_das.tasks.inputs.ingest import read_inputs
+from pseo_das.tasks.privacy.release_plan import plan_release
+from pseo_das.tasks.privacy.store import (LifetimeBudgetExceeded, PrivacyStore, ReleaseConflict,
+                                          StoreError, epsilon_text, init_store)
+from test_ingest import valid_graduates, valid_outcomes, write
+
+CFG = load_config()
+SEED = "ab" * 32
+
+
+@pytest.fixture
+def frames(tmp_path):
+    inputs = read_inputs(write(tmp_path, valid_graduates(), valid_outcomes()), 2001, 2022)
+    attributes = cohort_attributes(inputs.graduates, CFG.cells)
+    return {level: cell_frame(attributes, level) for level in ("4", "2")}
+
+
+@pytest.fixture
+def store(tmp_path):
+    with PrivacyStore.open(init_store(tmp_path / "store")) as opened:
+        yield opened
+
+
+def plan(store, frames, release_id, seed=None, cfg=CFG, **options):
+    return plan_release(store, release_id, seed, "inputs", "config", cfg, frames, **options)
+
+
+def test_exact_epsilons_print_as_decimals_or_fractions():
+    assert [epsilon_text(Fraction(v)) for v in ("15/2", "0", "1/20", "1/3", "30")] == \
+        ["7.5", "0", "0.05", "1/3", "30"]
+
+
+def test_a_first_release_measures_every_population_once_per_question(store, frames):
+    first = plan(store, frames, "R1", SEED)
+    assert first.new_spending and first.attempt.seed_hex == SEED
+    assert first.plan["new"].all()
+    # 3 earnings + 3 flows tabulations; each population at most once per question
+    assert first.new_epsilon == Fraction(15, 2)
+    assert not first.plan.duplicated(["tabulation_id", "institution", "degree_level",
+                                      "grad_cohort"]).any()
+    assert sorted(p.measurement_id for p in first.pending) == sorted(
+        f"{t}@R1/1" for t in first.plan["tabulation_id"].unique())
+    assert (first.populations["after"] <= Fraction(15, 2)).all()
+
+
+def test_a_second_release_reuses_every_measurement_at_zero_epsilon(store, frames):
+    first = plan(store, frames, "R1", SEED)
+    second = plan(store, frames, "R2")
+    assert second.new_spending and second.new_epsilon == 0 and not second.plan["new"].any()
+    assert second.plan["measurement_id"].tolist() == first.plan["measurement_id"].tolist()
+    assert second.summary()["populations_reused"] == len(first.populations)
+    # R1's measurements were never stored (no values yet): R2 completes them with R1's seed
+    assert {p.seed_hex for p in second.pending} == {SEED}
+    assert (second.populations["after"] == second.populations["before"]).all()
+
+
+def test_remeasure_spends_again_supersedes_and_respects_the_cap(store, frames, tmp_path):
+    first = plan(store, frames, "R1", SEED)
+    institution = first.plan["institution"].iloc[0]
+    again = plan(store, frames, "R2", remeasure=institution)
+    named = again.plan["institution"] == institution
+    assert again.plan.loc[named, "new"].all() and not again.plan.loc[~named, "new"].any()
+    mine = first.populations["institution"] == institution
+    assert again.new_epsilon == first.populations.loc[mine, "after"].max() > 0
+    superseded = store.table("SELECT supersedes FROM measurements WHERE measurement_id LIKE '%@R2/1'")
+    assert superseded["supersedes"].str.contains("@R1/1").all()
+    low_cap = load_config(_config(tmp_path, "[privacy]\nlifetime_epsilon_cap = 10\n"))
+    with pytest.raises(LifetimeBudgetExceeded, match="over the lifetime cap of epsilon 10") as refused:
+        plan(store, frames, "R3", cfg=low_cap, remeasure="all")
+    worst = max(3 * again.new_epsilon, 2 * first.new_epsilon)  # measured 3 times, others twice
+    assert f"= {epsilon_text(worst)}, {epsilon_text(worst - 10)} over" in str(refused.value)
+    assert store.attempts("R3") == []  # nothing recorded for the refused release
+
+
+def test_a_rerun_reuses_its_plan_and_seed_and_changed_inputs_need_supersede(store, frames):
+    first = plan(store, frames, "R1", SEED)
+    again = plan(store, frames, "R1")
+    assert again.attempt == first.attempt and not again.new_spending
+    pd.testing.assert_frame_equal(again.plan, first.plan, check_dtype=False)
+    with pytest.raises(ReleaseConflict, match="another seed"):
+        plan(store, frames, "R1", "cd" * 32)
+    with pytest.raises(ReleaseConflict, match="other inputs"):
+        plan_release(store, "R1", None, "inputs-2", "config", CFG, frames)
+    superseding = plan_release(store, "R1", None, "inputs-2", "config", CFG, frames, supersede=True)
+    assert superseding.superseded == first.attempt.attempt and superseding.new_epsilon == 0
+
+
+def test_the_store_is_append_only_and_never_created_silently(store, frames, tmp_path):
+    plan(store, frames, "R1", SEED)
+    db = sqlite3.connect(store.path / "store.sqlite")
+    for statement in ("UPDATE measurements SET epsilon = '0'", "DELETE FROM measurement_populations",
+                      "UPDATE releases SET seed_hex = 'x'", "DELETE FROM releases"):
+        with pytest.raises(sqlite3.DatabaseError, match="append-only"):
+            db.execute(statement)
+    db.close()
+    with pytest.raises(StoreError, match="pseo-das store init"):
+        PrivacyStore.open(tmp_path / "nowhere")
+    assert not (tmp_path / "nowhere").exists()
+    with pytest.raises(StoreError, match="already holds"):
+        init_store(store.path)
+
+
+def _config(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "override.toml"
+    path.write_text(text)
+    return path
+
+
+# --- whole releases (slow) --------------------------------------------------------------
+
+def _summary(folder: Path) -> dict:
+    return json.loads((folder / "internal" / "release_summary.json").read_text())
+
+
+@pytest.mark.slow
+def test_a_second_release_spends_nothing_and_publishes_the_same_numbers(releases):
+    root, _ = releases
+    first, second = _summary(root / "a"), _summary(root / "a_next")
+    assert first["new_epsilon"] == "7.5" and first["reused_measurements"] == 0
+    assert second["new_epsilon"] == "0" and second["new_measurements"] == 0
+    assert second["reused_measurements"] == first["new_measurements"]
+    for name in ("pseoe.csv", "pseoh.csv", "pseof.csv"):
+        assert (root / "a" / "public" / name).read_bytes() == \
+            (root / "a_next" / "public" / name).read_bytes(), name
+    lifetime = pd.read_csv(root / "a_next" / "internal" / "lifetime_budget.csv", dtype=str)
+    assert set(lifetime["this_release"]) == {"0"} and lifetime["after"].map(Fraction).max() == 7.5
+    assert "is a rerun of attempt 1" in (root / "a_again" / "internal" / "drb_report.md").read_text()
+
+
+@pytest.mark.slow
+def test_an_added_cohort_is_the_only_thing_measured(synthetic_dir, tmp_path, tracking_uri):
+    graduates = pd.read_parquet(synthetic_dir / "graduates.parquet")
+    outcomes = pd.read_parquet(synthetic_dir / "outcomes.parquet")
+    added = (graduates["degree_level"] == "05") & (graduates["grad_year"] >= 2019)
+    earlier = tmp_path / "earlier"
+    earlier.mkdir()
+    graduates[~added].to_parquet(earlier / "graduates.parquet", index=False)
+    outcomes[outcomes["person_id"].isin(graduates.loc[~added, "person_id"])] \
+        .to_parquet(earlier / "outcomes.parquet", index=False)
+    assert run_release(earlier, tmp_path / "r1", SEED_A, tracking_uri, "R1") == 0
+    assert run_release(synthetic_dir, tmp_path / "r2", None, tracking_uri, "R2") == 0
+    summary = _summary(tmp_path / "r2")
+    # bachelor's cohort 2019-2021 reaches only 1 year after by 2022: earnings 1 + flows 1.5
+    assert summary["new_epsilon"] == "2.5"
+    with PrivacyStore.open(store_beside(tracking_uri)) as store:
+        plan = store.get_frame(store.attempts("R2")[0].plan_sha256)
+    new = plan[plan["new"]]
+    assert set(zip(new["degree_level"], new["grad_cohort"])) == {("05", 2019)}
+    assert set(new["tabulation_id"]) == {"earnings.I.cip4.y1", "flows.I.cip2.y1"}
+    assert summary["populations_measured"] == new[["institution", "degree_level",
+                                                   "grad_cohort"]].drop_duplicates().shape[0]
+
+
+@pytest.mark.slow
+def test_republish_without_microdata_gives_the_same_bytes(synthetic_dir, tmp_path, tracking_uri,
+                                                          capsys):
+    from pseo_das.cli import main
+    data = tmp_path / "data"
+    shutil.copytree(synthetic_dir, data)
+    assert run_release(data, tmp_path / "original", SEED_A, tracking_uri, "R1") == 0
+    shutil.rmtree(data)
+    with pytest.raises(SystemExit) as stop:
+        main(["republish", "--store", str(store_beside(tracking_uri)), "--release", "R1",
+              "--out", str(tmp_path / "again")])
+    assert stop.value.code == 0
+    files = sorted(p.relative_to(tmp_path / "original")
+                   for p in (tmp_path / "original").rglob("*") if p.is_file())
+    assert files == sorted(p.relative_to(tmp_path / "again")
+                           for p in (tmp_path / "again").rglob("*") if p.is_file())
+    for name in files:
+        assert (tmp_path / "original" / name).read_bytes() == \
+            (tmp_path / "again" / name).read_bytes(), name
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as stop:
+        main(["republish", "--store", str(store_beside(tracking_uri)), "--release", "R9",
+              "--out", str(tmp_path / "none")])
+    assert stop.value.code == 2 and "release R9 was never published" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_a_release_pointed_at_a_missing_store_is_refused_and_creates_nothing(
+        synthetic_dir, tmp_path, tracking_uri, capsys):
+    missing = tmp_path / "no-store"
+    code = run_release(synthetic_dir, tmp_path / "out", SEED_A, tracking_uri, "R1", store=missing)
+    err = capsys.readouterr().err
+    assert code == 2 and "no privacy store there" in err and "pseo-das store init" in err
+    assert not missing.exists() and not (tmp_path / "out").exists()
