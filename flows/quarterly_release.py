@@ -14,8 +14,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import pandas as pd
-from prefect import flow, task
-from prefect.cache_policies import NO_CACHE
+from prefect import flow
 from pydantic import SecretStr
 
 from pseo_das.config import ReleaseConfig, load_config
@@ -23,20 +22,22 @@ from pseo_das.version import code_version
 from pseo_das.tasks.audit.mlflow_run import (AuditRun, default_tracking_uri, record_release,
                                              release_parameters, seed_parameters)
 from pseo_das.tasks.earnings.earnings_tables import build_publication_tables
+from pseo_das.tasks.earnings.noisy_histograms import PRODUCT as EARNINGS_PRODUCT
 from pseo_das.tasks.earnings.noisy_histograms import derive_earnings, measure_earnings
 from pseo_das.tasks.employment_flows.division_flows import build_flows_tables
 from pseo_das.tasks.employment_flows.flows_correction import correct_flows
+from pseo_das.tasks.employment_flows.noisy_flows import PRODUCT as FLOWS_PRODUCT
 from pseo_das.tasks.employment_flows.noisy_flows import derive_all_flows, measure_flows
 from pseo_das.tasks.inputs.cells import build_cell_frames
 from pseo_das.tasks.inputs.ingest import validate_inputs
 from pseo_das.tasks.inputs.reference_inputs import (ReferenceInputs, default_reference_dir,
                                                     load_reference)
 from pseo_das.tasks.privacy.mechanism import PrivacyLedger, seed_sha256
-from pseo_das.tasks.privacy.release_plan import (ReleasePlan, lifetime_figures,
-                                                 record_release_plan, recorded_plan)
+from pseo_das.tasks.privacy.release_plan import ReleasePlan, record_release_plan, recorded_plan
 from pseo_das.tasks.privacy.store import PrivacyStore, init_store, resolve_store
-from pseo_das.tasks.privacy.stored_tables import keep_measurements, stored_tables
-from pseo_das.tasks.publication.assemble import ReleaseIdentity, write_release
+from pseo_das.tasks.privacy.stored_tables import (keep_measurements, keep_publication_record,
+                                                  reference_from_record, stored_tables)
+from pseo_das.tasks.publication.assemble import ReleaseIdentity, lifetime_figures, write_release
 from pseo_das.tasks.publication.release_files import (DestinationExistsError, discard,
                                                       new_staging, publish, published_release)
 
@@ -62,25 +63,6 @@ def seed_hex(release_seed: SecretStr | None) -> str | None:
 
 def fingerprint(values: dict) -> str:
     return hashlib.sha256(json.dumps(values, sort_keys=True).encode()).hexdigest()
-
-
-@task(name="keep publication record", cache_policy=NO_CACHE)
-def keep_publication_record(store_path: Path, plan: ReleasePlan, record: dict,
-                            reference: ReferenceInputs) -> dict:
-    """Everything post-processing needs besides the measurements (configuration, identity,
-    input checks, the public reference tables), kept in the store so that `republish`
-    needs no microdata. Returns the record with the reference tables' addresses."""
-    with PrivacyStore.open(store_path) as store:
-        tables = {name: store.put_frame(getattr(reference, name))
-                  for name in ("j2j", "qcew", "coverage")}
-    return {**record, "reference_tables": tables,
-            "reference_fingerprints": dict(reference.fingerprints)}
-
-
-def reference_from_record(store: PrivacyStore, record: dict) -> ReferenceInputs:
-    tables = {name: store.get_frame(sha) for name, sha in record["reference_tables"].items()}
-    return ReferenceInputs(tables["j2j"], tables["qcew"], tables["coverage"],
-                           record["reference_fingerprints"])
 
 
 @flow(name="post_processing")
@@ -160,12 +142,12 @@ def quarterly_release(data_dir: Path, out_dir: Path, release_seed: SecretStr | N
             summary = json.loads((out_dir / "internal" / "release_summary.json").read_text())
             return ReleaseResult(out_dir, release_id, audit.run_id, audit.tracking_uri,
                                  summary, True)
-        measured = (measure_earnings(list(plan.pending), inputs, frames, cfg)
-                    + measure_flows(list(plan.pending), inputs, frames, cfg))
+        measured = (measure_earnings(plan.pending_for(EARNINGS_PRODUCT), inputs, frames, cfg)
+                    + measure_flows(plan.pending_for(FLOWS_PRODUCT), inputs, frames, cfg))
         keep_measurements(store_path, measured)
         identity = ReleaseIdentity(release_id, seed_sha256(seed), version, audit.run_id,
                                    audit.tracking_uri, config_sha256, str(store_path))
-        record = keep_publication_record(store_path, plan, {
+        record = keep_publication_record(store_path, {
             "identity": asdict(identity), "attempt": plan.attempt.attempt,
             "config": cfg.model_dump(mode="json"), "input_fingerprints": fingerprints,
             "input_checks": inputs.checks, "new_spending": plan.new_spending,

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 EXIT_BAD_INPUT = 2
+EXIT_CHECK_FAILED = 1
 
 
 def _quiet_prefect_defaults() -> None:
@@ -37,6 +38,7 @@ def _release(args: argparse.Namespace) -> int:
         from pseo_das.tasks.inputs.ingest import InputValidationError
         from pseo_das.tasks.privacy.mechanism import PrivacyBudgetExceeded
         from pseo_das.tasks.privacy.store import LifetimeBudgetExceeded, ReleaseConflict, StoreError
+        from pseo_das.tasks.publication.assemble import ReleaseCheckFailed
         from pseo_das.tasks.publication.release_files import DestinationExistsError
 
         seed = SecretStr(args.seed) if args.seed else None  # None: the release id's own, or fresh
@@ -52,6 +54,9 @@ def _release(args: argparse.Namespace) -> int:
                 ReleaseConflict, DestinationExistsError, StoreError) as exc:
             print(f"\npseo-das release: FAILED, nothing was published.\n{exc}", file=sys.stderr)
             return EXIT_BAD_INPUT
+        except ReleaseCheckFailed as exc:
+            print(f"\npseo-das release: FAILED, nothing was published.\n{exc}", file=sys.stderr)
+            return EXIT_CHECK_FAILED
     out, summary = result.out_dir, result.summary
     if result.already_published:
         print(f"\nRelease {result.release_id} is already published in {out} (complete, matching its "

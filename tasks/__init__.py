@@ -15,6 +15,23 @@ def release_task(name: str):
     return task(name=name, cache_policy=NO_CACHE)
 
 
+FILE_TASK_RETRIES = 2
+
+
+def transient_io_error(task, task_run, state) -> bool:
+    """Retry condition: an I/O error that may pass (not a missing or existing file)."""
+    error = state.data
+    return isinstance(error, OSError) and not isinstance(error, (FileNotFoundError,
+                                                                  FileExistsError))
+
+
+def file_task(name: str):
+    """A Prefect task that only reads or writes files and is safe to run again (writing the
+    same content twice is a no-op): retried on a transient I/O error, never cached."""
+    return task(name=name, cache_policy=NO_CACHE, retries=FILE_TASK_RETRIES,
+                retry_delay_seconds=1, retry_condition_fn=transient_io_error)
+
+
 def progress(message: str) -> None:
     """Progress output: the Prefect run log inside a run, stderr outside."""
     try:

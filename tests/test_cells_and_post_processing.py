@@ -137,3 +137,11 @@ def test_dense_rank_matches_a_sort(monkeypatch):
     np.testing.assert_array_equal(cells_module.dense_rank(key, 1000), expected)
     monkeypatch.setattr(cells_module, "DENSE_KEY_LIMIT", 10)  # the sort fallback
     np.testing.assert_array_equal(cells_module.dense_rank(key, 1000), expected)
+
+
+def test_a_failed_check_stops_publication():
+    from pseo_das.tasks.publication.assemble import ReleaseCheckFailed, stop_on_failed_checks
+    passed = [{"name": "a", "result": "passed (3 rows)"}]
+    assert stop_on_failed_checks(passed) == passed
+    with pytest.raises(ReleaseCheckFailed, match="b: FAILED \\(2 / 3\\)"):
+        stop_on_failed_checks(passed + [{"name": "b", "result": "FAILED (2 / 3)"}])

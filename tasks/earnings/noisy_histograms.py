@@ -66,18 +66,14 @@ def derive_histograms(source: NoisyHistograms, inst_level: str,
 
 
 @release_task("measure earnings histograms")
-def measure_earnings(pending: list["PendingMeasurement"], inputs: ValidatedInputs,
+def measure_earnings(pending: dict[int, list["PendingMeasurement"]], inputs: ValidatedInputs,
                      frames: dict[str, CellFrame], cfg: ReleaseConfig) -> list[NoisyMeasurement]:
-    """Noisy institution histograms of the plan's pending earnings measurements (new
-    populations only). Privacy cost: epsilon_per_tabulation per measurement, on its
-    populations only. True counts stay inside."""
+    """Noisy institution histograms of the plan's pending earnings measurements (by years
+    after; new populations only). Privacy cost: epsilon_per_tabulation per measurement, on
+    its populations only. True counts stay inside."""
     started = time.perf_counter()
     measured = []
-    for years_after in cfg.cells.years_after:
-        mine = [p for p in pending if p.question.product == PRODUCT
-                and p.question.years_after == years_after]
-        if not mine:
-            continue
+    for years_after, mine in pending.items():
         records = earnings_records(inputs, years_after, cfg.earnings.bin_edges,
                                    cfg.earnings.sample_floor)
         for measurement in mine:

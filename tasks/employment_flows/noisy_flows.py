@@ -46,18 +46,14 @@ def tabulation_id(cip_level: str, years_after: int) -> str:
 
 
 @release_task("measure employment flows")
-def measure_flows(pending: list["PendingMeasurement"], inputs: ValidatedInputs,
+def measure_flows(pending: dict[int, list["PendingMeasurement"]], inputs: ValidatedInputs,
                   frames: dict[str, CellFrame], cfg: ReleaseConfig) -> list[NoisyMeasurement]:
-    """Noisy flows of the plan's pending flows measurements (new populations only).
-    Privacy cost: flows.epsilon_per_tabulation per measurement, on its populations only.
-    True counts stay inside."""
+    """Noisy flows of the plan's pending flows measurements (by years after; new
+    populations only). Privacy cost: flows.epsilon_per_tabulation per measurement, on its
+    populations only. True counts stay inside."""
     started = time.perf_counter()
     measured = []
-    for years_after in cfg.cells.years_after:
-        mine = [p for p in pending if p.question.product == PRODUCT
-                and p.question.years_after == years_after]
-        if not mine:
-            continue
+    for years_after, mine in pending.items():
         destination = graduate_destinations(inputs, years_after, cfg.earnings.sample_floor)
         for measurement in mine:
             question = measurement.question

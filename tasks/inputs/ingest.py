@@ -17,7 +17,7 @@ import pyarrow
 import pyarrow.csv as pacsv
 from pandera.errors import SchemaErrors
 
-from pseo_das.tasks import progress, release_task
+from pseo_das.tasks import file_task, progress
 from pseo_das.schemas.inputs import (CODE_COLUMNS, GRADUATE_COLUMNS, OUTCOME_COLUMNS,
                             TABLE_CHECK_COLUMNS, graduates_schema, outcomes_schema)
 
@@ -240,7 +240,7 @@ def read_inputs(data_dir: Path, first_year: int, last_year: int) -> ValidatedInp
     return ValidatedInputs(graduates, outcomes, row, prints, checks)
 
 
-@release_task("validate inputs")
+@file_task("validate inputs")
 def validate_inputs(data_dir: Path, first_year: int, last_year: int) -> ValidatedInputs:
     started = time.perf_counter()
     progress(f"validating inputs in {data_dir}")

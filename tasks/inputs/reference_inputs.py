@@ -55,7 +55,7 @@ from pseo_das.schemas.reference import (COVERAGE_COLUMNS, J2J_AGGREGATE, J2J_COL
                                QCEW_UNCLASSIFIED, TABLE_CHECK_COLUMNS, coverage_layout_schema,
                                coverage_schema, j2j_layout_schema, j2j_schema,
                                qcew_layout_schema, qcew_schema)
-from pseo_das.tasks import progress, release_task
+from pseo_das.tasks import file_task, progress
 from pseo_das.tasks.inputs.ingest import InputValidationError, describe_failures, read_csv, sha256_file
 
 J2J_FILE = "j2j_state_flows.csv"
@@ -124,7 +124,7 @@ def load_reference_inputs(directory: Path) -> ReferenceInputs:
     return ReferenceInputs(tables[J2J_FILE], tables[QCEW_FILE], tables[COVERAGE_FILE], prints)
 
 
-@release_task("load reference inputs")
+@file_task("load reference inputs")
 def load_reference(directory: Path) -> ReferenceInputs:
     started = time.perf_counter()
     progress(f"loading reference inputs from {directory}")

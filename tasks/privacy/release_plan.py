@@ -91,6 +91,14 @@ class ReleasePlan:
     lifetime_cap: Fraction
     store: Path
 
+    def pending_for(self, product: str) -> dict[int, list[PendingMeasurement]]:
+        """The product's measurements still to draw, by years after (ascending)."""
+        grouped: dict[int, list[PendingMeasurement]] = {}
+        for pending in sorted(self.pending, key=lambda p: p.question.years_after):
+            if pending.question.product == product:
+                grouped.setdefault(pending.question.years_after, []).append(pending)
+        return grouped
+
     @property
     def new_epsilon(self) -> Fraction:
         """This release's fresh spending: the largest new epsilon of any population
@@ -99,13 +107,15 @@ class ReleasePlan:
         return max(spent, default=Fraction(0))
 
     def summary(self) -> dict:
+        """New and reused measurements (tabulation x population units), populations, new
+        and lifetime epsilon, as exact strings."""
         new = self.plan["new"].to_numpy(dtype=bool)
-        by_population = self.plan.groupby(POPULATION_KEYS)["new"]
+        measured_any = self.plan.groupby(POPULATION_KEYS)["new"].any()
         return {"new_epsilon": epsilon_text(self.new_epsilon),
                 "new_measurements": int(new.sum()),
                 "reused_measurements": int((~new).sum()),
-                "populations_measured": int(by_population.any().sum()),
-                "populations_reused": int((~by_population.any()).sum()),
+                "populations_measured": int(measured_any.sum()),
+                "populations_reused": int((~measured_any).sum()),
                 "max_lifetime_epsilon": epsilon_text(max(self.populations["after"],
                                                          default=Fraction(0))),
                 "lifetime_epsilon_cap": epsilon_text(self.lifetime_cap)}
@@ -327,37 +337,3 @@ def recorded_plan(store: PrivacyStore, attempt: ReleaseAttempt, record: dict) ->
     cap = exact_epsilon(record["config"]["privacy"]["lifetime_epsilon_cap"])
     return ReleasePlan(attempt, bool(record["new_spending"]), record["superseded"], plan, (),
                        lifetime_table(store, plan, attempt.attempt), cap, store.path)
-
-
-def lifetime_figures(store_path: Path, plan: ReleasePlan, record: dict) -> "LifetimeFigures":
-    """lifetime_budget.csv, the DRB report's lifetime summary and release_summary.json of a
-    recorded attempt: computed from the store as of that attempt, so a republication
-    gives the same figures."""
-    from pseo_das.tasks.publication.assemble import LifetimeFigures
-    with PrivacyStore.open(store_path) as store:
-        table = lifetime_table(store, plan.plan, plan.attempt.attempt)
-    cap = plan.lifetime_cap
-    after = [float(v) for v in table["after"]]
-    summary = {
-        "store_attempt": plan.attempt.attempt,
-        "new_spending": plan.new_spending,
-        "superseded": plan.superseded,
-        "populations": len(table),
-        "cap": float(cap),
-        "max_after": max(after, default=0.0),
-        "max_before": max((float(v) for v in table["before"]), default=0.0),
-        "headroom_min": float(cap) - max(after, default=0.0),
-        "distribution": table.assign(after=after).groupby("after").size()
-        .rename("populations").reset_index().to_dict("records"),
-        **ReleasePlan(plan.attempt, plan.new_spending, plan.superseded, plan.plan, (), table,
-                      cap, plan.store).summary(),
-    }
-    identity = record["identity"]
-    release_summary = {"release_id": identity["release_id"], **{
-        key: summary[key] for key in ("new_epsilon", "new_measurements", "reused_measurements",
-                                      "populations_measured", "populations_reused",
-                                      "max_lifetime_epsilon", "lifetime_epsilon_cap")},
-        "store": identity["store"], "mlflow_run_id": identity["mlflow_run_id"]}
-    populations = table.assign(**{c: table[c].map(epsilon_text)
-                                   for c in ("before", "this_release", "after")})
-    return LifetimeFigures(populations, summary, release_summary)

@@ -1,5 +1,7 @@
-"""Keeping noisy measurements in the privacy store, and reading a release's noisy tables
-back from it: the only input of post-processing. Privacy cost: none.
+"""Keeping noisy measurements and publication records in the privacy store, and reading a
+release's noisy tables back from it: the only input of post-processing. Privacy cost: none.
+These tasks only read or write files, and writing the same content again is a no-op, so
+they are retried on failure.
 """
 from __future__ import annotations
 
@@ -10,11 +12,12 @@ import numpy as np
 import pandas as pd
 
 from pseo_das.config import ReleaseConfig
-from pseo_das.tasks import progress, release_task
+from pseo_das.tasks import file_task, progress
 from pseo_das.tasks.earnings.noisy_histograms import PRODUCT as EARNINGS_PRODUCT
 from pseo_das.tasks.earnings.noisy_histograms import NoisyHistograms
 from pseo_das.tasks.employment_flows.noisy_flows import NoisyFlows
 from pseo_das.tasks.inputs.cells import CELL_KEYS, POPULATION_KEYS
+from pseo_das.tasks.inputs.reference_inputs import ReferenceInputs
 from pseo_das.tasks.privacy.mechanism import GEOMETRIC, LedgerEntry, NoisyMeasurement, stream_key
 from pseo_das.tasks.privacy.release_plan import Question, release_questions
 from pseo_das.tasks.privacy.store import PrivacyStore
@@ -23,7 +26,7 @@ COMPOSITION = ("parallel across the cells of this tabulation (each graduate in a
                "cell and bin); sequential with every other tabulation")
 
 
-@release_task("keep measurements in the privacy store")
+@file_task("keep measurements in the privacy store")
 def keep_measurements(store_path: Path, measured: list[NoisyMeasurement]) -> dict[str, str]:
     """Store every new measurement's noisy values (content-addressed); returns measurement
     id -> object SHA-256. Storing one again (a retry) is a no-op. Privacy cost: none."""
@@ -68,7 +71,7 @@ def _question_table(store: PrivacyStore, question: Question, rows: pd.DataFrame
     return _categorical_cells(cells), values, tuple(sources), entry
 
 
-@release_task("read the release's measurements from the store")
+@file_task("read the release's measurements from the store")
 def stored_tables(store_path: Path, plan: pd.DataFrame, cfg: ReleaseConfig
                   ) -> tuple[list[NoisyHistograms], list[NoisyFlows], list[LedgerEntry]]:
     """The measured noisy tables of a release (its plan's measurements, its populations
@@ -91,3 +94,22 @@ def stored_tables(store_path: Path, plan: pd.DataFrame, cfg: ReleaseConfig
     progress(f"read {len(entries)} measured tables from the privacy store "
              f"({sum(e.n_cells for e in entries):,} cells)")
     return histograms, flows, entries
+
+
+@file_task("keep publication record")
+def keep_publication_record(store_path: Path, record: dict,
+                            reference: ReferenceInputs) -> dict:
+    """Everything post-processing needs besides the measurements (configuration, identity,
+    input checks, the public reference tables), kept in the store so that `republish`
+    needs no microdata. Returns the record with the reference tables' addresses."""
+    with PrivacyStore.open(store_path) as store:
+        tables = {name: store.put_frame(getattr(reference, name))
+                  for name in ("j2j", "qcew", "coverage")}
+    return {**record, "reference_tables": tables,
+            "reference_fingerprints": dict(reference.fingerprints)}
+
+
+def reference_from_record(store: PrivacyStore, record: dict) -> ReferenceInputs:
+    tables = {name: store.get_frame(sha) for name, sha in record["reference_tables"].items()}
+    return ReferenceInputs(tables["j2j"], tables["qcew"], tables["coverage"],
+                           record["reference_fingerprints"])

@@ -3,7 +3,7 @@ internal ledger, configuration, disclosure review board report and manifest."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pandas as pd
@@ -12,11 +12,13 @@ from pseo_das.config import ReleaseConfig
 from pseo_das.version import package_versions
 from pseo_das.tasks.publication.document_context import flows_context, release_context, suppression_summary
 from pseo_das.reports.render import render_markdown, to_html
-from pseo_das.tasks import progress, release_task
+from pseo_das.tasks import file_task, progress
 from pseo_das.tasks.study.accuracy import release_accuracy
 from pseo_das.tasks.employment_flows.division_flows import FlowsRelease
 from pseo_das.tasks.privacy.mechanism import GEOMETRIC, PrivacyLedger
 from pseo_das.tasks.earnings.noisy_histograms import NoisyHistograms
+from pseo_das.tasks.privacy.release_plan import ReleasePlan, lifetime_table
+from pseo_das.tasks.privacy.store import PrivacyStore, epsilon_text
 from pseo_das.tasks.publication.release_files import fingerprints, write_code_table, write_csv, write_manifest
 
 
@@ -40,8 +42,22 @@ class LifetimeFigures:
     release_summary: dict
 
 
+RELEASE_SUMMARY_FIGURES = ("new_epsilon", "new_measurements", "reused_measurements",
+                           "populations_measured", "populations_reused", "max_lifetime_epsilon",
+                           "lifetime_epsilon_cap")
+
+
 class ReleaseCheckFailed(RuntimeError):
     """A check on the release's own outputs failed: the release is not published."""
+
+
+def stop_on_failed_checks(checks: list[dict]) -> list[dict]:
+    """The checks, if every one passed; otherwise ReleaseCheckFailed: nothing is published."""
+    failed = [c for c in checks if not c["result"].startswith("passed")]
+    if failed:
+        raise ReleaseCheckFailed("a check on the release failed: " + "; ".join(
+            f"{c['name']}: {c['result']}" for c in failed))
+    return checks
 
 
 def ledger_checks(ledger: PrivacyLedger, tables: list[NoisyHistograms],
@@ -59,7 +75,35 @@ def ledger_checks(ledger: PrivacyLedger, tables: list[NoisyHistograms],
     ]
 
 
-@release_task("write release files")
+def lifetime_figures(store_path: Path, plan: ReleasePlan, record: dict) -> LifetimeFigures:
+    """lifetime_budget.csv, the DRB report's lifetime summary and release_summary.json of a
+    recorded attempt, computed from the store as of that attempt (so that a republication
+    gives the same figures)."""
+    with PrivacyStore.open(store_path) as store:
+        as_recorded = replace(plan, populations=lifetime_table(store, plan.plan,
+                                                               plan.attempt.attempt))
+    table, cap = as_recorded.populations, float(as_recorded.lifetime_cap)
+    after = table["after"].map(float)
+    summary = {
+        "store_attempt": plan.attempt.attempt, "new_spending": plan.new_spending,
+        "superseded": plan.superseded, "populations": len(table), "cap": cap,
+        "max_after": float(after.max()) if len(table) else 0.0,
+        "max_before": float(table["before"].map(float).max()) if len(table) else 0.0,
+        "headroom_min": cap - (float(after.max()) if len(table) else 0.0),
+        "distribution": after.groupby(after).size().rename("populations")
+        .rename_axis("after").reset_index().to_dict("records"),
+        **as_recorded.summary(),
+    }
+    identity = record["identity"]
+    release_summary = {"release_id": identity["release_id"],
+                       **{key: summary[key] for key in RELEASE_SUMMARY_FIGURES},
+                       "store": identity["store"], "mlflow_run_id": identity["mlflow_run_id"]}
+    populations = table.assign(**{column: table[column].map(epsilon_text)
+                                  for column in ("before", "this_release", "after")})
+    return LifetimeFigures(populations, summary, release_summary)
+
+
+@file_task("write release files")
 def write_release(staging: Path, identity: ReleaseIdentity, cfg: ReleaseConfig,
                   ledger: PrivacyLedger, tables: list[NoisyHistograms], pseoe: pd.DataFrame,
                   pseoh: pd.DataFrame, cells: pd.DataFrame, flows: FlowsRelease,
@@ -85,11 +129,7 @@ def write_release(staging: Path, identity: ReleaseIdentity, cfg: ReleaseConfig,
     (public / "release_notes.html").write_text(
         to_html(notes, f"PSEO release {identity.release_id}: release notes"))
 
-    checks = checks + flows.checks + ledger_checks(ledger, tables, flows)
-    failed = [c for c in checks if not c["result"].startswith("passed")]
-    if failed:  # a failed check stops publication
-        raise ReleaseCheckFailed("checks failed, nothing was published: " + "; ".join(
-            f"{c['name']}: {c['result']}" for c in failed))
+    checks = stop_on_failed_checks(checks + flows.checks + ledger_checks(ledger, tables, flows))
     write_csv(ledger.to_frame(), internal / "ledger.csv")
     write_csv(lifetime.populations, internal / "lifetime_budget.csv")
     (internal / "release_summary.json").write_text(
