@@ -222,3 +222,31 @@ def test_drb_report_has_an_accuracy_section_from_published_histograms(releases):
     assert [row[1] for row in rows] == ["25", "50", "75"]
     assert all(0.5 < float(row[3]) <= 1.0 for row in rows)  # mean relative accuracy
     assert "| under 30 |" not in section  # only published cells
+
+
+def test_every_stage_is_its_own_named_task_run(releases):
+    """The Prefect API shows each stage of a release as a task run of its own."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowFilter, FlowFilterName, FlowRunFilter, FlowRunFilterId
+
+    def task_runs_of(client, flow_run_ids):
+        return client.read_task_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(
+            any_=flow_run_ids)))
+
+    with get_client(sync_client=True) as client:
+        release, = [run for run in client.read_flow_runs(flow_filter=FlowFilter(
+            name=FlowFilterName(any_=["quarterly_release"])), limit=200)
+            if run.parameters.get("release_id") == "2026Q4-next"]
+        task_runs = task_runs_of(client, [release.id])
+        subflows = [run for run in client.read_flow_runs(flow_filter=FlowFilter(
+            name=FlowFilterName(any_=["post_processing"])), limit=200)
+            if run.parent_task_run_id in {t.id for t in task_runs}]
+        assert len(subflows) == 1
+        task_runs += task_runs_of(client, [subflows[0].id])
+    names = {run.name.rsplit("-", 1)[0] for run in task_runs}
+    assert {"validate inputs", "load reference inputs", "build cell frames", "release plan",
+            "measure earnings histograms", "measure employment flows",
+            "keep measurements in the privacy store", "keep publication record",
+            "read the release's measurements from the store", "derive earnings histograms",
+            "build public earnings tables", "derive employment flows", "correct employment flows",
+            "build public flows tables", "write release files", "record audit run"} <= names
