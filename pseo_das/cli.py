@@ -28,7 +28,7 @@ def _synth(args: argparse.Namespace) -> int:
 
 def _release(args: argparse.Namespace) -> int:
     _quiet_prefect_defaults()
-    from pseo_das.prefect_server import prefect_api
+    from pseo_das.prefect_runtime import prefect_api
 
     with prefect_api() as wait_until_ready:  # the server boots while the code below imports
         from pydantic import SecretStr
@@ -78,7 +78,7 @@ epsilon of any population {summary['max_lifetime_epsilon']} of {summary['lifetim
 
 def _republish(args: argparse.Namespace) -> int:
     _quiet_prefect_defaults()
-    from pseo_das.prefect_server import prefect_api
+    from pseo_das.prefect_runtime import prefect_api
 
     with prefect_api() as wait_until_ready:
         from pseo_das.flows.quarterly_release import republish
@@ -115,7 +115,7 @@ def _store(args: argparse.Namespace) -> int:
 
 def _audit(args: argparse.Namespace) -> int:
     _quiet_prefect_defaults()
-    from pseo_das.prefect_server import prefect_api
+    from pseo_das.prefect_runtime import prefect_api
 
     with prefect_api() as wait_until_ready:  # the server boots while the code below imports
         from pseo_das.flows.audit_release import audit_release
@@ -136,7 +136,7 @@ def _audit(args: argparse.Namespace) -> int:
 
 def _evaluate(args: argparse.Namespace) -> int:
     _quiet_prefect_defaults()
-    from pseo_das.prefect_server import prefect_api
+    from pseo_das.prefect_runtime import prefect_api
 
     with prefect_api() as wait_until_ready:  # the server boots while the code below imports
         from pseo_das.flows.accuracy_study import accuracy_study

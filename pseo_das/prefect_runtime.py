@@ -1,0 +1,90 @@
+"""The Prefect API that the CLI's flows report to.
+
+A configured server (PREFECT_API_URL in the environment or the active Prefect profile) is
+used as it is. Otherwise this process runs `prefect server start` (Prefect's documented way to
+run a local server, on the default database ~/.prefect/prefect.db) as a child process on a
+free local port, as soon as the CLI starts: it boots on the other core while the CLI imports
+the release code, and the flows reach it through PREFECT_API_URL like any server.
+
+The child is stopped at interpreter exit by an `atexit` hook. Prefect sends its queued logs
+and events when threads shut down, which Python does before it runs `atexit` hooks, so
+nothing is lost and nothing is retried against a closed port (Prefect's own temporary server
+is stopped the same way).
+"""
+from __future__ import annotations
+
+import atexit
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+STARTUP_TIMEOUT_S = 120.0  # migrating a new database takes 15-25 s on 2 cores
+
+
+@contextmanager
+def prefect_api() -> Iterator[Callable[[], None]]:
+    """Use the configured Prefect server, or start a local one now.
+
+    Yields `wait_until_ready`, to call just before the first flow runs.
+    """
+    # Start the server before importing Prefect (1.5-3 s); stop it again if the settings
+    # (a profile, prefect.toml, .env) turn out to name a server.
+    server = None if os.environ.get("PREFECT_API_URL") else _LocalServer()
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    if PREFECT_API_URL.value() or server is None:
+        if server:
+            server.stop()
+        yield lambda: None
+        return
+    with temporary_settings({PREFECT_API_URL: server.api_url}):
+        yield server.wait_until_ready
+
+
+class _LocalServer:
+    def __init__(self) -> None:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        self.api_url = f"http://127.0.0.1:{port}/api"
+        self.output = tempfile.TemporaryFile()
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1",
+             "--port", str(port), "--no-ui", "--analytics-off", "--log-level", "WARNING"],
+            stdout=self.output, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        atexit.register(self.stop)
+
+    def wait_until_ready(self) -> None:
+        deadline = time.monotonic() + STARTUP_TIMEOUT_S
+        while not self._healthy():
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.output.seek(0)
+                log = self.output.read().decode(errors="replace")[-2000:]
+                self.stop()
+                raise RuntimeError(f"the local Prefect server did not start at {self.api_url}:"
+                                   f"\n{log}")
+            time.sleep(0.1)
+
+    def _healthy(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"{self.api_url}/health", timeout=2) as response:
+                return response.status == 200
+        except (urllib.error.URLError, OSError):
+            return False
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.output.close()
