@@ -202,3 +202,21 @@ def test_a_release_pointed_at_a_missing_store_is_refused_and_creates_nothing(
     err = capsys.readouterr().err
     assert code == 2 and "no privacy store there" in err and "pseo-das store init" in err
     assert not missing.exists() and not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_a_release_whose_cohorts_reach_only_one_year_after(synthetic_dir, tmp_path, tracking_uri):
+    """No population is observable 5 or 10 years out: those tabulations are empty, nothing is
+    spent on them, and the release still publishes."""
+    graduates = pd.read_parquet(synthetic_dir / "graduates.parquet")
+    outcomes = pd.read_parquet(synthetic_dir / "outcomes.parquet")
+    recent = graduates["grad_year"] >= 2018
+    data = tmp_path / "recent"
+    data.mkdir()
+    graduates[recent].to_parquet(data / "graduates.parquet", index=False)
+    outcomes[outcomes["person_id"].isin(graduates.loc[recent, "person_id"])] \
+        .to_parquet(data / "outcomes.parquet", index=False)
+    assert run_release(data, tmp_path / "r", SEED_A, tracking_uri, "R1") == 0
+    assert _summary(tmp_path / "r")["new_epsilon"] == "2.5"  # 1-year earnings 1 + flows 1.5
+    pseoe = pd.read_csv(tmp_path / "r" / "public" / "pseoe.csv", dtype=str)
+    assert set(pseoe["status_y5_earnings"]) == set(pseoe["status_y10_earnings"]) == {"-1"}

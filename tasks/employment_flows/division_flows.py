@@ -182,8 +182,9 @@ def state_flows_table(tables: list[NoisyFlows]) -> pd.DataFrame:
 
 
 def _concat(arrays: list) -> object:
-    if isinstance(arrays[0], pd.Categorical):
-        return union_categoricals(arrays, sort_categories=True)
+    if isinstance(arrays[0], pd.Categorical):  # one category dtype (an empty table's may differ)
+        return union_categoricals([pd.Categorical.from_codes(a.codes, a.categories.astype(object))
+                                   for a in arrays], sort_categories=True)
     return np.concatenate(arrays)
 
 

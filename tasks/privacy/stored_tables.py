@@ -20,7 +20,7 @@ from pseo_das.tasks.inputs.cells import CELL_KEYS, POPULATION_KEYS
 from pseo_das.tasks.inputs.reference_inputs import ReferenceInputs
 from pseo_das.tasks.privacy.mechanism import GEOMETRIC, LedgerEntry, NoisyMeasurement, stream_key
 from pseo_das.tasks.privacy.release_plan import Question, release_questions
-from pseo_das.tasks.privacy.store import PrivacyStore
+from pseo_das.tasks.privacy.store import CELL_COLUMNS, PrivacyStore
 
 COMPOSITION = ("parallel across the cells of this tabulation (each graduate in at most one "
                "cell and bin); sequential with every other tabulation")
@@ -60,9 +60,13 @@ def _question_table(store: PrivacyStore, question: Question, rows: pd.DataFrame
         sources.append(stored.object_sha256)
         seed = bytes.fromhex(store.attempt(stored.attempt).seed_hex)
         streams.append(hashlib.sha256(stream_key(seed, measurement_id)).hexdigest())
+    if not parts:  # no population of the release reaches this years-after yet
+        parts.append((pd.DataFrame({c: pd.Series(dtype=np.int64 if c in ("grad_cohort",
+                                                                          "grad_cohort_years")
+                                                  else object) for c in CELL_COLUMNS}),
+                      np.zeros((0, question.columns), dtype=np.int64)))
     cells = pd.concat([c for c, _ in parts], ignore_index=True)
-    values = np.concatenate([v for _, v in parts]) if parts else \
-        np.zeros((0, question.columns), dtype=np.int64)
+    values = np.concatenate([v for _, v in parts])
     order = cells.sort_values(CELL_KEYS, kind="stable").index.to_numpy()
     values = values[order]
     entry = LedgerEntry(question.tabulation_id, question.product, GEOMETRIC,

@@ -48,10 +48,6 @@ def published_release(out_dir: Path, release_id: str) -> dict | None:
     return manifest
 
 
-def published_epsilon(out_dir: Path) -> float:
-    return float(pd.read_csv(out_dir / "internal" / "ledger.csv")["epsilon"].sum())
-
-
 def discard_stale_staging(out_dir: Path) -> None:
     """Remove staging folders left by killed runs of this destination."""
     for stale in out_dir.parent.glob(f".{out_dir.name}.staging-*"):
