@@ -34,7 +34,7 @@ from pseo_das.tasks.inputs.reference_inputs import (ReferenceInputs, default_ref
                                                     load_reference)
 from pseo_das.tasks.privacy.mechanism import PrivacyLedger, seed_sha256
 from pseo_das.tasks.privacy.release_plan import ReleasePlan, record_release_plan, recorded_plan
-from pseo_das.tasks.privacy.store import PrivacyStore, init_store, resolve_store
+from pseo_das.tasks.privacy.store import PrivacyStore, init_store, resolve_store, store_exists
 from pseo_das.tasks.privacy.stored_tables import (keep_measurements, keep_publication_record,
                                                   reference_from_record, stored_tables)
 from pseo_das.tasks.publication.assemble import ReleaseIdentity, lifetime_figures, write_release
@@ -107,7 +107,7 @@ def quarterly_release(data_dir: Path, out_dir: Path, release_seed: SecretStr | N
     """
     cfg = load_config(config_path)
     store_path = resolve_store(store, cfg.privacy.store)
-    if create_store and not (store_path / "store.sqlite").exists():
+    if create_store and not store_exists(store_path):
         init_store(store_path)
     PrivacyStore.open(store_path).close()   # a missing store is refused before anything else
     given_seed = seed_hex(release_seed)

@@ -117,6 +117,22 @@ def test_the_store_is_append_only_and_never_created_silently(store, frames, tmp_
         init_store(store.path)
 
 
+def test_store_show_says_what_the_store_holds_and_no_seed(store, frames):
+    from pseo_das.tasks.privacy.store_summary import store_summary
+    first = plan(store, frames, "R1", SEED)
+    institution = first.plan["institution"].iloc[0]
+    plan(store, frames, "R2", remeasure=institution)
+    shown = store_summary(store.path, top=3)
+    assert "releases: 2 recorded, 0 published" in shown
+    assert "earnings.I.cip4.y1@R1/1: epsilon 1 on" in shown and "NOT STORED" in shown
+    assert "earnings.I.cip4.y1@R2/1" in shown and "supersedes earnings.I.cip4.y1@R1/1" in shown
+    assert "nan" not in shown and SEED not in shown
+    top = shown.splitlines()[-3]
+    assert top.startswith(f"    institution {institution},")
+    assert top.endswith(epsilon_text(2 * first.populations.loc[
+        first.populations["institution"] == institution, "after"].max()))
+
+
 def _config(tmp_path: Path, text: str) -> Path:
     path = tmp_path / "override.toml"
     path.write_text(text)

@@ -19,7 +19,7 @@ from pseo_das.config import load_config
 from pseo_das.tasks.audit.audit_target import AuditedRelease
 from pseo_das.tasks.audit.fingerprint_checks import InputLocations
 from pseo_das.tasks.inputs.ingest import sha256_file
-from pseo_das.tasks.privacy.store import PrivacyStore
+from pseo_das.tasks.privacy.store import PrivacyStore, store_exists
 from pseo_das.tasks.audit.verification import (FAILED, PASSED, CheckResult, configuration_differences,
                                 flatten, logged_configuration)
 
@@ -102,7 +102,7 @@ def plan_replay(release: AuditedRelease, locations: InputLocations, workdir: Pat
              f"{json.dumps(loaded[k])}" for k in sorted(set(loaded) - set(logged))]
     logged_store = Path(release.params.get("store", ""))
     attempt = release.params.get("store_attempt", "")
-    if not (logged_store / "store.sqlite").is_file() or not attempt.isdigit():
+    if not store_exists(logged_store) or not attempt.isdigit():
         raise ReplayNotPossible(f"the release's privacy store {logged_store} (or its attempt "
                                 "number) is not available here; a replay measures the release "
                                 "again in a copy of the store as it was before the release")

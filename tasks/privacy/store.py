@@ -143,10 +143,14 @@ def resolve_store(option: str | Path | None, configured: str | None = None) -> P
     return Path(chosen).expanduser().resolve()
 
 
+def store_exists(path: Path) -> bool:
+    return (Path(path) / INDEX).is_file()
+
+
 def init_store(path: Path) -> Path:
     """Create an empty store in `path` (which must not hold one)."""
     path = Path(path)
-    if (path / INDEX).exists():
+    if store_exists(path):
         raise StoreError(f"{path} already holds a privacy store")
     (path / "objects").mkdir(parents=True, exist_ok=True)
     db = sqlite3.connect(path / INDEX, isolation_level=None)
@@ -193,7 +197,7 @@ class PrivacyStore:
     @classmethod
     def open(cls, path: Path) -> "PrivacyStore":
         path = Path(path)
-        if not (path / INDEX).is_file():
+        if not store_exists(path):
             raise StoreError(f"{path}: no privacy store there; create one with "
                              f"`pseo-das store init {path}` (or pass --init-store), or point "
                              "--store / PSEO_DAS_STORE at the agency's store")

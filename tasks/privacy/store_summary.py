@@ -5,6 +5,8 @@ from __future__ import annotations
 from fractions import Fraction
 from pathlib import Path
 
+import pandas as pd
+
 from pseo_das.tasks.inputs.cells import POPULATION_KEYS
 from pseo_das.tasks.privacy.store import PrivacyStore, epsilon_text
 
@@ -25,8 +27,7 @@ def store_summary(path: Path, top: int = 10) -> str:
              f"{int((releases['publications'] > 0).sum())} published"]
     for row in releases.itertuples():
         status = "published" if row.publications else "not published"
-        extra = f", supersedes attempt {int(row.supersedes)}" if row.supersedes == row.supersedes \
-            and row.supersedes is not None else ""
+        extra = f", supersedes attempt {int(row.supersedes)}" if pd.notna(row.supersedes) else ""
         lines.append(f"    attempt {row.attempt}: release {row.release_id} ({row.recorded_at}, "
                      f"{status}{extra})")
     lines.append(f"  measurements (tabulation x set of populations): {len(measurements)}")
@@ -34,7 +35,7 @@ def store_summary(path: Path, top: int = 10) -> str:
         stored = f"{int(row.cells):,} cells stored" if row.object_sha256 else "NOT STORED (planned; its release did not finish)"
         lines.append(f"    {row.measurement_id}: epsilon {row.epsilon} on {row.populations:,} "
                      f"populations, {stored}"
-                     + (f"; supersedes {row.supersedes}" if row.supersedes else ""))
+                     + (f"; supersedes {row.supersedes}" if pd.notna(row.supersedes) else ""))
     if spends.empty:
         lines.append("  lifetime epsilon: nothing spent yet")
         return "\n".join(lines)
