@@ -281,4 +281,9 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> None:
     args = parser().parse_args(argv)
-    raise SystemExit(args.run(args))
+    try:
+        code = args.run(args)
+    except BrokenPipeError:  # output piped into a reader that stopped (e.g. `| head`)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = 0
+    raise SystemExit(code)
