@@ -19,6 +19,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/prefect server database upgrade -y > /dev/null  # migrate Prefect's local database once
 	touch $@
 
 $(DATA)/graduates.parquet: pseo_das/synth.py pseo_das/reference/state_coverage.csv | $(VENV)/.installed

@@ -1,15 +1,16 @@
 """The Prefect API that the CLI's flows report to.
 
-A configured server (PREFECT_API_URL in the environment or the active Prefect profile) is
-used as it is. Otherwise this process runs `prefect server start` (Prefect's documented way to
-run a local server, on the default database ~/.prefect/prefect.db) as a child process on a
-free local port, as soon as the CLI starts: it boots on the other core while the CLI imports
-the release code, and the flows reach it through PREFECT_API_URL like any server.
+A configured server (PREFECT_API_URL in the environment, the active Prefect profile or any
+other Prefect settings source) is used as it is. Otherwise the CLI runs
+`prefect server start`, Prefect's documented command for a local server on the default
+database (~/.prefect/prefect.db), as a child process on a free local port. It starts before
+Prefect is even imported, so it boots on the other core while the CLI imports the release
+code. The flows reach it through PREFECT_API_URL like any other server.
 
-The child is stopped at interpreter exit by an `atexit` hook. Prefect sends its queued logs
-and events when threads shut down, which Python does before it runs `atexit` hooks, so
-nothing is lost and nothing is retried against a closed port (Prefect's own temporary server
-is stopped the same way).
+The child is stopped by an `atexit` hook. Prefect sends its queued logs and events when
+threads shut down, and Python does that before it runs `atexit` hooks, so nothing is lost
+and nothing is retried against a closed port. Prefect stops its own temporary server the
+same way.
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-STARTUP_TIMEOUT_S = 120.0  # migrating a new database takes 15-25 s on 2 cores
+STARTUP_TIMEOUT_S = 120.0  # migrating a new database can take 15-25 s on 2 cores
 
 
 @contextmanager
@@ -34,13 +35,13 @@ def prefect_api() -> Iterator[Callable[[], None]]:
 
     Yields `wait_until_ready`, to call just before the first flow runs.
     """
-    # Start the server before importing Prefect (1.5-3 s); stop it again if the settings
-    # (a profile, prefect.toml, .env) turn out to name a server.
+    # Start the server before importing Prefect (1.5-3 s). Stop it again if Prefect's
+    # settings (a profile, prefect.toml, .env) turn out to name a server.
     server = None if os.environ.get("PREFECT_API_URL") else _LocalServer()
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
-    if PREFECT_API_URL.value() or server is None:
-        if server:
+    if server is None or PREFECT_API_URL.value():
+        if server is not None:
             server.stop()
         yield lambda: None
         return
@@ -54,11 +55,11 @@ class _LocalServer:
             sock.bind(("127.0.0.1", 0))
             port = sock.getsockname()[1]
         self.api_url = f"http://127.0.0.1:{port}/api"
-        self.output = tempfile.TemporaryFile()
+        self.output = tempfile.TemporaryFile()  # read only if the server fails to start
         self.process = subprocess.Popen(
             [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1",
              "--port", str(port), "--no-ui", "--analytics-off", "--log-level", "WARNING"],
-            stdout=self.output, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            stdin=subprocess.DEVNULL, stdout=self.output, stderr=subprocess.STDOUT)
         atexit.register(self.stop)
 
     def wait_until_ready(self) -> None:
