@@ -68,9 +68,10 @@ def fingerprint(values: dict) -> str:
 @flow(name="post_processing")
 def post_processing(store_path: Path, plan: ReleasePlan, cfg: ReleaseConfig,
                     reference: ReferenceInputs, identity: ReleaseIdentity, record: dict,
-                    staging: Path) -> tuple[PrivacyLedger, pd.DataFrame, object, dict]:
+                    staging: Path) -> tuple[PrivacyLedger, pd.DataFrame, object, dict, dict]:
     """Every public and internal file of a release from its stored measurements and public
-    inputs only: no microdata, no new noise. Returns (ledger, cells, flows, manifest)."""
+    inputs only: no microdata, no new noise. Returns (ledger, cells, flows, manifest,
+    release summary)."""
     earnings_measured, flows_measured, measured_entries = stored_tables(store_path, plan.plan, cfg)
     tables, earnings_entries = derive_earnings(earnings_measured, cfg)
     pseoe, pseoh, cells, checks = build_publication_tables(tables, cfg)
@@ -86,7 +87,7 @@ def post_processing(store_path: Path, plan: ReleasePlan, cfg: ReleaseConfig,
     manifest = write_release(staging, identity, cfg, ledger, tables, pseoe, pseoh, cells, flows,
                              lifetime, record["input_checks"] + checks,
                              record["input_fingerprints"])
-    return ledger, cells, flows, manifest
+    return ledger, cells, flows, manifest, lifetime.release_summary
 
 
 @flow(name="quarterly_release")
@@ -153,14 +154,13 @@ def quarterly_release(data_dir: Path, out_dir: Path, release_seed: SecretStr | N
             "input_checks": inputs.checks, "new_spending": plan.new_spending,
             "superseded": plan.superseded}, reference)
         staging = new_staging(out_dir)
-        ledger, cells, flows, manifest = post_processing(store_path, plan, cfg, reference,
+        ledger, cells, flows, manifest, summary = post_processing(store_path, plan, cfg, reference,
                                                          identity, record, staging)
         record_release(audit, ledger, cells, flows, staging, fingerprints, manifest,
                        plan.summary())
         with PrivacyStore.open(store_path) as privacy_store:
             privacy_store.add_publication(plan.attempt.attempt, privacy_store.put_json(record),
                                           out_dir.resolve())
-        summary = json.loads((staging / "internal" / "release_summary.json").read_text())
         publish(staging, out_dir)
         audit.set_tags({"published_to": str(out_dir.resolve())})
         audit.finish()
@@ -186,8 +186,7 @@ def republish(store: Path, release_id: str, out_dir: Path) -> ReleaseResult:
     identity = ReleaseIdentity(**record["identity"])
     staging = new_staging(out_dir)
     try:
-        post_processing(store_path, plan, cfg, reference, identity, record, staging)
-        summary = json.loads((staging / "internal" / "release_summary.json").read_text())
+        summary = post_processing(store_path, plan, cfg, reference, identity, record, staging)[-1]
         publish(staging, out_dir)
     except BaseException:
         discard(staging)

@@ -21,6 +21,17 @@ ALL_FIELDS_CIPCODE = "00"
 NATIONAL_INSTITUTION = "00000000"
 CELL_KEYS = ["institution", "degree_level", "cipcode", "grad_cohort"]
 POPULATION_KEYS = ["institution", "degree_level", "grad_cohort"]  # whom a measurement covers
+CELL_COLUMNS = ["institution", "inst_state", "degree_level", "cipcode", "grad_cohort",
+                "grad_cohort_years"]  # an institution-level cell as the frame holds it
+
+
+def in_populations(cells: pd.DataFrame, populations: pd.DataFrame) -> np.ndarray:
+    """Which rows of `cells` belong to one of `populations` (POPULATION_KEYS)."""
+    def keys(frame: pd.DataFrame) -> pd.MultiIndex:
+        return pd.MultiIndex.from_arrays([frame["institution"].astype(str),
+                                          frame["degree_level"].astype(str),
+                                          frame["grad_cohort"].astype(np.int64)])
+    return keys(cells).isin(keys(populations))
 
 
 @dataclass
@@ -41,12 +52,7 @@ class CellFrame:
         grad_cohort) when given."""
         selected = self.observable(years_after, last_earnings_year)
         if populations is not None:
-            keys = pd.MultiIndex.from_frame(populations[POPULATION_KEYS].astype(
-                {"institution": str, "degree_level": str, "grad_cohort": np.int64}))
-            mine = pd.MultiIndex.from_arrays(
-                [self.cells["institution"].astype(str), self.cells["degree_level"].astype(str),
-                 self.cells["grad_cohort"].astype(np.int64)])
-            selected = selected & mine.isin(keys)
+            selected = selected & in_populations(self.cells, populations)
         return selected
 
 
@@ -136,8 +142,7 @@ def cell_frame(attributes: pd.DataFrame, cip_level: str) -> CellFrame:
     graduate_cell = dense_rank(np.ravel_multi_index(parts, key_space), int(np.prod(key_space)))
     member = np.empty(graduate_cell.max() + 1, dtype=np.int64)
     member[graduate_cell] = np.arange(len(graduate_cell))
-    cells = keyed.iloc[member].reset_index(drop=True)[
-        ["institution", "inst_state", "degree_level", "cipcode", "grad_cohort", "grad_cohort_years"]]
+    cells = keyed.iloc[member].reset_index(drop=True)[CELL_COLUMNS]
     return CellFrame(cip_level, cells, graduate_cell)
 
 

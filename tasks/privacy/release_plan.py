@@ -53,6 +53,11 @@ class Question:
                 "epsilon": epsilon_text(self.epsilon), "columns": self.columns,
                 **self.parameters}
 
+    @property
+    def sha256(self) -> str:
+        """Identifies the question: two measurements answer the same one only if equal."""
+        return question_sha256(self.as_dict())
+
 
 def release_questions(cfg: ReleaseConfig) -> list[Question]:
     """Every measured tabulation of a release, in ledger order."""
@@ -89,7 +94,6 @@ class ReleasePlan:
     pending: tuple[PendingMeasurement, ...]
     populations: pd.DataFrame     # POPULATION_KEYS, before, this_release, after (Fractions)
     lifetime_cap: Fraction
-    store: Path
 
     def pending_for(self, product: str) -> dict[int, list[PendingMeasurement]]:
         """The product's measurements still to draw, by years after (ascending)."""
@@ -203,7 +207,7 @@ def plan_release(store: PrivacyStore, release_id: str, seed_hex: str | None,
                     "it with its own seed, or use a new release id.")
             plan = store.get_frame(latest.plan_sha256)
             result = ReleasePlan(latest, False, None, plan, _pending(store, plan),
-                                 lifetime_table(store, plan, latest.attempt), cap, store.path)
+                                 lifetime_table(store, plan, latest.attempt), cap)
             store.commit()
             return result
         if latest is not None and not supersede:
@@ -230,7 +234,7 @@ def _new_plan(store, release_id, seed_hex, inputs_sha256, config_sha256, cfg, fr
     for question in release_questions(cfg):
         populations = observable_populations(frames[question.cip_level], question.years_after,
                                              cfg.cells.last_earnings_year)
-        current = store.current_measurements(_question_sha(question))
+        current = store.current_measurements(question.sha256)
         rows = populations.merge(current, on=POPULATION_KEYS, how="left")
         new = rows["measurement_id"].isna().to_numpy() | remeasure_mask(rows, remeasure)
         measurement_id = f"{question.tabulation_id}@{release_id}/{number}"
@@ -258,11 +262,7 @@ def _new_plan(store, release_id, seed_hex, inputs_sha256, config_sha256, cfg, fr
     pending = tuple(PendingMeasurement(m, q, seed_hex, p.reset_index(drop=True))
                     for m, q, p, _ in new_measurements)
     return ReleasePlan(attempt, True, supersedes, plan, pending + _pending(store, plan, skip={
-        p.measurement_id for p in pending}), populations, cap, store.path)
-
-
-def _question_sha(question: Question) -> str:
-    return question_sha256(question.as_dict())
+        p.measurement_id for p in pending}), populations, cap)
 
 
 def stored_question(store: PrivacyStore, measurement_id: str) -> Question:
@@ -336,4 +336,4 @@ def recorded_plan(store: PrivacyStore, attempt: ReleaseAttempt, record: dict) ->
     plan = store.get_frame(attempt.plan_sha256)
     cap = exact_epsilon(record["config"]["privacy"]["lifetime_epsilon_cap"])
     return ReleasePlan(attempt, bool(record["new_spending"]), record["superseded"], plan, (),
-                       lifetime_table(store, plan, attempt.attempt), cap, store.path)
+                       lifetime_table(store, plan, attempt.attempt), cap)

@@ -34,7 +34,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pseo_das.tasks.inputs.cells import POPULATION_KEYS
+from pseo_das.tasks.inputs.cells import CELL_COLUMNS, POPULATION_KEYS
 
 STORE_ENV = "PSEO_DAS_STORE"
 INDEX = "store.sqlite"
@@ -167,6 +167,9 @@ def init_store(path: Path) -> Path:
     return path
 
 
+ATTEMPT_COLUMNS = "attempt, release_id, seed_hex, inputs_sha256, config_sha256, plan_sha256"
+
+
 @dataclass(frozen=True)
 class ReleaseAttempt:
     attempt: int
@@ -266,15 +269,13 @@ class PrivacyStore:
 
     # --- releases -----------------------------------------------------------------------
     def attempts(self, release_id: str) -> list[ReleaseAttempt]:
-        rows = self._db.execute(
-            "SELECT attempt, release_id, seed_hex, inputs_sha256, config_sha256, plan_sha256 "
-            "FROM releases WHERE release_id = ? ORDER BY attempt", (release_id,)).fetchall()
+        rows = self._db.execute(f"SELECT {ATTEMPT_COLUMNS} FROM releases WHERE release_id = ? "
+                                "ORDER BY attempt", (release_id,)).fetchall()
         return [ReleaseAttempt(*row) for row in rows]
 
     def attempt(self, attempt: int) -> ReleaseAttempt:
-        row = self._db.execute(
-            "SELECT attempt, release_id, seed_hex, inputs_sha256, config_sha256, plan_sha256 "
-            "FROM releases WHERE attempt = ?", (attempt,)).fetchone()
+        row = self._db.execute(f"SELECT {ATTEMPT_COLUMNS} FROM releases WHERE attempt = ?",
+                               (attempt,)).fetchone()
         return ReleaseAttempt(*row)
 
     def add_release(self, release_id: str, seed_hex: str, inputs_sha256: str,
@@ -340,18 +341,14 @@ class PrivacyStore:
             "WHERE m.question_sha256 = ? ORDER BY m.rowid", self._db, params=(question_sha,)) \
             .drop_duplicates(POPULATION_KEYS, keep="last").reset_index(drop=True)
 
-    def spends(self, before_attempt: int | None = None) -> pd.DataFrame:
+    def spends(self) -> pd.DataFrame:
         """Every measurement's spend per population (POPULATION_KEYS, attempt,
         measurement_id, epsilon as a Fraction): the lifetime budget. Measurements planned
         but never stored count (they were charged before any draw)."""
-        query = ("SELECT p.institution, p.degree_level, p.grad_cohort, m.attempt, "
-                 "m.measurement_id, m.epsilon FROM measurement_populations p "
-                 "JOIN measurements m USING (measurement_id)")
-        params: tuple = ()
-        if before_attempt is not None:
-            query += " WHERE m.attempt < ?"
-            params = (before_attempt,)
-        frame = pd.read_sql_query(query, self._db, params=params)
+        frame = pd.read_sql_query(
+            "SELECT p.institution, p.degree_level, p.grad_cohort, m.attempt, m.measurement_id, "
+            "m.epsilon FROM measurement_populations p JOIN measurements m USING (measurement_id)",
+            self._db)
         frame["epsilon"] = frame["epsilon"].map(Fraction)
         return frame
 
@@ -415,8 +412,6 @@ def table_bytes(table: pa.Table) -> bytes:
     return sink.getvalue()
 
 
-CELL_COLUMNS = ["institution", "inst_state", "degree_level", "cipcode", "grad_cohort",
-                "grad_cohort_years"]
 TEXT_COLUMNS = {"institution", "inst_state", "degree_level", "cipcode"}
 
 

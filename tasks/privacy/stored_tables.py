@@ -16,11 +16,11 @@ from pseo_das.tasks import file_task, progress
 from pseo_das.tasks.earnings.noisy_histograms import PRODUCT as EARNINGS_PRODUCT
 from pseo_das.tasks.earnings.noisy_histograms import NoisyHistograms
 from pseo_das.tasks.employment_flows.noisy_flows import NoisyFlows
-from pseo_das.tasks.inputs.cells import CELL_KEYS, POPULATION_KEYS
+from pseo_das.tasks.inputs.cells import CELL_COLUMNS, CELL_KEYS, in_populations
 from pseo_das.tasks.inputs.reference_inputs import ReferenceInputs
 from pseo_das.tasks.privacy.mechanism import GEOMETRIC, LedgerEntry, NoisyMeasurement, stream_key
 from pseo_das.tasks.privacy.release_plan import Question, release_questions
-from pseo_das.tasks.privacy.store import CELL_COLUMNS, PrivacyStore
+from pseo_das.tasks.privacy.store import PrivacyStore
 
 COMPOSITION = ("parallel across the cells of this tabulation (each graduate in at most one "
                "cell and bin); sequential with every other tabulation")
@@ -54,8 +54,7 @@ def _question_table(store: PrivacyStore, question: Question, rows: pd.DataFrame
     for measurement_id, members in rows.groupby("measurement_id", sort=True):
         stored = store.measurement(measurement_id)
         cells, values = store.measured_values(measurement_id)
-        keys = pd.MultiIndex.from_frame(members[POPULATION_KEYS].astype({"grad_cohort": np.int64}))
-        mine = pd.MultiIndex.from_frame(cells[POPULATION_KEYS]).isin(keys)
+        mine = in_populations(cells, members)
         parts.append((cells[mine], values[mine]))
         sources.append(stored.object_sha256)
         seed = bytes.fromhex(store.attempt(stored.attempt).seed_hex)
