@@ -26,6 +26,8 @@ from pseo_das.tasks.audit.audit_target import AuditedRelease, resolve_audit_targ
 from pseo_das.tasks.audit.replay import ReplayNotPossible, compare_replay, plan_replay
 from pseo_das.tasks.audit.fingerprint_checks import InputLocations, check_inputs, check_outputs, locate_inputs
 from pseo_das.tasks.audit.ledger_check import check_ledger
+from pseo_das.tasks.audit.store_check import check_store
+from pseo_das.tasks.audit.store_witness import repair_if_abandoned
 from pseo_das.tasks.audit.verification import FAILED, PASSED, SKIPPED, WAIVED, AuditVerdict, CheckResult
 
 
@@ -36,6 +38,7 @@ def _audit_task(name: str, fn):
 verify_outputs = _audit_task("audit: published files", check_outputs)
 verify_ledger = _audit_task("audit: privacy ledger", check_ledger)
 verify_inputs = _audit_task("audit: input fingerprints", check_inputs)
+verify_store = _audit_task("audit: privacy store", check_store)
 
 
 def replay_release(release: AuditedRelease, locations: InputLocations, inputs: CheckResult,
@@ -100,6 +103,11 @@ def audit_release(target: str, tracking_uri: str | None = None, data_dir: Path |
     """
     audited_at = utc_timestamp()
     release = resolve_audit_target(target, tracking_uri)
+    client = MlflowClient(tracking_uri=release.tracking_uri)
+    repaired = repair_if_abandoned(client, release.run_id, Path(release.params.get("store", "")))
+    if repaired:
+        progress(repaired)
+        release = resolve_audit_target(target, tracking_uri)
     progress(f"auditing release {release.release_id} in {release.release_dir}: MLflow run "
              f"{release.run_id} in {release.tracking_uri}")
     with tempfile.TemporaryDirectory(prefix="pseo-das-audit-") as scratch:
@@ -107,13 +115,16 @@ def audit_release(target: str, tracking_uri: str | None = None, data_dir: Path |
         logged_manifest = _json_or_none(release.fetch_artifact("internal/manifest.json", work / "run"))
         logged_ledger = release.fetch_artifact("internal/ledger.csv", work / "run")
         outputs = verify_outputs(release, logged_manifest)
+        if repaired:
+            outputs.notes.append(f"repaired before the checks: {repaired}")
+        store = verify_store(release, client)
         ledger = verify_ledger(release, logged_ledger)
         locations = locate_inputs(release, data_dir)
         inputs = verify_inputs(release, locations, unavailable_accepted=not replay)
         replayed = replay_release(release, locations, inputs, replay, work / "replay")
     verdict = AuditVerdict(release.release_id, release.run_id, release.tracking_uri,
                            release.release_dir, release.given_as, release.run_status,
-                           [outputs, ledger, inputs, replayed],
+                           [outputs, ledger, store, inputs, replayed],
                            audit_command(release, data_dir, replay), audited_at, code_version())
     folder = Path(report_dir) if report_dir else default_report_dir(release.release_id, audited_at)
     verdict.report_md, verdict.report_html = write_audit_report(verdict, folder)

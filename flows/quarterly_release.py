@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -17,10 +18,13 @@ import pandas as pd
 from prefect import flow
 from pydantic import SecretStr
 
-from pseo_das.config import ReleaseConfig, load_config
+from pseo_das.config import ReleaseConfig, check_release_id, load_config
 from pseo_das.version import code_version
+from pseo_das.tasks import progress
 from pseo_das.tasks.audit.mlflow_run import (AuditRun, default_tracking_uri, record_release,
                                              release_parameters, seed_parameters)
+from pseo_das.tasks.audit.store_witness import (HEAD_PARAMS, PUBLISHED_TAG, close_abandoned_runs,
+                                                witness_problems)
 from pseo_das.tasks.earnings.earnings_tables import build_publication_tables
 from pseo_das.tasks.earnings.noisy_histograms import PRODUCT as EARNINGS_PRODUCT
 from pseo_das.tasks.earnings.noisy_histograms import derive_earnings, measure_earnings
@@ -34,12 +38,16 @@ from pseo_das.tasks.inputs.reference_inputs import (ReferenceInputs, default_ref
                                                     load_reference)
 from pseo_das.tasks.privacy.mechanism import PrivacyLedger, seed_sha256
 from pseo_das.tasks.privacy.release_plan import ReleasePlan, record_release_plan, recorded_plan
-from pseo_das.tasks.privacy.store import PrivacyStore, init_store, resolve_store, store_exists
+from pseo_das.tasks.privacy.store import (PrivacyStore, check_store_writable, init_store,
+                                          resolve_store, store_exists, store_lock)
+from pseo_das.tasks.privacy.store_integrity import StoreTampered, verify_store
 from pseo_das.tasks.privacy.stored_tables import (keep_measurements, keep_publication_record,
                                                   reference_from_record, stored_tables)
 from pseo_das.tasks.publication.assemble import ReleaseIdentity, lifetime_figures, write_release
-from pseo_das.tasks.publication.release_files import (DestinationExistsError, discard,
-                                                      new_staging, publish, published_release)
+from pseo_das.tasks.publication.release_files import (DestinationExistsError,
+                                                      check_destination_usable,
+                                                      destination_lock, discard, new_staging,
+                                                      publish, published_release)
 
 
 @dataclass
@@ -107,19 +115,47 @@ def quarterly_release(data_dir: Path, out_dir: Path, release_seed: SecretStr | N
     release id gets 256 fresh bits.
     """
     cfg = load_config(config_path)
-    store_path = resolve_store(store, cfg.privacy.store)
-    if create_store and not store_exists(store_path):
-        init_store(store_path)
-    PrivacyStore.open(store_path).close()   # a missing store is refused before anything else
+    check_release_id(release_id)
     given_seed = seed_hex(release_seed)
-    out_dir = Path(out_dir)
+    store_path = resolve_store(store, cfg.privacy.store)
+    out_dir = Path(out_dir).expanduser().absolute()
+    check_destination_usable(out_dir)
+    with ExitStack() as held:
+        held.enter_context(destination_lock(out_dir))
+        if create_store and not store_exists(store_path):
+            init_store(store_path)
+        PrivacyStore.open(store_path).close()   # a missing store is refused before anything else
+        held.enter_context(store_lock(store_path))
+        check_store_writable(store_path)
+        verify_store(store_path).raise_if_failed()
+        return _measure_and_publish(data_dir, out_dir, given_seed, release_id, cfg,
+                                    tracking_uri, reference_dir, store_path, supersede, remeasure)
+
+
+def _measure_and_publish(data_dir: Path, out_dir: Path, given_seed: str | None,
+                         release_id: str, cfg: ReleaseConfig, tracking_uri: str | None,
+                         reference_dir: Path | None, store_path: Path, supersede: bool,
+                         remeasure: str | None) -> ReleaseResult:
+    """The release proper, with the store and the destination locked and the store
+    verified."""
     version = code_version()
     audit = AuditRun(tracking_uri or default_tracking_uri(), release_id)
     reference_dir = Path(reference_dir or default_reference_dir())
     staging = None
     try:
+        earlier_runs = audit.runs_of_store(store_path)
+        for line in close_abandoned_runs(audit.client, earlier_runs, audit.run_id):
+            progress(line)
+        with PrivacyStore.open(store_path) as privacy_store:
+            problems = witness_problems(privacy_store, earlier_runs)
+            store_id = privacy_store.store_id
+        if problems:
+            raise StoreTampered("the privacy store disagrees with what earlier releases "
+                                "recorded in the MLflow tracking store; nothing may be released "
+                                "from it until the agency restores it:\n  "
+                                + "\n  ".join(problems[:12]))
         audit.log_params(release_parameters(cfg, release_id, data_dir, reference_dir, out_dir,
-                                            store_path, version, supersede, remeasure))
+                                            store_path, store_id, version, supersede, remeasure))
         published = published_release(out_dir, release_id)  # refuses a folder in the way
         if published is not None and (supersede or remeasure):
             raise DestinationExistsError(f"{out_dir} holds release {release_id}; a new plan "
@@ -138,7 +174,7 @@ def quarterly_release(data_dir: Path, out_dir: Path, release_seed: SecretStr | N
         if published is not None:  # a rerun that finds its release complete: nothing to do
             if plan.new_spending:
                 raise DestinationExistsError(f"{out_dir} already holds release {release_id}")
-            audit.set_tags({"already_published": str(out_dir.resolve())})
+            audit.set_tags({"already_published": str(out_dir)})
             audit.finish()
             summary = json.loads((out_dir / "internal" / "release_summary.json").read_text())
             return ReleaseResult(out_dir, release_id, audit.run_id, audit.tracking_uri,
@@ -146,23 +182,30 @@ def quarterly_release(data_dir: Path, out_dir: Path, release_seed: SecretStr | N
         measured = (measure_earnings(plan.pending_for(EARNINGS_PRODUCT), inputs, frames, cfg)
                     + measure_flows(plan.pending_for(FLOWS_PRODUCT), inputs, frames, cfg))
         keep_measurements(store_path, measured)
+        with PrivacyStore.open(store_path) as privacy_store:
+            store_chain = {"read": plan.chain_read.as_dict(),
+                           "written": privacy_store.head().as_dict()}
+        audit.log_params({HEAD_PARAMS[k]: json.dumps(v, sort_keys=True)
+                          for k, v in store_chain.items()})
         identity = ReleaseIdentity(release_id, seed_sha256(seed), version, audit.run_id,
                                    audit.tracking_uri, config_sha256, str(store_path))
         record = keep_publication_record(store_path, {
             "identity": asdict(identity), "attempt": plan.attempt.attempt,
             "config": cfg.model_dump(mode="json"), "input_fingerprints": fingerprints,
             "input_checks": inputs.checks, "new_spending": plan.new_spending,
-            "superseded": plan.superseded}, reference)
+            "superseded": plan.superseded, "store_policy": plan.policy.as_dict(),
+            "store_chain": store_chain}, reference)
         staging = new_staging(out_dir)
         ledger, cells, flows, manifest, summary = post_processing(store_path, plan, cfg, reference,
                                                          identity, record, staging)
         record_release(audit, ledger, cells, flows, staging, fingerprints, manifest,
                        plan.summary())
         with PrivacyStore.open(store_path) as privacy_store:
-            privacy_store.add_publication(plan.attempt.attempt, privacy_store.put_json(record),
-                                          out_dir.resolve())
+            head = privacy_store.add_publication(plan.attempt.attempt,
+                                                 privacy_store.put_json(record), out_dir)
+        audit.set_tags({PUBLISHED_TAG: json.dumps(head.as_dict(), sort_keys=True)})
         publish(staging, out_dir)
-        audit.set_tags({"published_to": str(out_dir.resolve())})
+        audit.set_tags({"published_to": str(out_dir)})
         audit.finish()
     except BaseException as exc:
         discard(staging)

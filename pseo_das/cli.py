@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import sys
 import time
@@ -31,27 +32,27 @@ def _release(args: argparse.Namespace) -> int:
     from pseo_das.prefect_runtime import prefect_api
 
     with prefect_api() as wait_until_ready:  # the server boots while the code below imports
-        from pydantic import SecretStr
-
         from pseo_das.config import ConfigError
         from pseo_das.flows.quarterly_release import quarterly_release
+        from pseo_das.tasks.audit.mlflow_run import TrackingStoreError
         from pseo_das.tasks.inputs.ingest import InputValidationError
         from pseo_das.tasks.privacy.mechanism import PrivacyBudgetExceeded
         from pseo_das.tasks.privacy.store import LifetimeBudgetExceeded, ReleaseConflict, StoreError
         from pseo_das.tasks.publication.assemble import ReleaseCheckFailed
         from pseo_das.tasks.publication.release_files import DestinationExistsError
 
-        seed = SecretStr(args.seed) if args.seed else None  # None: the release id's own, or fresh
         release_id = args.release_id or time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
         wait_until_ready()
         try:
+            seed = release_seed(args)   # None: the release id's own, or fresh
             result = quarterly_release(Path(args.data), Path(args.out), seed, release_id,
                                        Path(args.config) if args.config else None, args.tracking_uri,
                                        Path(args.reference) if args.reference else None,
                                        Path(args.store) if args.store else None,
                                        args.supersede, args.remeasure, args.init_store)
         except (InputValidationError, ConfigError, PrivacyBudgetExceeded, LifetimeBudgetExceeded,
-                ReleaseConflict, DestinationExistsError, StoreError) as exc:
+                ReleaseConflict, DestinationExistsError, StoreError, TrackingStoreError,
+                SeedError) as exc:
             print(f"\npseo-das release: FAILED, nothing was published.\n{exc}", file=sys.stderr)
             return EXIT_BAD_INPUT
         except ReleaseCheckFailed as exc:
@@ -97,20 +98,74 @@ def _republish(args: argparse.Namespace) -> int:
 
 
 def _store(args: argparse.Namespace) -> int:
-    from pseo_das.tasks.privacy.store import StoreError, init_store, resolve_store
+    from pseo_das.tasks.privacy.store import (DEFAULT_LIFETIME_CAP,
+                                              DEFAULT_MAX_TABULATION_EPSILON, PrivacyStore,
+                                              StoreError, epsilon_text, init_store,
+                                              resolve_store, store_lock)
+    from pseo_das.tasks.privacy.store_integrity import verify_store
     from pseo_das.tasks.privacy.store_summary import store_summary
 
     try:
         path = resolve_store(args.dir)
         if args.action == "init":
-            init_store(path)
-            print(f"created an empty privacy store in {path}")
+            init_store(path, args.lifetime_cap or DEFAULT_LIFETIME_CAP,
+                       args.max_tabulation_epsilon or DEFAULT_MAX_TABULATION_EPSILON,
+                       args.by, args.reason or "store created")
+            with PrivacyStore.open(path) as store:
+                policy = store.policy()
+            print(f"created an empty privacy store in {path} (lifetime epsilon cap "
+                  f"{epsilon_text(policy.lifetime_cap)} per population, at most epsilon "
+                  f"{epsilon_text(policy.max_tabulation_epsilon)} per tabulation)")
+        elif args.action == "set-policy":
+            if not (args.lifetime_cap or args.max_tabulation_epsilon) or not args.by \
+                    or not args.reason:
+                raise StoreError("set-policy needs --lifetime-cap and/or "
+                                 "--max-tabulation-epsilon, and --by WHO and --reason WHY "
+                                 "(both are recorded in the store)")
+            with store_lock(path):
+                verify_store(path).raise_if_failed()
+                with PrivacyStore.open(path) as store:
+                    before = store.policy()
+                    after = store.set_policy(args.by, args.reason, args.lifetime_cap,
+                                             args.max_tabulation_epsilon)
+            print(f"privacy store {path}: policy {after.policy} recorded (lifetime cap "
+                  f"{epsilon_text(before.lifetime_cap)} -> {epsilon_text(after.lifetime_cap)}, "
+                  f"largest epsilon per tabulation {epsilon_text(before.max_tabulation_epsilon)} "
+                  f"-> {epsilon_text(after.max_tabulation_epsilon)}; by {after.set_by}: "
+                  f"{after.reason})")
+        elif args.action == "verify":
+            return _verify_store(path, args.tracking_uri)
         else:
             print(store_summary(path, args.top))
     except StoreError as exc:
         print(f"pseo-das store {args.action}: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     return 0
+
+
+def _verify_store(path: Path, tracking_uri: str | None) -> int:
+    """The store's own integrity, then what the MLflow runs that used it recorded."""
+    from pseo_das.tasks.audit.mlflow_run import (TrackingStoreError, default_tracking_uri,
+                                                 existing_runs_of_store)
+    from pseo_das.tasks.audit.store_witness import witness_problems
+    from pseo_das.tasks.privacy.store import PrivacyStore
+    from pseo_das.tasks.privacy.store_integrity import verify_store
+
+    report = verify_store(path, check_objects=True)
+    uri = tracking_uri or default_tracking_uri()
+    try:
+        runs = existing_runs_of_store(uri, path)
+    except TrackingStoreError as exc:
+        report.problems.append(str(exc))
+        runs = None
+    if runs is not None and report.ok:
+        with PrivacyStore.open(path) as store:
+            report.problems += witness_problems(store, runs)
+    print(report.message(limit=50), file=sys.stdout if report.ok else sys.stderr)
+    if report.ok:
+        print(f"  recorded heads: {len(runs)} MLflow run(s) in {uri} used this store; all agree"
+              if runs else f"  no MLflow run in {uri} used this store (nothing to compare)")
+    return 0 if report.ok else EXIT_CHECK_FAILED
 
 
 def _audit(args: argparse.Namespace) -> int:
@@ -181,6 +236,13 @@ def _schedule(args: argparse.Namespace) -> int:
     return 0
 
 
+SEED_ENV = "PSEO_DAS_SEED"
+
+
+class SeedError(ValueError):
+    """The release seed given is unusable."""
+
+
 def _seed_hex(text: str) -> str:
     digits = text.strip().lower().removeprefix("0x")
     if len(digits) != 64 or any(c not in "0123456789abcdef" for c in digits):
@@ -188,22 +250,51 @@ def _seed_hex(text: str) -> str:
     return digits
 
 
+def release_seed(args: argparse.Namespace):
+    """The seed from --seed-file, $PSEO_DAS_SEED or --seed (in that order; the first two do
+    not show in `ps`), as a SecretStr; None if none is given."""
+    from pydantic import SecretStr
+
+    given = [(name, value) for name, value in [
+        ("--seed-file", args.seed_file), (f"${SEED_ENV}", os.environ.get(SEED_ENV)),
+        ("--seed", args.seed)] if value]
+    if len(given) > 1:
+        raise SeedError(f"the seed is given twice ({' and '.join(n for n, _ in given)}): give one")
+    if not given:
+        return None
+    name, value = given[0]
+    if name == "--seed-file":
+        try:
+            value = Path(value).read_text()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise SeedError(f"--seed-file {value}: cannot read it ({exc})") from exc
+    try:
+        return SecretStr(_seed_hex(value))
+    except argparse.ArgumentTypeError as exc:
+        raise SeedError(f"{name}: {exc}") from exc
+
+
 def parser() -> argparse.ArgumentParser:
     main = argparse.ArgumentParser(prog="pseo-das", description=__doc__)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--debug", action="store_true", help="show the traceback of an "
+                        "unexpected error")
     sub = main.add_subparsers(dest="command", required=True)
 
-    synth = sub.add_parser("synth", help="write a synthetic confidential data set (Parquet)")
+    synth = sub.add_parser("synth", parents=[common], help="write a synthetic confidential data set (Parquet)")
     synth.add_argument("--out", required=True, help="folder for graduates.parquet and outcomes.parquet")
     synth.add_argument("--graduates", type=int, default=200_000, help="number of graduates (default 200,000)")
     synth.add_argument("--seed", type=int, default=20240101, help="random seed (default 20240101)")
     synth.set_defaults(run=_synth)
 
-    release = sub.add_parser("release", help="run a quarterly release (earnings and employment flows)")
+    release = sub.add_parser("release", parents=[common], help="run a quarterly release (earnings and employment flows)")
     release.add_argument("--data", required=True, help="folder with graduates and outcomes (.parquet or .csv)")
     release.add_argument("--out", required=True, help="release folder to create (must not exist)")
     release.add_argument("--config", help="TOML file overriding the default configuration")
-    release.add_argument("--seed", type=_seed_hex, help="release seed, 64 hex digits (default: the "
-                         "release id's recorded seed, else 256 fresh random bits)")
+    release.add_argument("--seed", help="release seed, 64 hex digits (default: the release id's "
+                         "recorded seed, else 256 fresh random bits); visible to other users in "
+                         "`ps`: prefer --seed-file or $PSEO_DAS_SEED")
+    release.add_argument("--seed-file", help="file holding the release seed (64 hex digits)")
     release.add_argument("--reference", help="folder with the public reference files j2j_state_flows.csv, "
                          "qcew_state_sector.csv, state_coverage.csv (default: the packaged demo files)")
     release.add_argument("--release-id", help="release identifier (default: UTC timestamp); "
@@ -222,22 +313,35 @@ def parser() -> argparse.ArgumentParser:
                          "or sqlite:///<cwd>/audit/mlflow.db)")
     release.set_defaults(run=_release)
 
-    republish = sub.add_parser("republish", help="re-derive a published release's files from the "
+    republish = sub.add_parser("republish", parents=[common], help="re-derive a published release's files from the "
                                "privacy store alone (no microdata, no new noise)")
     republish.add_argument("--store", help="the privacy store folder (default: $PSEO_DAS_STORE)")
     republish.add_argument("--release", required=True, help="the release id to re-derive")
     republish.add_argument("--out", required=True, help="release folder to create (must not exist)")
     republish.set_defaults(run=_republish)
 
-    store = sub.add_parser("store", help="create or inspect a privacy store")
-    store.add_argument("action", choices=["init", "show"], help="init: create an empty store; "
-                       "show: releases, measurements and epsilon spent per population")
+    store = sub.add_parser("store", parents=[common], help="create, inspect, verify a privacy store or change "
+                           "its policy")
+    store.add_argument("action", choices=["init", "show", "verify", "set-policy"],
+                       help="init: create an empty store; show: releases, measurements and "
+                       "epsilon spent per population; verify: check its hash chain, rows, "
+                       "triggers and objects, and the chain heads MLflow runs recorded; "
+                       "set-policy: record a new lifetime cap or largest epsilon per tabulation")
     store.add_argument("dir", nargs="?", metavar="DIR", help="the store folder (default: "
                        "$PSEO_DAS_STORE)")
-    store.add_argument("--top", type=int, default=10, help="populations to list (default 10)")
+    store.add_argument("--top", type=int, default=10, help="show: populations to list (default 10)")
+    store.add_argument("--lifetime-cap", help="init, set-policy: lifetime epsilon cap per "
+                       "population (init default 30)")
+    store.add_argument("--max-tabulation-epsilon", help="init, set-policy: largest epsilon of "
+                       "one tabulation (init default 10, at most 10)")
+    store.add_argument("--by", help="init, set-policy: who sets the policy (recorded; init "
+                       "default: the login name)")
+    store.add_argument("--reason", help="set-policy: why (recorded; e.g. the DRB decision)")
+    store.add_argument("--tracking-uri", help="verify: the MLflow tracking store whose runs "
+                       "recorded the store's chain heads (default as for release)")
     store.set_defaults(run=_store)
 
-    schedule = sub.add_parser("schedule", help="serve the quarterly release deployment (needs a "
+    schedule = sub.add_parser("schedule", parents=[common], help="serve the quarterly release deployment (needs a "
                               "Prefect server: PREFECT_API_URL)")
     schedule.add_argument("--data", required=True, help="folder with graduates and outcomes")
     schedule.add_argument("--releases", required=True, help="folder for release folders "
@@ -252,7 +356,7 @@ def parser() -> argparse.ArgumentParser:
     schedule.add_argument("--timezone", default="America/New_York", help="time zone of the schedule")
     schedule.set_defaults(run=_schedule)
 
-    audit = sub.add_parser("audit", help="verify a published release against its MLflow run "
+    audit = sub.add_parser("audit", parents=[common], help="verify a published release against its MLflow run "
                            "(outputs, ledger, inputs, replay); exit 0 only if every check passes")
     audit.add_argument("target", metavar="RUN_ID_OR_RELEASE_DIR",
                        help="a release folder (its manifest names the run) or an MLflow run id")
@@ -267,7 +371,7 @@ def parser() -> argparse.ArgumentParser:
                        "accept that the confidential inputs are not available")
     audit.set_defaults(run=_audit)
 
-    evaluate = sub.add_parser("evaluate", help="run the accuracy study (paper section 5) on synthetic data")
+    evaluate = sub.add_parser("evaluate", parents=[common], help="run the accuracy study (paper section 5) on synthetic data")
     evaluate.add_argument("--data", required=True, help="folder with synthetic graduates and outcomes")
     evaluate.add_argument("--out", required=True, help="folder for the tables, figures and report "
                           "(created if missing; existing study files are replaced)")
@@ -286,4 +390,26 @@ def main(argv: list[str] | None = None) -> None:
     except BrokenPipeError:  # output piped into a reader that stopped (e.g. `| head`)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         code = 0
+    except KeyboardInterrupt:
+        print(f"\npseo-das {args.command}: interrupted", file=sys.stderr)
+        code = 130
+    except Exception as exc:  # no traceback reaches a user unless --debug asks for it
+        if args.debug:
+            raise
+        code = _unexpected(args.command, exc)
     raise SystemExit(code)
+
+
+def _unexpected(command: str, exc: Exception) -> int:
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        where = f" writing {exc.filename}" if exc.filename else ""
+        print(f"\npseo-das {command}: FAILED: the disk is full{where} ({exc.strerror}); nothing "
+              "was published. Free some space and run the same command again.", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if isinstance(exc, OSError):
+        print(f"\npseo-das {command}: FAILED: {exc.strerror or exc}"
+              + (f": {exc.filename}" if exc.filename else ""), file=sys.stderr)
+        return EXIT_BAD_INPUT
+    print(f"\npseo-das {command}: FAILED with an unexpected error: {type(exc).__name__}: {exc}\n"
+          "Run the same command with --debug for the traceback, and report it.", file=sys.stderr)
+    return EXIT_CHECK_FAILED

@@ -1,6 +1,8 @@
 """Release configuration: the TOML file, validated, with the defaults in default_config.toml."""
 from __future__ import annotations
 
+import json
+import re
 import tomllib
 from pathlib import Path
 from typing import Literal
@@ -16,6 +18,22 @@ class ConfigError(ValueError):
     """The release configuration is unusable."""
 
 
+RELEASE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+# Keys that earlier versions read from a release configuration and that now belong to the
+# privacy store's policy (a release configuration cannot raise them).
+STORE_POLICY_KEYS = {("privacy", "lifetime_epsilon_cap"): "--lifetime-cap"}
+
+
+def check_release_id(release_id: str) -> str:
+    """A release id names folders, measurements and MLflow runs: letters, digits, '.',
+    '_' and '-', starting with a letter or digit, at most 64 characters."""
+    if not isinstance(release_id, str) or not RELEASE_ID.fullmatch(release_id):
+        raise ConfigError(f"release id {release_id!r} is not allowed: use 1 to 64 letters, "
+                          "digits, '.', '_' or '-', starting with a letter or digit "
+                          "(e.g. 2027Q1)")
+    return release_id
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
@@ -27,6 +45,20 @@ class CellsConfig(_Strict):
     default_cohort_years: int = Field(ge=1, le=10)
     cohort_years_by_degree: dict[str, int] = {}
 
+    @model_validator(mode="after")
+    def _consistent(self) -> "CellsConfig":
+        if len(set(self.years_after)) != len(self.years_after):
+            raise ValueError(f"cells.years_after = {list(self.years_after)}: each years-after "
+                             "may be listed once")
+        if self.first_cohort_year > self.last_earnings_year:
+            raise ValueError(f"cells.first_cohort_year = {self.first_cohort_year} is after "
+                             f"cells.last_earnings_year = {self.last_earnings_year}")
+        bad = {k: v for k, v in self.cohort_years_by_degree.items() if not 1 <= v <= 10}
+        if bad:
+            raise ValueError(f"cells.cohort_years_by_degree = {bad}: cohort windows are 1 to "
+                             "10 years long")
+        return self
+
     def cohort_years(self, degree_level: str) -> int:
         return self.cohort_years_by_degree.get(degree_level, self.default_cohort_years)
 
@@ -36,7 +68,7 @@ class EarningsConfig(_Strict):
     bin_edges: tuple[int, ...] = Field(min_length=2)
     top_bin_upper: int
     percentiles: tuple[int, ...] = Field(min_length=1)
-    min_publish_count: int = Field(ge=0)
+    min_publish_count: int = Field(ge=1)
 
     @model_validator(mode="after")
     def _bins_increase(self) -> "EarningsConfig":
@@ -66,7 +98,6 @@ class EarningsConfig(_Strict):
 class PrivacyConfig(_Strict):
     epsilon_per_tabulation: float = Field(gt=0)
     epsilon_cap: float = Field(gt=0)
-    lifetime_epsilon_cap: float = Field(gt=0)
     store: str = ""   # the privacy store folder, if neither --store nor PSEO_DAS_STORE names one
     cip_levels: dict[Literal["4", "2", "A"], Literal["measure", "derive"]]
 
@@ -170,7 +201,8 @@ def load_config(path: Path | None = None) -> ReleaseConfig:
         except OSError as exc:
             raise ConfigError(f"{path}: cannot read configuration: {exc}") from exc
     try:
-        return ReleaseConfig.model_validate(raw)
+        # strict JSON validation: numbers given as text or booleans are refused
+        return ReleaseConfig.model_validate_json(json.dumps(raw, default=str), strict=True)
     except ValidationError as exc:
         problems = "\n".join(f"  {_describe(error)}" for error in exc.errors())
         raise ConfigError(f"{source}: invalid configuration:\n{problems}") from exc
@@ -180,12 +212,18 @@ def _describe(error) -> str:
     """One configuration error as `section.key = value: what is wrong`."""
     loc = tuple(str(part) for part in error["loc"])
     where = ".".join(loc)
+    if error["type"] == "extra_forbidden" and loc in STORE_POLICY_KEYS:
+        return (f"{where}: the lifetime cap is the privacy store's policy, not a release "
+                f"setting; the agency changes it with `pseo-das store set-policy "
+                f"{STORE_POLICY_KEYS[loc]} VALUE --by WHO --reason WHY`")
     if error["type"] == "extra_forbidden":
         known = ReleaseConfig.model_fields
         for part in loc[:-1]:
             known = getattr(known[part].annotation, "model_fields", {})
         kind = "section" if len(loc) == 1 else "key"
         return f"{where}: unknown {kind}; expected one of {', '.join(known)}"
+    if error["type"] in ("model_type", "dict_type"):
+        return f"{where} = {error['input']!r}: must be a TOML table (a [section] or {{ key = value }})"
     if error["type"] == "value_error":  # our own validators: the message names the keys
         return error["msg"].removeprefix("Value error, ")
     return f"{where} = {error['input']!r}: {error['msg']}"

@@ -2,6 +2,7 @@
 Prefect task (`release_task`) where the flow calls it."""
 from __future__ import annotations
 
+import errno
 import sys
 
 from prefect import task
@@ -18,11 +19,16 @@ def release_task(name: str):
 FILE_TASK_RETRIES = 2
 
 
+# I/O errors that a retry a second later cannot cure: a full disk or quota, a read-only
+# file system.
+LASTING_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS}
+
+
 def transient_io_error(task, task_run, state) -> bool:
     """Retry condition: an I/O error that may pass (not a missing or existing file)."""
     error = state.data
-    return isinstance(error, OSError) and not isinstance(error, (FileNotFoundError,
-                                                                  FileExistsError))
+    return isinstance(error, OSError) and not isinstance(error, (
+        FileNotFoundError, FileExistsError, PermissionError)) and error.errno not in LASTING_ERRNOS
 
 
 def file_task(name: str):

@@ -112,6 +112,30 @@ def without_outcomes(root: Path) -> dict[str, Path]:
     return {"--data": folder}
 
 
+def both_formats(root: Path) -> dict[str, Path]:
+    folder = data()(root)["--data"]
+    valid_graduates().to_csv(folder / "graduates.csv", index=False)
+    return {"--data": folder}
+
+
+def dataset_folder(root: Path) -> dict[str, Path]:
+    """outcomes.parquet as a folder of part files (a partitioned dataset)."""
+    folder = data()(root)["--data"]
+    single = folder / "outcomes.parquet"
+    single.rename(folder / "part-0.parquet")
+    single.mkdir()
+    (folder / "part-0.parquet").rename(single / "part-0.parquet")
+    return {"--data": folder}
+
+
+def a_file_named(name: str, options: Callable[[Path], dict[str, Path]]) -> Make:
+    """A plain file `name`, passed where a folder is expected."""
+    def make(root: Path) -> dict[str, Path]:
+        (root / name).write_text("not a folder\n")
+        return options(root / name)
+    return make
+
+
 def reference(**broken: Breaks) -> Make:
     """A copy of the packaged reference files, then each named file broken."""
     def make(root: Path) -> dict[str, Path]:
@@ -145,11 +169,38 @@ CASES = [
     pytest.param(config('[privacy]\nepsilon_per_tabulation = "one"\n'),
                  ["privacy.epsilon_per_tabulation = 'one': Input should be a valid number"],
                  id="config-epsilon-as-text"),
-    pytest.param(config("[privacy]\nepsilon_per_tabulation = inf\nepsilon_cap = inf\n"
-                        "lifetime_epsilon_cap = inf\n"),  # no noise at all if accepted
+    pytest.param(config("[privacy]\nepsilon_per_tabulation = inf\nepsilon_cap = inf\n"),
+                 # no noise at all if accepted
                  ["privacy.epsilon_per_tabulation = inf: Input should be a finite number",
                   "privacy.epsilon_cap = inf: Input should be a finite number"],
                  id="config-infinite-epsilon"),
+    pytest.param(config("[privacy]\nepsilon_per_tabulation = 1e300\nepsilon_cap = 1e302\n"
+                        "[flows]\nepsilon_per_tabulation = 1e300\n"),  # true counts if accepted
+                 ["the privacy store allows at most epsilon 10 per tabulation",
+                  "the configuration asks earnings.I.cip4.y1 1"],
+                 id="config-epsilon-1e300"),
+    pytest.param(config("[privacy]\nlifetime_epsilon_cap = 1000\n"),
+                 ["privacy.lifetime_epsilon_cap: the lifetime cap is the privacy store's policy",
+                  "pseo-das store set-policy --lifetime-cap VALUE --by WHO --reason WHY"],
+                 id="config-cannot-raise-lifetime-cap"),
+    pytest.param(config("[cells]\nyears_after = [1, 1, 5]\n"),
+                 ["cells.years_after = [1, 1, 5]: each years-after may be listed once"],
+                 id="config-years-after-twice"),
+    pytest.param(config('[cells]\ncohort_years_by_degree = { "05" = 0 }\n'),
+                 ["cells.cohort_years_by_degree = {{'05': 0}}: cohort windows are 1 to 10 years"],
+                 id="config-cohort-length-zero"),
+    pytest.param(config("[cells]\nfirst_cohort_year = 2030\n"),
+                 ["cells.first_cohort_year = 2030 is after cells.last_earnings_year = 2022"],
+                 id="config-first-cohort-after-last-year"),
+    pytest.param(config("[earnings]\nmin_publish_count = 0\n"),
+                 ["earnings.min_publish_count = 0: Input should be greater than or equal to 1"],
+                 id="config-publish-threshold-zero"),
+    pytest.param(config('[privacy]\nepsilon_cap = "9"\n'),
+                 ["privacy.epsilon_cap = '9': Input should be a valid number"],
+                 id="config-number-as-text"),
+    pytest.param(config("[earnings]\nmin_publish_count = true\n"),
+                 ["earnings.min_publish_count = True: Input should be a valid integer"],
+                 id="config-number-as-boolean"),
     pytest.param(config("[earnings]\nbin_edges = [10000, 30000, 20000, 40000]\n"),
                  ["earnings.bin_edges must be strictly increasing (30000 then 20000)"],
                  id="config-bins-not-increasing"),
@@ -160,7 +211,7 @@ CASES = [
                  ["planned total epsilon 7.5", "exceeds privacy.epsilon_cap 2"],
                  id="config-cap-below-plan"),
     pytest.param(config("privacy = 1\n"),
-                 ["privacy = 1: Input should be a valid dictionary"],
+                 ["privacy = 1: must be a TOML table (a [section] or {{ key = value }})"],
                  id="config-section-not-a-table"),
     pytest.param(config("[privacy\nepsilon_cap = 2.0\n"),
                  ["{root}/release.toml: cannot read configuration: not valid TOML", "line 1"],
@@ -171,6 +222,19 @@ CASES = [
     pytest.param(no_config,
                  ["{root}/release.toml: cannot read configuration: file not found"],
                  id="config-missing"),
+    # identifiers and destinations
+    pytest.param(lambda root: {"--release-id": "../../escape"},
+                 ["release id '../../escape' is not allowed: use 1 to 64 letters, digits"],
+                 id="release-id-with-path"),
+    pytest.param(lambda root: {"--release-id": "x" * 65},
+                 ["is not allowed: use 1 to 64 letters"],
+                 id="release-id-too-long"),
+    pytest.param(a_file_named("afile", lambda path: {"--out": path / "release"}),
+                 ["{root}/afile/release: {root}/afile is a file, not a folder"],
+                 id="out-parent-is-a-file"),
+    pytest.param(a_file_named("afile", lambda path: {"--store": path}),
+                 ["cannot create a privacy store in {root}/afile"],
+                 id="store-is-a-file"),
     # confidential inputs (--data)
     pytest.param(lambda root: {"--data": root / "nowhere"},
                  ["{root}/nowhere: data folder not found"],
@@ -215,6 +279,16 @@ CASES = [
                  ["{root}/csv-data/outcomes.csv: cannot read: 1 row(s) with a number of fields "
                   "other than the header's 5", "row 6 has 2 fields: '5,1'"],
                  id="csv-cut-inside-last-row"),
+    pytest.param(data("csv", outcomes=replace(b"years_after", b"person_id")),
+                 ["{root}/csv-data/outcomes.csv: cannot read: the header names column(s) "
+                  "person_id more than once"],
+                 id="csv-duplicated-header"),
+    pytest.param(both_formats,
+                 ["{root}/parquet-data: both graduates.parquet and graduates.csv are there"],
+                 id="data-parquet-and-csv"),
+    pytest.param(dataset_folder,
+                 ["{root}/parquet-data/outcomes.parquet: a folder (a partitioned Parquet dataset?)"],
+                 id="parquet-dataset-folder"),
     # public reference files (--reference)
     pytest.param(lambda root: {"--reference": root / "nowhere"},
                  [f"{{root}}/nowhere/{J2J_FILE}: reference file not found",

@@ -81,9 +81,9 @@ def test_remeasure_spends_again_supersedes_and_respects_the_cap(store, frames, t
     assert again.new_epsilon == first.populations.loc[mine, "after"].max() > 0
     superseded = store.table("SELECT supersedes FROM measurements WHERE measurement_id LIKE '%@R2/1'")
     assert superseded["supersedes"].str.contains("@R1/1").all()
-    low_cap = load_config(_config(tmp_path, "[privacy]\nlifetime_epsilon_cap = 10\n"))
+    store.set_policy("the DRB", "test: a lower cap", lifetime_cap="10")
     with pytest.raises(LifetimeBudgetExceeded, match="over the lifetime cap of epsilon 10") as refused:
-        plan(store, frames, "R3", cfg=low_cap, remeasure="all")
+        plan(store, frames, "R3", remeasure="all")
     worst = max(3 * again.new_epsilon, 2 * first.new_epsilon)  # measured 3 times, others twice
     assert f"= {epsilon_text(worst)}, {epsilon_text(worst - 10)} over" in str(refused.value)
     assert store.attempts("R3") == []  # nothing recorded for the refused release

@@ -42,6 +42,8 @@ class AuditedRelease:
     metrics: dict[str, float]
     manifest: dict
     given_as: str  # "release folder" or "run id"
+    experiment_id: str = ""
+    lifecycle_stage: str = "active"   # "deleted": the run was deleted in MLflow
 
     def logged_outputs(self) -> dict[str, str]:
         """Relative path -> SHA-256, from the run's `output_sha256.*` tags."""
@@ -147,4 +149,5 @@ def resolve_audit_target(target: str, tracking_uri: str | None = None) -> Audite
         run_id=run.info.run_id, tracking_uri=uri, release_dir=release_dir.resolve(),
         release_id=data.params.get("release_id") or data.tags.get("release_id", ""),
         run_status=run.info.status, params=dict(data.params), tags=dict(data.tags),
-        metrics=dict(data.metrics), manifest=manifest, given_as=given_as)
+        metrics=dict(data.metrics), manifest=manifest, given_as=given_as,
+        experiment_id=run.info.experiment_id, lifecycle_stage=run.info.lifecycle_stage)

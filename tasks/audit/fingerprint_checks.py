@@ -58,6 +58,10 @@ def check_outputs(release: AuditedRelease, logged_manifest: dict | None) -> Chec
                       if logged_manifest.get(k) != release.manifest.get(k))
         findings.append(f"manifest.json differs from the run's copy (artifact "
                         f"internal/manifest.json) in: {', '.join(keys)}")
+    if release.lifecycle_stage == "deleted":
+        findings.append(f"the run {release.run_id} was deleted from the MLflow tracking store "
+                        "(it is only kept until the store's garbage collection): the release's "
+                        "audit trail is being removed")
     if release.run_status != "FINISHED":
         findings.append(f"the run's status is {release.run_status}, not FINISHED"
                         + (f" ({release.tags['failure']})" if "failure" in release.tags else ""))

@@ -13,7 +13,8 @@ from fractions import Fraction
 from pathlib import Path
 
 import pandas as pd
-from mlflow.entities import Metric, Param, RunTag
+from mlflow.entities import Metric, Param, RunTag, ViewType
+from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from pseo_das.config import ReleaseConfig
@@ -35,26 +36,104 @@ def default_tracking_uri() -> str:
         f"sqlite:///{(DEFAULT_AUDIT_DIR / 'mlflow.db').resolve()}"
 
 
+class TrackingStoreError(RuntimeError):
+    """The MLflow tracking store cannot be used."""
+
+
+def absolute_tracking_uri(tracking_uri: str) -> str:
+    """A SQLite or file tracking URI with an absolute path (as every record names it)."""
+    for scheme in ("sqlite:///", "file://"):
+        if tracking_uri.startswith(scheme):
+            path = Path(tracking_uri.removeprefix(scheme)).expanduser()
+            return scheme + str(path.resolve())
+    if "://" not in tracking_uri:  # a plain folder: MLflow's file store
+        return "file://" + str(Path(tracking_uri).expanduser().resolve())
+    return tracking_uri
+
+
+def initialise_sqlite_store(tracking_uri: str) -> None:
+    """Create a new SQLite tracking store in a temporary file and link it into place: a
+    kill leaves either no store or a complete one, never a half-created schema."""
+    if not tracking_uri.startswith("sqlite:///"):
+        return
+    path = Path(tracking_uri.removeprefix("sqlite:///"))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.exists():
+            return
+        temporary = path.with_name(f".{path.name}.{os.getpid()}.init")
+        temporary.unlink(missing_ok=True)
+        MlflowClient(tracking_uri=f"sqlite:///{temporary}").search_experiments()
+        try:
+            os.link(temporary, path)          # never replaces a store created meanwhile
+        except FileExistsError:
+            pass
+        temporary.unlink(missing_ok=True)
+    except OSError as exc:
+        raise TrackingStoreError(f"MLflow tracking store {tracking_uri}: cannot create it "
+                                 f"({exc.strerror or exc})") from exc
+
+
+def runs_of_store(client: MlflowClient, experiment_id: str, store_path: Path,
+                  exclude_run: str | None = None) -> list:
+    """Every run of the experiment (any status, deleted included) that used the privacy
+    store at `store_path`."""
+    runs, token = [], None
+    while True:
+        page = client.search_runs([experiment_id], run_view_type=ViewType.ALL,
+                                  max_results=1000, page_token=token)
+        runs += [r for r in page if r.data.params.get("store") == str(store_path)
+                 and r.info.run_id != exclude_run]
+        token = page.token
+        if not token:
+            return runs
+
+
+def existing_runs_of_store(tracking_uri: str, store_path: Path) -> list | None:
+    """The runs of an existing tracking store that used the store (None if there is no
+    tracking store or no pseo-das experiment there: nothing to compare with)."""
+    tracking_uri = absolute_tracking_uri(tracking_uri)
+    if tracking_uri.startswith("sqlite:///") and \
+            not Path(tracking_uri.removeprefix("sqlite:///")).is_file():
+        return None
+    client = MlflowClient(tracking_uri=tracking_uri)
+    try:
+        experiment = client.get_experiment_by_name(EXPERIMENT)
+    except MlflowException as exc:
+        raise TrackingStoreError(f"MLflow tracking store {tracking_uri} cannot be read: "
+                                 f"{str(exc).splitlines()[0]}") from exc
+    return None if experiment is None else runs_of_store(client, experiment.experiment_id,
+                                                         store_path)
+
+
 class AuditRun:
     """One MLflow run; ended FINISHED by `finish`, FAILED by `fail`."""
 
     def __init__(self, tracking_uri: str, release_id: str):
-        self.tracking_uri = tracking_uri
-        if tracking_uri.startswith("sqlite:///"):
-            Path(tracking_uri.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
-        self.client = MlflowClient(tracking_uri=tracking_uri)
-        experiment = self.client.get_experiment_by_name(EXPERIMENT)
-        if experiment is None:
-            artifacts = None
-            if tracking_uri.startswith("sqlite:///"):
-                store = Path(tracking_uri.removeprefix("sqlite:///")).parent / "artifacts"
-                artifacts = store.resolve().as_uri()
-            experiment_id = self.client.create_experiment(EXPERIMENT, artifact_location=artifacts)
-        else:
-            experiment_id = experiment.experiment_id
-        run = self.client.create_run(experiment_id, run_name=release_id,
-                                     tags={"release_id": release_id})
+        self.tracking_uri = absolute_tracking_uri(tracking_uri)
+        initialise_sqlite_store(self.tracking_uri)
+        self.client = MlflowClient(tracking_uri=self.tracking_uri)
+        try:
+            experiment = self.client.get_experiment_by_name(EXPERIMENT)
+            if experiment is None:
+                artifacts = None
+                if self.tracking_uri.startswith("sqlite:///"):
+                    store = Path(self.tracking_uri.removeprefix("sqlite:///")).parent / "artifacts"
+                    artifacts = store.resolve().as_uri()
+                self.experiment_id = self.client.create_experiment(EXPERIMENT,
+                                                                   artifact_location=artifacts)
+            else:
+                self.experiment_id = experiment.experiment_id
+            run = self.client.create_run(self.experiment_id, run_name=release_id,
+                                         tags={"release_id": release_id})
+        except MlflowException as exc:
+            raise TrackingStoreError(f"MLflow tracking store {self.tracking_uri} cannot be used: "
+                                     f"{str(exc).splitlines()[0]}") from exc
         self.run_id = run.info.run_id
+
+    def runs_of_store(self, store_path: Path) -> list:
+        """Every other run of the experiment that used the privacy store at `store_path`."""
+        return runs_of_store(self.client, self.experiment_id, store_path, self.run_id)
 
     def log_params(self, params: dict[str, object]) -> None:
         items = [Param(k, v if isinstance(v, str) else json.dumps(v)) for k, v in params.items()]
@@ -88,13 +167,15 @@ class AuditRun:
 
 
 def release_parameters(cfg: ReleaseConfig, release_id: str, data_dir: Path,
-                       reference_dir: Path, out_dir: Path, store: Path, code_version: str,
-                       supersede: bool, remeasure: str | None) -> dict[str, object]:
+                       reference_dir: Path, out_dir: Path, store: Path, store_id: str,
+                       code_version: str, supersede: bool, remeasure: str | None
+                       ) -> dict[str, object]:
     return {**cfg.flat(), "release_id": release_id,
             "data_dir": str(Path(data_dir).resolve()),
             "reference_dir": str(Path(reference_dir).resolve()),
             "out_dir": str(Path(out_dir).resolve()),
-            "store": str(Path(store).resolve()), "code_version": code_version,
+            "store": str(Path(store).resolve()), "store_id": store_id,
+            "code_version": code_version,
             "supersede": str(supersede).lower(), "remeasure": remeasure or ""}
 
 

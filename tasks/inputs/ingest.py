@@ -5,6 +5,7 @@ and a few example rows; the flow stops before any noise is drawn.
 """
 from __future__ import annotations
 
+import csv
 import hashlib
 import time
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from pseo_das.schemas.inputs import (CODE_COLUMNS, GRADUATE_COLUMNS, OUTCOME_COL
                             TABLE_CHECK_COLUMNS, graduates_schema, outcomes_schema)
 
 MAX_EXAMPLES = 5
+DOLLAR_COLUMNS = {"earnings"}
 
 
 class InputValidationError(ValueError):
@@ -46,13 +48,22 @@ def sha256_file(path: Path) -> str:
 
 
 def find_input(data_dir: Path, name: str) -> Path:
+    """The one input file `name`.parquet or `name`.csv in `data_dir`."""
     if not Path(data_dir).is_dir():
         raise InputValidationError(f"{data_dir}: data folder not found")
-    for suffix in (".parquet", ".csv"):
-        path = Path(data_dir) / f"{name}{suffix}"
-        if path.exists():
-            return path
-    raise InputValidationError(f"{data_dir}: no {name}.parquet or {name}.csv found")
+    found = [Path(data_dir) / f"{name}{suffix}" for suffix in (".parquet", ".csv")
+             if (Path(data_dir) / f"{name}{suffix}").exists()]
+    if len(found) > 1:
+        raise InputValidationError(f"{data_dir}: both {name}.parquet and {name}.csv are there; "
+                                   "which one is the release's input is ambiguous: keep one")
+    if not found:
+        raise InputValidationError(f"{data_dir}: no {name}.parquet or {name}.csv found")
+    if found[0].is_dir():
+        raise InputValidationError(
+            f"{found[0]}: a folder (a partitioned Parquet dataset?); pseo-das reads one file per "
+            "input, so that its SHA-256 identifies it: write the dataset as one file, e.g. "
+            "pyarrow.parquet.write_table(pyarrow.dataset.dataset(folder).to_table(), file)")
+    return found[0]
 
 
 def read_table(path: Path, columns: tuple[str, ...]) -> pd.DataFrame:
@@ -78,9 +89,22 @@ def read_table(path: Path, columns: tuple[str, ...]) -> pd.DataFrame:
     for col in codes:
         df[col] = _as_sorted_codes(path, col, df[col])
     for col in df.columns:
-        if col not in codes and pd.api.types.is_integer_dtype(df[col]) and not df[col].hasnans:
+        if col in DOLLAR_COLUMNS:
+            df[col] = _as_dollars(path, col, df[col])
+        elif col not in codes and pd.api.types.is_integer_dtype(df[col]) and not df[col].hasnans:
             df[col] = df[col].astype("int64")
     return df
+
+
+def _as_dollars(path: Path, column: str, values: pd.Series) -> pd.Series:
+    """Dollar amounts as float64: whole dollars (int, Int64 with missing values) and
+    float32 are common and valid; booleans and text are not."""
+    if pd.api.types.is_bool_dtype(values) or not pd.api.types.is_numeric_dtype(values):
+        if values.isna().all():
+            return values.astype("float64")
+        raise InputValidationError(f"{path}: column {column} has type {values.dtype}; "
+                                   "expected numbers (dollars; empty for no earnings)")
+    return values.astype("float64")
 
 
 def read_csv(path: Path, columns: tuple[str, ...] | None = None, **options) -> pd.DataFrame:
@@ -88,6 +112,7 @@ def read_csv(path: Path, columns: tuple[str, ...] | None = None, **options) -> p
     the header (a ragged or truncated file) is an error, not missing values. `columns`:
     read only those of them that the file has (the caller names the missing ones).
     An unreadable file raises InputValidationError saying why (csv_problem)."""
+    _refuse_duplicated_header(path)
     try:
         if columns is not None:
             header, wanted = pd.read_csv(path, nrows=0).columns, set(columns)
@@ -97,6 +122,20 @@ def read_csv(path: Path, columns: tuple[str, ...] | None = None, **options) -> p
         return pd.read_csv(path, engine="pyarrow", **options)
     except (ValueError, OSError, pyarrow.ArrowException) as exc:
         raise InputValidationError(f"{path}: cannot read: {csv_problem(path, exc)}") from exc
+
+
+def _refuse_duplicated_header(path: Path) -> None:
+    """A header naming a column twice would be read as two columns (the second renamed):
+    refused, naming the column."""
+    try:
+        with open(path, newline="", encoding="utf-8") as fh:
+            header = next(csv.reader(fh), [])
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return  # read_csv reports what is wrong with the file
+    twice = sorted({name for name in header if header.count(name) > 1})
+    if twice:
+        raise InputValidationError(f"{path}: cannot read: the header names column(s) "
+                                   f"{', '.join(twice)} more than once")
 
 
 def csv_problem(path: Path, exc: Exception) -> str:

@@ -27,10 +27,10 @@ from pseo_das.tasks.earnings.noisy_histograms import PRODUCT as EARNINGS_PRODUCT
 from pseo_das.tasks.earnings.noisy_histograms import tabulation_id as earnings_tabulation_id
 from pseo_das.tasks.inputs.cells import CellFrame
 from pseo_das.tasks.privacy.mechanism import GEOMETRIC, fresh_release_seed
-from pseo_das.tasks.privacy.store import (POPULATION_KEYS, LifetimeBudgetExceeded,
+from pseo_das.tasks.privacy.store import (POPULATION_KEYS, ChainHead, LifetimeBudgetExceeded,
                                           PrivacyStore, ReleaseAttempt, ReleaseConflict,
-                                          StoreError, epsilon_text, exact_epsilon,
-                                          question_sha256)
+                                          StoreError, StorePolicy, StorePolicyError,
+                                          epsilon_text, exact_epsilon, question_sha256)
 
 CIP_VINTAGE = "2010"
 
@@ -93,7 +93,12 @@ class ReleasePlan:
     plan: pd.DataFrame            # tabulation_id, POPULATION_KEYS, measurement_id, new
     pending: tuple[PendingMeasurement, ...]
     populations: pd.DataFrame     # POPULATION_KEYS, before, this_release, after (Fractions)
-    lifetime_cap: Fraction
+    policy: StorePolicy           # the store's policy the plan was checked against
+    chain_read: ChainHead         # the store's chain head when the plan was made
+
+    @property
+    def lifetime_cap(self) -> Fraction:
+        return self.policy.lifetime_cap
 
     def pending_for(self, product: str) -> dict[int, list[PendingMeasurement]]:
         """The product's measurements still to draw, by years after (ascending)."""
@@ -192,9 +197,9 @@ def plan_release(store: PrivacyStore, release_id: str, seed_hex: str | None,
     measurement; new populations (and those named by `remeasure`) get one new measurement
     per question, refused if any population would pass the lifetime cap.
     """
-    cap = exact_epsilon(cfg.privacy.lifetime_epsilon_cap)
     store.begin()
     try:
+        policy, head = store.policy(), store.head()
         known = store.attempts(release_id)
         latest = known[-1] if known else None
         same = latest is not None and (latest.inputs_sha256, latest.config_sha256) == \
@@ -207,7 +212,8 @@ def plan_release(store: PrivacyStore, release_id: str, seed_hex: str | None,
                     "it with its own seed, or use a new release id.")
             plan = store.get_frame(latest.plan_sha256)
             result = ReleasePlan(latest, False, None, plan, _pending(store, plan),
-                                 lifetime_table(store, plan, latest.attempt), cap)
+                                 lifetime_table(store, plan, latest.attempt),
+                                 store.policy_number(latest.policy), head)
             store.commit()
             return result
         if latest is not None and not supersede:
@@ -219,7 +225,7 @@ def plan_release(store: PrivacyStore, release_id: str, seed_hex: str | None,
                 "a release id is planned once. Use a new release id, or --supersede to plan "
                 "it again.")
         result = _new_plan(store, release_id, seed_hex or fresh_release_seed(), inputs_sha256,
-                           config_sha256, cfg, frames, remeasure, cap, len(known) + 1,
+                           config_sha256, cfg, frames, remeasure, policy, head, len(known) + 1,
                            latest.attempt if latest else None)
         store.commit()
         return result
@@ -229,9 +235,12 @@ def plan_release(store: PrivacyStore, release_id: str, seed_hex: str | None,
 
 
 def _new_plan(store, release_id, seed_hex, inputs_sha256, config_sha256, cfg, frames,
-              remeasure, cap, number, supersedes) -> ReleasePlan:
+              remeasure, policy, head, number, supersedes) -> ReleasePlan:
+    questions = release_questions(cfg)
+    check_against_policy(questions, policy)
+    cap = policy.lifetime_cap
     parts, new_measurements = [], []
-    for question in release_questions(cfg):
+    for question in questions:
         populations = observable_populations(frames[question.cip_level], question.years_after,
                                              cfg.cells.last_earnings_year)
         current = store.current_measurements(question.sha256)
@@ -254,7 +263,7 @@ def _new_plan(store, release_id, seed_hex, inputs_sha256, config_sha256, cfg, fr
     if len(over):
         raise LifetimeBudgetExceeded(_over_cap_message(release_id, over, cap))
     attempt_id = store.add_release(release_id, seed_hex, inputs_sha256, config_sha256,
-                                   store.put_frame(plan), supersedes)
+                                   store.put_frame(plan), supersedes, policy.policy, head)
     for measurement_id, question, members, superseded in new_measurements:
         store.add_measurement(measurement_id, attempt_id, question.tabulation_id,
                               question.as_dict(), question.epsilon, members, superseded)
@@ -262,7 +271,21 @@ def _new_plan(store, release_id, seed_hex, inputs_sha256, config_sha256, cfg, fr
     pending = tuple(PendingMeasurement(m, q, seed_hex, p.reset_index(drop=True))
                     for m, q, p, _ in new_measurements)
     return ReleasePlan(attempt, True, supersedes, plan, pending + _pending(store, plan, skip={
-        p.measurement_id for p in pending}), populations, cap)
+        p.measurement_id for p in pending}), populations, policy, head)
+
+
+def check_against_policy(questions: list[Question], policy: StorePolicy) -> None:
+    """Refuse a tabulation whose epsilon the store's policy does not allow."""
+    over = sorted({(q.tabulation_id, q.epsilon) for q in questions
+                   if q.epsilon > policy.max_tabulation_epsilon})
+    if over:
+        raise StorePolicyError(
+            f"refused before anything was recorded: the privacy store allows at most epsilon "
+            f"{epsilon_text(policy.max_tabulation_epsilon)} per tabulation (store policy "
+            f"{policy.policy}, set by {policy.set_by}: {policy.reason}); the configuration asks "
+            + ", ".join(f"{t} {epsilon_text(e)}" for t, e in over[:6])
+            + (f" and {len(over) - 6} more" if len(over) > 6 else "")
+            + ". Only `pseo-das store set-policy` changes the store's policy.")
 
 
 def stored_question(store: PrivacyStore, measurement_id: str) -> Question:
@@ -296,7 +319,7 @@ def _over_cap_message(release_id: str, over: pd.DataFrame, cap: Fraction) -> str
     worst = over.assign(excess=over["after"] - cap).sort_values("excess", ascending=False)
     lines = [f"release {release_id} refused before any noise was drawn: it would take "
              f"{len(over):,} population(s) over the lifetime cap of epsilon {epsilon_text(cap)} "
-             f"(privacy.lifetime_epsilon_cap):"]
+             f"(the privacy store's policy):"]
     for row in worst.head(10).itertuples():
         lines.append(f"  institution {row.institution}, degree {row.degree_level}, cohort "
                      f"{row.grad_cohort}: spent {epsilon_text(row.before)} + this release "
@@ -305,7 +328,8 @@ def _over_cap_message(release_id: str, over: pd.DataFrame, cap: Fraction) -> str
     if len(worst) > 10:
         lines.append(f"  ... and {len(worst) - 10:,} more")
     lines.append("The store is append-only. Measure less (fewer tabulations or less epsilon), "
-                 "or have the disclosure review board raise the cap.")
+                 "or have the disclosure review board raise the cap (`pseo-das store "
+                 "set-policy --lifetime-cap ... --by ... --reason ...`).")
     return "\n".join(lines)
 
 
@@ -334,6 +358,7 @@ def record_release_plan(store_path: Path, release_id: str, seed_hex: str | None,
 def recorded_plan(store: PrivacyStore, attempt: ReleaseAttempt, record: dict) -> ReleasePlan:
     """The plan of a recorded attempt, as its publication saw it (for `republish`)."""
     plan = store.get_frame(attempt.plan_sha256)
-    cap = exact_epsilon(record["config"]["privacy"]["lifetime_epsilon_cap"])
     return ReleasePlan(attempt, bool(record["new_spending"]), record["superseded"], plan, (),
-                       lifetime_table(store, plan, attempt.attempt), cap)
+                       lifetime_table(store, plan, attempt.attempt),
+                       store.policy_number(attempt.policy),
+                       ChainHead(**record["store_chain"]["read"]))

@@ -14,10 +14,22 @@ after, mechanism, epsilon, bins...) for a set of *populations* (institution x de
 x graduation cohort). It spends its epsilon once on each of its populations; every later
 release that asks the same question of the same population reuses it at zero epsilon.
 
+Tamper evidence: every row of the index is also an entry of `chain`, which carries the
+SHA-256 of the previous entry (a hash chain; a measurement's entry covers its population
+list by its SHA-256). The store's policy (lifetime epsilon cap per population, largest
+epsilon per tabulation) is part of the chain and changes only by a recorded command that
+names who and why. `store_integrity.verify_store` checks the chain, every row against it,
+the schema and triggers, and that every epsilon is a positive exact value; each release
+records the chain head it read and the one it wrote, so a rewound or replaced store
+disagrees with the heads recorded in manifests and MLflow runs.
+
 The store holds release seeds: protect it like the MLflow store.
 """
 from __future__ import annotations
 
+import errno
+import fcntl
+import getpass
 import hashlib
 import io
 import json
@@ -25,6 +37,8 @@ import os
 import shutil
 import sqlite3
 import time
+import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -38,28 +52,65 @@ from pseo_das.tasks.inputs.cells import CELL_COLUMNS, POPULATION_KEYS
 
 STORE_ENV = "PSEO_DAS_STORE"
 INDEX = "store.sqlite"
-FORMAT = "pseo-das privacy store v1"
+LOCK = "store.lock"
+FORMAT = "pseo-das privacy store v2"
+GENESIS = "0" * 64
+DEFAULT_LIFETIME_CAP = Fraction(30)
+DEFAULT_MAX_TABULATION_EPSILON = Fraction(10)
+# Above this, the geometric noise is zero with probability > 0.9999 (2e^-eps/(1+e^-eps) <
+# 1e-4): a count published with it is the true count. No policy may allow more.
+CEILING_TABULATION_EPSILON = Fraction(10)
 
-SCHEMA = """
+
+def _positive(column: str) -> str:
+    """SQL CHECK: `column` is an exact positive epsilon as written by epsilon_text ('7.5',
+    '1/3'): digits with one '.' or one '/', a non-zero digit in the numerator."""
+    numerator = f"CASE WHEN instr({column}, '/') > 0 THEN substr({column}, 1, instr({column}, '/') - 1) ELSE {column} END"
+    return (f"CHECK (typeof({column}) = 'text' AND {column} GLOB '[0-9]*' AND {column} NOT GLOB "
+            f"'*[^0-9./]*' AND {column} NOT GLOB '*[./]*[./]*' AND {column} NOT GLOB '*[./]' "
+            f"AND {column} NOT GLOB '*/0*' AND ({numerator}) GLOB '*[1-9]*')")
+
+
+SHA = "CHECK (length({0}) = 64 AND {0} NOT GLOB '*[^0-9a-f]*')"
+SCHEMA = f"""
 CREATE TABLE store_info (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE chain (
+    seq INTEGER PRIMARY KEY CHECK (seq > 0),
+    entry TEXT NOT NULL,
+    content TEXT NOT NULL,
+    prev_sha256 TEXT NOT NULL {SHA.format("prev_sha256")},
+    sha256 TEXT NOT NULL UNIQUE {SHA.format("sha256")}
+);
+CREATE TABLE policies (
+    policy INTEGER PRIMARY KEY AUTOINCREMENT,
+    lifetime_cap TEXT NOT NULL {_positive("lifetime_cap")},
+    max_tabulation_epsilon TEXT NOT NULL {_positive("max_tabulation_epsilon")},
+    set_by TEXT NOT NULL CHECK (length(trim(set_by)) > 0),
+    reason TEXT NOT NULL CHECK (length(trim(reason)) > 0),
+    recorded_at TEXT NOT NULL
+);
 CREATE TABLE releases (
     attempt INTEGER PRIMARY KEY AUTOINCREMENT,
     release_id TEXT NOT NULL,
-    seed_hex TEXT NOT NULL,
+    seed_hex TEXT NOT NULL {SHA.format("seed_hex")},
     inputs_sha256 TEXT NOT NULL,
     config_sha256 TEXT NOT NULL,
-    plan_sha256 TEXT NOT NULL,
+    plan_sha256 TEXT NOT NULL {SHA.format("plan_sha256")},
     supersedes INTEGER REFERENCES releases(attempt),
+    policy INTEGER NOT NULL REFERENCES policies(policy),
+    chain_seq_read INTEGER NOT NULL CHECK (chain_seq_read > 0),
+    chain_sha256_read TEXT NOT NULL {SHA.format("chain_sha256_read")},
     recorded_at TEXT NOT NULL
 );
 CREATE TABLE measurements (
     measurement_id TEXT PRIMARY KEY,
     attempt INTEGER NOT NULL REFERENCES releases(attempt),
     tabulation_id TEXT NOT NULL,
-    question_sha256 TEXT NOT NULL,
+    question_sha256 TEXT NOT NULL {SHA.format("question_sha256")},
     question TEXT NOT NULL,
-    epsilon TEXT NOT NULL,
-    populations INTEGER NOT NULL,
+    epsilon TEXT NOT NULL {_positive("epsilon")},
+    populations INTEGER NOT NULL CHECK (populations > 0),
+    populations_sha256 TEXT NOT NULL {SHA.format("populations_sha256")},
     supersedes TEXT,
     recorded_at TEXT NOT NULL
 );
@@ -73,7 +124,7 @@ CREATE INDEX measurement_populations_population
     ON measurement_populations (institution, degree_level, grad_cohort);
 CREATE TABLE measurement_objects (
     measurement_id TEXT PRIMARY KEY REFERENCES measurements(measurement_id),
-    object_sha256 TEXT NOT NULL,
+    object_sha256 TEXT NOT NULL {SHA.format("object_sha256")},
     cells INTEGER NOT NULL,
     columns INTEGER NOT NULL,
     stored_at TEXT NOT NULL
@@ -81,15 +132,22 @@ CREATE TABLE measurement_objects (
 CREATE TABLE publications (
     publication INTEGER PRIMARY KEY AUTOINCREMENT,
     attempt INTEGER NOT NULL REFERENCES releases(attempt),
-    record_sha256 TEXT NOT NULL,
+    record_sha256 TEXT NOT NULL {SHA.format("record_sha256")},
     out_dir TEXT NOT NULL,
     recorded_at TEXT NOT NULL
 );
 """
-_EARLIER_MEASUREMENT = ("measurement_id IN (SELECT measurement_id FROM source.measurements "
-                        "WHERE attempt < ?)")
-APPEND_ONLY = ["store_info", "releases", "measurements", "measurement_populations",
-               "measurement_objects", "publications"]
+APPEND_ONLY = ["store_info", "chain", "policies", "releases", "measurements",
+               "measurement_populations", "measurement_objects", "publications"]
+# Tables whose every row is an entry of the chain (measurement_populations is covered by
+# its measurement's populations_sha256).
+CHAINED = ["store_info", "policies", "releases", "measurements", "measurement_objects",
+           "publications"]
+TRIGGERS = "".join(
+    f"CREATE TRIGGER {t}_no_update BEFORE UPDATE ON {t} BEGIN SELECT RAISE(ABORT, "
+    f"'the privacy store is append-only'); END;"
+    f"CREATE TRIGGER {t}_no_delete BEFORE DELETE ON {t} BEGIN SELECT RAISE(ABORT, "
+    f"'the privacy store is append-only'); END;" for t in APPEND_ONLY)
 
 
 class StoreError(RuntimeError):
@@ -108,9 +166,58 @@ def utc_now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
+class StoreBusy(StoreError):
+    """Another process holds the lock of the store or of the release folder."""
+
+
+@contextmanager
+def exclusive_lock(lock_file: Path, what: str):
+    """Hold an exclusive lock on `lock_file` (created if missing) or refuse at once with
+    StoreBusy naming the holder. Released when the process ends, however it ends."""
+    lock_file.parent.mkdir(parents=True, exist_ok=True)
+    handle = open(lock_file, "a+")
+    try:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                raise
+            handle.seek(0)
+            holder = handle.read().strip() or "another process"
+            raise StoreBusy(f"{what} is in use by {holder}; two releases never run at once "
+                            "against the same store or folder: wait for it to finish") from exc
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"pseo-das (pid {os.getpid()}, since {utc_now()})")
+        handle.flush()
+        yield
+    finally:
+        handle.close()
+
+
+def store_lock(path: Path):
+    """The store's lock: one release (or policy change) at a time."""
+    return exclusive_lock(Path(path) / LOCK, f"the privacy store {path}")
+
+
+class StorePolicyError(StoreError):
+    """A value the store's policy does not allow (or a policy change without who and why)."""
+
+
 def exact_epsilon(value: float | str | Fraction) -> Fraction:
     """An epsilon as an exact rational: the decimal it is written as (1.5 -> 3/2)."""
     return value if isinstance(value, Fraction) else Fraction(str(value))
+
+
+def positive_epsilon(value: float | str | Fraction, what: str) -> Fraction:
+    """An exact epsilon that must be positive and finite; StorePolicyError otherwise."""
+    try:
+        exact = exact_epsilon(value)
+    except (ValueError, ZeroDivisionError, OverflowError) as exc:
+        raise StorePolicyError(f"{what} = {value!r} is not an exact finite number") from exc
+    if exact <= 0:
+        raise StorePolicyError(f"{what} = {epsilon_text(exact)} must be positive")
+    return exact
 
 
 def epsilon_text(value: Fraction) -> str:
@@ -147,27 +254,118 @@ def store_exists(path: Path) -> bool:
     return (Path(path) / INDEX).is_file()
 
 
-def init_store(path: Path) -> Path:
-    """Create an empty store in `path` (which must not hold one)."""
+def check_store_writable(path: Path) -> None:
+    """The store's folder, index and objects can be written (checked before a release
+    records anything)."""
+    for target in (path, path / INDEX, path / "objects"):
+        if not os.access(target, os.W_OK):
+            raise StoreError(f"the privacy store {path} cannot be written ({target}: permission "
+                             "denied); a release records its plan there before any noise")
+
+
+@dataclass(frozen=True)
+class StorePolicy:
+    """What the store allows: the lifetime epsilon cap per population and the largest
+    epsilon of one tabulation. Changed only by `pseo-das store set-policy`."""
+    policy: int
+    lifetime_cap: Fraction
+    max_tabulation_epsilon: Fraction
+    set_by: str
+    reason: str
+    recorded_at: str
+
+    def as_dict(self) -> dict:
+        return {"policy": self.policy, "lifetime_cap": epsilon_text(self.lifetime_cap),
+                "max_tabulation_epsilon": epsilon_text(self.max_tabulation_epsilon),
+                "set_by": self.set_by, "reason": self.reason, "recorded_at": self.recorded_at}
+
+
+@dataclass(frozen=True)
+class ChainHead:
+    """The last entry of the store's hash chain: (0, GENESIS) for an empty chain."""
+    seq: int
+    sha256: str
+
+    def as_dict(self) -> dict:
+        return {"seq": self.seq, "sha256": self.sha256}
+
+
+def chain_sha256(seq: int, prev_sha256: str, entry: str, content: str) -> str:
+    return hashlib.sha256(f"{seq}\n{prev_sha256}\n{entry}\n{content}".encode()).hexdigest()
+
+
+def row_content(columns: list[str], row: tuple) -> str:
+    """A table row as the canonical JSON its chain entry holds."""
+    return json.dumps(dict(zip(columns, row)), sort_keys=True, separators=(",", ":"))
+
+
+def populations_sha256(populations: pd.DataFrame) -> str:
+    """SHA-256 of a measurement's population list (sorted, one 'inst,degree,cohort' line
+    each): its chain entry covers its measurement_populations rows through this."""
+    rows = sorted(zip(populations["institution"].astype(str), populations["degree_level"].astype(str),
+                      populations["grad_cohort"].astype(np.int64).tolist()))
+    return hashlib.sha256("\n".join(f"{i},{d},{c}" for i, d, c in rows).encode()).hexdigest()
+
+
+def _policy_values(lifetime_cap, max_tabulation_epsilon, set_by: str, reason: str
+                   ) -> tuple[Fraction, Fraction, str, str]:
+    cap = positive_epsilon(lifetime_cap, "lifetime cap")
+    largest = positive_epsilon(max_tabulation_epsilon, "largest epsilon per tabulation")
+    if largest > CEILING_TABULATION_EPSILON:
+        raise StorePolicyError(
+            f"largest epsilon per tabulation {epsilon_text(largest)} is above "
+            f"{epsilon_text(CEILING_TABULATION_EPSILON)}: at such epsilons the geometric noise is "
+            "almost surely zero, so the counts would be published as they are")
+    if not set_by.strip() or not reason.strip():
+        raise StorePolicyError("a policy is recorded with who set it and why (--by, --reason)")
+    return cap, largest, set_by.strip(), reason.strip()
+
+
+def init_store(path: Path, lifetime_cap=DEFAULT_LIFETIME_CAP,
+               max_tabulation_epsilon=DEFAULT_MAX_TABULATION_EPSILON,
+               set_by: str | None = None, reason: str = "store created") -> Path:
+    """Create an empty store in `path` (which must not hold one) with its first policy.
+    The index is built in a temporary file and renamed: a kill leaves no half store."""
     path = Path(path)
     if store_exists(path):
         raise StoreError(f"{path} already holds a privacy store")
-    (path / "objects").mkdir(parents=True, exist_ok=True)
-    db = sqlite3.connect(path / INDEX, isolation_level=None)
+    values = _policy_values(lifetime_cap, max_tabulation_epsilon, set_by or _user(), reason)
     try:
-        db.executescript("BEGIN;" + SCHEMA + "".join(
-            f"CREATE TRIGGER {t}_no_update BEFORE UPDATE ON {t} BEGIN SELECT RAISE(ABORT, "
-            f"'the privacy store is append-only'); END;"
-            f"CREATE TRIGGER {t}_no_delete BEFORE DELETE ON {t} BEGIN SELECT RAISE(ABORT, "
-            f"'the privacy store is append-only'); END;" for t in APPEND_ONLY) + "COMMIT;")
-        db.executemany("INSERT INTO store_info VALUES (?, ?)",
-                       [("format", FORMAT), ("created_at", utc_now())])
+        (path / "objects").mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StoreError(f"cannot create a privacy store in {path}: {exc.strerror or exc}"
+                         + (f" ({exc.filename})" if exc.filename else "")) from exc
+    temporary = path / f".{INDEX}.{os.getpid()}.tmp"
+    temporary.unlink(missing_ok=True)
+    db = sqlite3.connect(temporary, isolation_level=None)
+    try:
+        db.executescript("BEGIN;" + SCHEMA + TRIGGERS + "COMMIT;")
+        store = PrivacyStore(path, db)
+        with store.writing():
+            for key, value in [("format", FORMAT), ("store_id", uuid.uuid4().hex),
+                               ("created_at", utc_now())]:
+                store._append("store_info", {"key": key, "value": value})
+            store._add_policy(*values)
     finally:
         db.close()
+    try:
+        os.link(temporary, path / INDEX)       # never replaces a store created meanwhile
+    except FileExistsError as exc:
+        raise StoreError(f"{path} already holds a privacy store (created meanwhile)") from exc
+    finally:
+        temporary.unlink()
     return path
 
 
-ATTEMPT_COLUMNS = "attempt, release_id, seed_hex, inputs_sha256, config_sha256, plan_sha256"
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "unknown user"
+
+
+ATTEMPT_COLUMNS = ("attempt, release_id, seed_hex, inputs_sha256, config_sha256, plan_sha256, "
+                   "policy, chain_seq_read, chain_sha256_read")
 
 
 @dataclass(frozen=True)
@@ -178,6 +376,9 @@ class ReleaseAttempt:
     inputs_sha256: str
     config_sha256: str
     plan_sha256: str
+    policy: int
+    chain_seq_read: int           # the chain head the release read when it was planned
+    chain_sha256_read: str
 
 
 @dataclass(frozen=True)
@@ -212,7 +413,9 @@ class PrivacyStore:
             raise StoreError(f"{path / INDEX}: not a pseo-das privacy store ({exc})") from exc
         if info.get("format") != FORMAT:
             db.close()
-            raise StoreError(f"{path / INDEX}: unknown store format {info.get('format')!r}")
+            raise StoreError(f"{path / INDEX}: store format {info.get('format')!r}, this pseo-das "
+                             f"reads {FORMAT!r} (a store of an earlier version has no hash "
+                             "chain; keep it read-only and create a new store)")
         return cls(path, db)
 
     def close(self) -> None:
@@ -224,6 +427,10 @@ class PrivacyStore:
     def __exit__(self, *exc) -> None:
         self.close()
 
+    @property
+    def store_id(self) -> str:
+        return self._db.execute("SELECT value FROM store_info WHERE key = 'store_id'").fetchone()[0]
+
     # --- transactions -------------------------------------------------------------------
     def begin(self) -> None:
         self._db.execute("BEGIN IMMEDIATE")  # one writer at a time
@@ -233,6 +440,76 @@ class PrivacyStore:
 
     def rollback(self) -> None:
         self._db.execute("ROLLBACK")
+
+    @contextmanager
+    def writing(self):
+        """A write transaction, unless one is already open (then it is part of that)."""
+        if self._db.in_transaction:
+            yield
+            return
+        self.begin()
+        try:
+            yield
+        except BaseException:
+            self.rollback()
+            raise
+        self.commit()
+
+    # --- the hash chain -------------------------------------------------------------------
+    def head(self) -> ChainHead:
+        row = self._db.execute("SELECT seq, sha256 FROM chain ORDER BY seq DESC LIMIT 1").fetchone()
+        return ChainHead(*row) if row else ChainHead(0, GENESIS)
+
+    def chain_entry(self, seq: int) -> ChainHead | None:
+        row = self._db.execute("SELECT seq, sha256 FROM chain WHERE seq = ?", (seq,)).fetchone()
+        return ChainHead(*row) if row else None
+
+    def _append(self, table: str, values: dict) -> int:
+        """Insert a row and its chain entry (inside a write transaction); returns its rowid."""
+        assert self._db.in_transaction and table in CHAINED
+        names = ", ".join(values)
+        cursor = self._db.execute(f"INSERT INTO {table} ({names}) VALUES "
+                                  f"({', '.join('?' * len(values))})", tuple(values.values()))
+        rowid = cursor.lastrowid
+        cursor = self._db.execute(f"SELECT * FROM {table} WHERE rowid = ?", (rowid,))
+        content = row_content([d[0] for d in cursor.description], cursor.fetchone())
+        head = self.head()
+        seq = head.seq + 1
+        self._db.execute("INSERT INTO chain VALUES (?, ?, ?, ?, ?)",
+                         (seq, table, content, head.sha256,
+                          chain_sha256(seq, head.sha256, table, content)))
+        return rowid
+
+    # --- policy ---------------------------------------------------------------------------
+    def policy(self) -> StorePolicy:
+        row = self._db.execute("SELECT policy, lifetime_cap, max_tabulation_epsilon, set_by, "
+                               "reason, recorded_at FROM policies ORDER BY policy DESC LIMIT 1"
+                               ).fetchone()
+        return StorePolicy(row[0], Fraction(row[1]), Fraction(row[2]), *row[3:])
+
+    def policy_number(self, policy: int) -> StorePolicy:
+        row = self._db.execute("SELECT policy, lifetime_cap, max_tabulation_epsilon, set_by, "
+                               "reason, recorded_at FROM policies WHERE policy = ?", (policy,)
+                               ).fetchone()
+        return StorePolicy(row[0], Fraction(row[1]), Fraction(row[2]), *row[3:])
+
+    def set_policy(self, set_by: str, reason: str, lifetime_cap=None,
+                   max_tabulation_epsilon=None) -> StorePolicy:
+        """Record a new policy (unchanged values carried over); returns it."""
+        with self.writing():
+            current = self.policy()
+            values = _policy_values(
+                current.lifetime_cap if lifetime_cap is None else lifetime_cap,
+                current.max_tabulation_epsilon if max_tabulation_epsilon is None
+                else max_tabulation_epsilon, set_by, reason)
+            self._add_policy(*values)
+        return self.policy()
+
+    def _add_policy(self, lifetime_cap: Fraction, max_tabulation_epsilon: Fraction,
+                    set_by: str, reason: str) -> None:
+        self._append("policies", {"lifetime_cap": epsilon_text(lifetime_cap),
+                                  "max_tabulation_epsilon": epsilon_text(max_tabulation_epsilon),
+                                  "set_by": set_by, "reason": reason, "recorded_at": utc_now()})
 
     # --- content-addressed objects ----------------------------------------------------
     def put_object(self, data: bytes, ext: str) -> str:
@@ -279,25 +556,25 @@ class PrivacyStore:
         return ReleaseAttempt(*row)
 
     def add_release(self, release_id: str, seed_hex: str, inputs_sha256: str,
-                    config_sha256: str, plan_sha256: str, supersedes: int | None) -> int:
-        cursor = self._db.execute(
-            "INSERT INTO releases (release_id, seed_hex, inputs_sha256, config_sha256, "
-            "plan_sha256, supersedes, recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (release_id, seed_hex, inputs_sha256, config_sha256, plan_sha256, supersedes,
-             utc_now()))
-        return int(cursor.lastrowid)
+                    config_sha256: str, plan_sha256: str, supersedes: int | None,
+                    policy: int, head_read: ChainHead) -> int:
+        return self._append("releases", {
+            "release_id": release_id, "seed_hex": seed_hex, "inputs_sha256": inputs_sha256,
+            "config_sha256": config_sha256, "plan_sha256": plan_sha256,
+            "supersedes": supersedes, "policy": policy, "chain_seq_read": head_read.seq,
+            "chain_sha256_read": head_read.sha256, "recorded_at": utc_now()})
 
     # --- measurements ---------------------------------------------------------------------
     def add_measurement(self, measurement_id: str, attempt: int, tabulation_id: str,
                         question: dict, epsilon: Fraction, populations: pd.DataFrame,
                         supersedes: list[str]) -> None:
-        self._db.execute(
-            "INSERT INTO measurements (measurement_id, attempt, tabulation_id, question_sha256, "
-            "question, epsilon, populations, supersedes, recorded_at) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (measurement_id, attempt, tabulation_id, question_sha256(question),
-             json.dumps(question, sort_keys=True), epsilon_text(epsilon), len(populations),
-             ",".join(supersedes) or None, utc_now()))
+        epsilon = positive_epsilon(epsilon, f"epsilon of {measurement_id}")
+        self._append("measurements", {
+            "measurement_id": measurement_id, "attempt": attempt, "tabulation_id": tabulation_id,
+            "question_sha256": question_sha256(question),
+            "question": json.dumps(question, sort_keys=True), "epsilon": epsilon_text(epsilon),
+            "populations": len(populations), "populations_sha256": populations_sha256(populations),
+            "supersedes": ",".join(supersedes) or None, "recorded_at": utc_now()})
         self._db.executemany(
             "INSERT INTO measurement_populations VALUES (?, ?, ?, ?)",
             [(measurement_id, *row) for row in
@@ -311,8 +588,11 @@ class PrivacyStore:
         if known.object_sha256 is not None:
             return known.object_sha256
         sha = self.put_object(measurement_bytes(cells, values), "parquet")
-        self._db.execute("INSERT OR IGNORE INTO measurement_objects VALUES (?, ?, ?, ?, ?)",
-                         (measurement_id, sha, len(cells), values.shape[1], utc_now()))
+        with self.writing():
+            if self.measurement(measurement_id).object_sha256 is None:
+                self._append("measurement_objects", {
+                    "measurement_id": measurement_id, "object_sha256": sha, "cells": len(cells),
+                    "columns": values.shape[1], "stored_at": utc_now()})
         return self.measurement(measurement_id).object_sha256
 
     def measurement(self, measurement_id: str) -> StoredMeasurement:
@@ -353,10 +633,12 @@ class PrivacyStore:
         return frame
 
     # --- publications ---------------------------------------------------------------------
-    def add_publication(self, attempt: int, record_sha256: str, out_dir: Path) -> None:
-        self._db.execute(
-            "INSERT INTO publications (attempt, record_sha256, out_dir, recorded_at) "
-            "VALUES (?, ?, ?, ?)", (attempt, record_sha256, str(out_dir), utc_now()))
+    def add_publication(self, attempt: int, record_sha256: str, out_dir: Path) -> ChainHead:
+        """Record a publication; returns the chain head after it."""
+        with self.writing():
+            self._append("publications", {"attempt": attempt, "record_sha256": record_sha256,
+                                          "out_dir": str(out_dir), "recorded_at": utc_now()})
+            return self.head()
 
     def publication_record(self, release_id: str) -> tuple[ReleaseAttempt, dict]:
         row = self._db.execute(
@@ -373,21 +655,30 @@ class PrivacyStore:
         return self.attempt(row[0]), self.get_json(row[1])
 
     def copy_before(self, attempt: int, destination: Path) -> Path:
-        """A new store in `destination` holding what this one held before `attempt` was
-        recorded (for an audit replay, which then plans and measures that attempt again)."""
-        init_store(destination)
+        """A new store in `destination` holding exactly what this one held when `attempt`
+        was planned: the chain up to the head that attempt read, and the rows it covers
+        (for an audit replay, which then plans and measures that attempt again)."""
+        destination = Path(destination)
+        (destination / "objects").mkdir(parents=True, exist_ok=True)
         db = sqlite3.connect(destination / INDEX, isolation_level=None)
         try:
+            db.executescript("BEGIN;" + SCHEMA + "COMMIT;")
             db.execute("ATTACH DATABASE ? AS source", (str(self.path / INDEX),))
             db.execute("BEGIN")
-            for table, condition in [
-                    ("releases", "attempt < ?"), ("measurements", "attempt < ?"),
-                    ("measurement_populations", _EARLIER_MEASUREMENT),
-                    ("measurement_objects", _EARLIER_MEASUREMENT),
-                    ("publications", "attempt < ?")]:
-                db.execute(f"INSERT INTO {table} SELECT * FROM source.{table} WHERE {condition}",
-                           (attempt,))
+            db.execute("INSERT INTO chain SELECT * FROM source.chain WHERE seq <= ?",
+                       (self.attempt(attempt).chain_seq_read,))
+            for table in CHAINED:
+                for (content,) in db.execute("SELECT content FROM chain WHERE entry = ? "
+                                             "ORDER BY seq", (table,)).fetchall():
+                    row = json.loads(content)
+                    db.execute(f"INSERT INTO {table} ({', '.join(row)}) VALUES "
+                               f"({', '.join('?' * len(row))})", tuple(row.values()))
+            db.execute("INSERT INTO measurement_populations SELECT * FROM "
+                       "source.measurement_populations WHERE measurement_id IN "
+                       "(SELECT measurement_id FROM measurements)")
             db.execute("COMMIT")
+            db.execute("DETACH DATABASE source")
+            db.executescript(TRIGGERS)
         finally:
             db.close()
         shutil.copytree(self.path / "objects", destination / "objects", dirs_exist_ok=True)
@@ -396,6 +687,10 @@ class PrivacyStore:
     # --- summaries ------------------------------------------------------------------------
     def table(self, sql: str, params: tuple = ()) -> pd.DataFrame:
         return pd.read_sql_query(sql, self._db, params=params)
+
+    def connection(self) -> sqlite3.Connection:
+        """The index, for the integrity check (read only by convention)."""
+        return self._db
 
 
 def question_sha256(question: dict) -> str:

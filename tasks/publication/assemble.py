@@ -92,12 +92,14 @@ def lifetime_figures(store_path: Path, plan: ReleasePlan, record: dict) -> Lifet
         "headroom_min": cap - (float(after.max()) if len(table) else 0.0),
         "distribution": after.groupby(after).size().rename("populations")
         .rename_axis("after").reset_index().to_dict("records"),
+        "policy": record["store_policy"], "store_chain": record["store_chain"],
         **as_recorded.summary(),
     }
     identity = record["identity"]
     release_summary = {"release_id": identity["release_id"],
                        **{key: summary[key] for key in RELEASE_SUMMARY_FIGURES},
-                       "store": identity["store"], "mlflow_run_id": identity["mlflow_run_id"]}
+                       "store": identity["store"], "store_chain": record["store_chain"],
+                       "mlflow_run_id": identity["mlflow_run_id"]}
     populations = table.assign(**{column: table[column].map(epsilon_text)
                                   for column in ("before", "this_release", "after")})
     return LifetimeFigures(populations, summary, release_summary)
@@ -124,6 +126,7 @@ def write_release(staging: Path, identity: ReleaseIdentity, cfg: ReleaseConfig,
     context["measurements"] = {key: lifetime.summary[key] for key in (
         "new_epsilon", "new_measurements", "reused_measurements", "populations_measured",
         "populations_reused")}
+    context["lifetime_epsilon_cap"] = lifetime.summary["lifetime_epsilon_cap"]
     notes = render_markdown("release_notes.md.j2", context)
     (public / "release_notes.md").write_text(notes)
     (public / "release_notes.html").write_text(
@@ -147,6 +150,6 @@ def write_release(staging: Path, identity: ReleaseIdentity, cfg: ReleaseConfig,
     (internal / "drb_report.html").write_text(
         to_html(drb, f"DRB report: PSEO release {identity.release_id}"))
     manifest = write_manifest(staging, identity.release_id, identity.mlflow_run_id,
-                              identity.tracking_uri)
+                              identity.tracking_uri, lifetime.release_summary["store_chain"])
     progress(f"wrote {len(manifest)} files to staging")
     return manifest

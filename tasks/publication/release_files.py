@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
 
 import pandas as pd
@@ -13,6 +14,7 @@ import pyarrow as pa
 import pyarrow.csv as pa_csv
 
 from pseo_das.tasks.inputs.ingest import sha256_file
+from pseo_das.tasks.privacy.store import exclusive_lock
 
 MANIFEST = "internal/manifest.json"
 
@@ -25,6 +27,38 @@ def check_destination(out_dir: Path) -> None:
     if out_dir.exists():
         raise DestinationExistsError(
             f"{out_dir} already exists; releases are never overwritten, choose a new --out")
+
+
+MIN_FREE_BYTES = 256 * 2 ** 20   # a release of the default synthetic data takes a few MB
+
+
+def check_destination_usable(out_dir: Path) -> None:
+    """Before anything is recorded: the release folder does not exist, its parent is (or
+    can be created as) a writable folder, with room for a release."""
+    parent = out_dir.parent
+    existing = parent
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        raise DestinationExistsError(f"{out_dir}: {existing} is a file, not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise DestinationExistsError(f"{out_dir}: cannot write in {existing} (permission denied)")
+    free = shutil.disk_usage(existing).free
+    if free < MIN_FREE_BYTES:
+        raise DestinationExistsError(f"{out_dir}: only {free / 2 ** 20:,.0f} MB free on the disk "
+                                     f"of {existing}; a release needs room (at least "
+                                     f"{MIN_FREE_BYTES // 2 ** 20} MB)")
+
+
+@contextmanager
+def destination_lock(out_dir: Path):
+    """One release at a time writes to `out_dir` (a lock file beside it, removed after)."""
+    lock = out_dir.parent / f".{out_dir.name}.lock"
+    with exclusive_lock(lock, f"the release folder {out_dir}"):
+        try:
+            yield
+        finally:
+            lock.unlink(missing_ok=True)
 
 
 def published_release(out_dir: Path, release_id: str) -> dict | None:
@@ -86,12 +120,13 @@ def fingerprints(root: Path, folder: str | None = None) -> dict[str, str]:
 
 
 def write_manifest(staging: Path, release_id: str, mlflow_run_id: str,
-                   tracking_uri: str) -> dict[str, str]:
-    """SHA-256 of every file, and where the release's audit run is."""
+                   tracking_uri: str, store_chain: dict) -> dict[str, str]:
+    """SHA-256 of every file, where the release's audit run is, and the privacy store's
+    chain heads the release read and wrote."""
     files = fingerprints(staging)
     (staging / MANIFEST).write_text(json.dumps(
         {"release_id": release_id, "mlflow_run_id": mlflow_run_id, "tracking_uri": tracking_uri,
-         "algorithm": "sha256", "files": files}, indent=2) + "\n")
+         "store_chain": store_chain, "algorithm": "sha256", "files": files}, indent=2) + "\n")
     return files
 
 
