@@ -39,7 +39,8 @@ def _release(args: argparse.Namespace) -> int:
         from pseo_das.tasks.privacy.mechanism import PrivacyBudgetExceeded
         from pseo_das.tasks.privacy.store import LifetimeBudgetExceeded, ReleaseConflict, StoreError
         from pseo_das.tasks.publication.assemble import ReleaseCheckFailed
-        from pseo_das.tasks.publication.release_files import DestinationExistsError
+        from pseo_das.tasks.publication.release_files import (DestinationExistsError,
+                                                              DestinationUnusable)
 
         release_id = args.release_id or time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
         wait_until_ready()
@@ -51,8 +52,8 @@ def _release(args: argparse.Namespace) -> int:
                                        Path(args.store) if args.store else None,
                                        args.supersede, args.remeasure, args.init_store)
         except (InputValidationError, ConfigError, PrivacyBudgetExceeded, LifetimeBudgetExceeded,
-                ReleaseConflict, DestinationExistsError, StoreError, TrackingStoreError,
-                SeedError) as exc:
+                ReleaseConflict, DestinationExistsError, DestinationUnusable, StoreError,
+                TrackingStoreError, SeedError) as exc:
             print(f"\npseo-das release: FAILED, nothing was published.\n{exc}", file=sys.stderr)
             return EXIT_BAD_INPUT
         except ReleaseCheckFailed as exc:

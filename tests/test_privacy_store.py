@@ -102,6 +102,18 @@ def test_a_rerun_reuses_its_plan_and_seed_and_changed_inputs_need_supersede(stor
     assert superseding.superseded == first.attempt.attempt and superseding.new_epsilon == 0
 
 
+def test_a_failed_release_rerun_with_a_corrected_configuration_is_not_charged_twice(
+        store, frames):
+    first = plan(store, frames, "R1", SEED)          # recorded, then failed before storing
+    corrected = CFG.model_copy(update={"earnings": CFG.earnings.model_copy(
+        update={"min_publish_count": 50})})          # a post-processing setting only
+    again = plan_release(store, "R1", None, "inputs", "config-2", corrected, frames,
+                         supersede=True)
+    assert again.new_epsilon == 0 and not again.plan["new"].any()
+    assert {p.seed_hex for p in again.pending} == {SEED}   # drawn as R1 would have
+    pd.testing.assert_frame_equal(again.populations[["after"]], first.populations[["after"]])
+
+
 def test_the_store_is_append_only_and_never_created_silently(store, frames, tmp_path):
     plan(store, frames, "R1", SEED)
     db = sqlite3.connect(store.path / "store.sqlite")

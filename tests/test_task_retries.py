@@ -73,3 +73,25 @@ def test_a_definitive_error_is_not_retried(planned, monkeypatch):
     with pytest.raises(StoreError):
         keep(store_path, [measurement(measurement_id)])
     assert len(calls) == 1
+
+
+def test_a_full_disk_is_not_retried_and_is_reported_as_a_full_disk(planned, monkeypatch,
+                                                                  capsys):
+    import errno
+
+    from pseo_das.cli import _unexpected
+    store_path, measurement_id = planned
+    calls = []
+
+    def full(self, *args):
+        calls.append(1)
+        raise OSError(errno.ENOSPC, "No space left on device", str(self.path / "objects"))
+
+    monkeypatch.setattr(PrivacyStore, "store_measurement", full)
+    with pytest.raises(OSError) as raised:
+        keep(store_path, [measurement(measurement_id)])
+    assert len(calls) == 1
+    assert _unexpected("release", raised.value) == 2
+    err = capsys.readouterr().err
+    assert f"the disk is full writing {store_path / 'objects'} (No space left on device)" in err
+    assert "Traceback" not in err

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from pseo_das.config import RELEASE_ID
 from pseo_das.reports.render import render_markdown, to_html
 from pseo_das.tasks.audit.verification import AuditVerdict
 
@@ -13,8 +14,10 @@ DEFAULT_REPORTS_DIR = Path("audit_reports")
 
 
 def default_report_dir(release_id: str, audited_at: str) -> Path:
-    """audit_reports/<release id>-<UTC timestamp>/ under the current folder, never reused."""
-    base = DEFAULT_REPORTS_DIR / f"{release_id}-{audited_at}"
+    """audit_reports/<release id>-<UTC timestamp>/ under the current folder, never reused.
+    A release id that is not a valid one (a run can be edited) names no folder."""
+    name = release_id if RELEASE_ID.fullmatch(release_id or "") else "release"
+    base = DEFAULT_REPORTS_DIR / f"{name}-{audited_at}"
     folder, n = base, 1
     while folder.exists():
         n += 1

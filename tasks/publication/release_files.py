@@ -23,6 +23,10 @@ class DestinationExistsError(FileExistsError):
     """The release folder already exists: releases are never overwritten."""
 
 
+class DestinationUnusable(ValueError):
+    """The release folder cannot be created there (not a folder, not writable, no room)."""
+
+
 def check_destination(out_dir: Path) -> None:
     if out_dir.exists():
         raise DestinationExistsError(
@@ -40,12 +44,12 @@ def check_destination_usable(out_dir: Path) -> None:
     while not existing.exists():
         existing = existing.parent
     if not existing.is_dir():
-        raise DestinationExistsError(f"{out_dir}: {existing} is a file, not a folder")
+        raise DestinationUnusable(f"{out_dir}: {existing} is a file, not a folder")
     if not os.access(existing, os.W_OK | os.X_OK):
-        raise DestinationExistsError(f"{out_dir}: cannot write in {existing} (permission denied)")
+        raise DestinationUnusable(f"{out_dir}: cannot write in {existing} (permission denied)")
     free = shutil.disk_usage(existing).free
     if free < MIN_FREE_BYTES:
-        raise DestinationExistsError(f"{out_dir}: only {free / 2 ** 20:,.0f} MB free on the disk "
+        raise DestinationUnusable(f"{out_dir}: only {free / 2 ** 20:,.0f} MB free on the disk "
                                      f"of {existing}; a release needs room (at least "
                                      f"{MIN_FREE_BYTES // 2 ** 20} MB)")
 

@@ -1,0 +1,1 @@
+"""The MLflow run of a release and the `pseo-das audit` checks."""
