@@ -85,9 +85,9 @@ def test_release_verifies_end_to_end_with_replay(releases, tmp_path, capsys):
     printed = capsys.readouterr().out
 
     assert code == 0, printed
-    for name in ("outputs", "ledger", "inputs", "replay"):
+    for name in ("outputs", "ledger", "privacy store", "inputs", "replay"):
         assert check_line(printed, name).lstrip().startswith("[PASSED]"), printed
-    assert "PASS: all 4 checks passed." in printed
+    assert "PASS: all 5 checks passed." in printed
     n_files = len(manifest["files"])
     assert f"{n_files} of {n_files} files match" in check_line(printed, "outputs")
     assert "total 7.5 = epsilon.total, within the cap 9" in check_line(printed, "ledger")
@@ -103,7 +103,7 @@ def test_release_verifies_end_to_end_with_replay(releases, tmp_path, capsys):
     for text in (manifest["mlflow_run_id"], uri, str(release.resolve()),
                  f"pseo-das audit {release.resolve()} --tracking-uri {uri}"):
         assert text in report and text in html
-    assert report.count("| **passed** |") == 4
+    assert report.count("| **passed** |") == 5
     assert SEED_A not in report + html + printed  # the seed stays in the audit store
 
 
@@ -123,9 +123,26 @@ def test_tampered_public_file_fails_the_outputs_check_naming_the_file(release_co
     assert "the file was changed after the release" in findings_of(printed, "outputs")
     assert findings_of(printed, "outputs").count("\n") == 0  # that file and nothing else
     assert check_line(printed, "ledger").lstrip().startswith("[PASSED]")
-    assert "FAIL: 1 of 4 checks failed (outputs)." in printed
+    assert "FAIL: 1 of 5 checks failed (outputs)." in printed
     report = (release_copy.parent / "report" / "audit_report.md").read_text()
     assert "public/pseoe.csv" in report and report.startswith("# Audit of PSEO release 2026Q4-test: FAIL")
+
+
+def test_a_lifetime_budget_file_that_disagrees_with_the_store_fails_the_store_check(
+        release_copy, capsys):
+    lifetime = release_copy / "internal" / "lifetime_budget.csv"
+    lines = lifetime.read_text().splitlines()
+    lines[1] = lines[1].rsplit(",", 1)[0] + ",1"      # one population's lifetime epsilon
+    lifetime.write_text("\n".join(lines) + "\n")
+
+    code = run_audit(release_copy, "--no-replay")
+    printed = capsys.readouterr().out
+
+    assert code == 1, printed
+    assert check_line(printed, "privacy store").lstrip().startswith("[FAILED]")
+    assert ("internal/lifetime_budget.csv: differs from the lifetime epsilon per population "
+            "recomputed from the store") in findings_of(printed, "privacy store")
+    assert "internal/lifetime_budget.csv" in findings_of(printed, "outputs")
 
 
 def test_tampered_ledger_fails_the_ledger_check_naming_the_tabulation(release_copy, capsys):
@@ -146,7 +163,7 @@ def test_tampered_ledger_fails_the_ledger_check_naming_the_tabulation(release_co
     assert ("tabulation earnings.I.cip4.y1 (earnings histograms, measured): epsilon 0.5 in the "
             "ledger, but the logged configuration sets privacy.epsilon_per_tabulation = 1") in findings
     assert "internal/ledger.csv" in findings_of(printed, "outputs")
-    assert "FAIL: 2 of 4 checks failed (outputs, ledger)." in printed
+    assert "FAIL: 2 of 5 checks failed (outputs, ledger)." in printed
     assert list(Path("audit_reports").glob("2026Q4-test-*/audit_report.html"))  # default folder
 
 
@@ -184,7 +201,7 @@ def test_a_run_id_works_as_well_as_a_folder(releases, capsys, monkeypatch):
     assert f"release folder: {(root / 'b').resolve()}" in printed
     assert check_line(printed, "inputs").lstrip().startswith("[PASSED]")
     assert check_line(printed, "replay").lstrip().startswith("[WAIVED]")
-    assert "PASS: 3 of 4 checks passed; replay waived with --no-replay" in printed
+    assert "PASS: 4 of 5 checks passed; replay waived with --no-replay" in printed
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)  # the default store, as for `release`
     assert run_audit(run_id, "--no-replay") == 0
@@ -201,7 +218,7 @@ def test_inputs_not_available_make_the_audit_incomplete_unless_waived(releases, 
     assert check_line(printed, "inputs").lstrip().startswith("[SKIPPED]")
     assert "2 not available here (graduates.parquet, outcomes.parquet)" in printed
     assert check_line(printed, "replay").lstrip().startswith("[SKIPPED]")
-    assert "INCOMPLETE: no check failed, but 2 of 4 could not run (inputs, replay)" in printed
+    assert "INCOMPLETE: no check failed, but 2 of 5 could not run (inputs, replay)" in printed
 
     assert run_audit(root / "a", "--data", empty, "--no-replay") == 0
     printed = capsys.readouterr().out

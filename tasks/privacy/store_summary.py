@@ -22,7 +22,11 @@ def store_summary(path: Path, top: int = 10) -> str:
             "o.cells, o.object_sha256 FROM measurements m LEFT JOIN measurement_objects o "
             "USING (measurement_id) ORDER BY m.rowid")
         spends = store.spends()
-    lines = [f"privacy store {path}",
+        policy, head = store.policy(), store.head()
+    lines = [f"privacy store {path} (chain head {head.seq}, {head.sha256[:16]}...)",
+             f"  policy {policy.policy}: lifetime epsilon cap {epsilon_text(policy.lifetime_cap)} "
+             f"per population, at most {epsilon_text(policy.max_tabulation_epsilon)} per "
+             f"tabulation (set by {policy.set_by}, {policy.recorded_at}: {policy.reason})",
              f"  releases: {len(releases)} recorded, "
              f"{int((releases['publications'] > 0).sum())} published"]
     for row in releases.itertuples():
