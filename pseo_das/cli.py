@@ -1,5 +1,5 @@
-"""Command line: `pseo-das synth`, `release`, `republish`, `store`, `schedule`, `audit` and
-`evaluate`."""
+"""Command line: `pseo-das synth`, `release`, `republish`, `store`, `schedule`, `audit`,
+`noise-sample` and `evaluate`."""
 from __future__ import annotations
 
 import argparse
@@ -215,6 +215,36 @@ def _evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _noise_sample(args: argparse.Namespace) -> int:
+    from fractions import Fraction
+
+    import numpy as np
+
+    from pseo_das.tasks.privacy.mechanism import discrete_laplace_noise
+
+    try:
+        epsilon = Fraction(args.epsilon)
+        if epsilon <= 0:
+            raise ValueError
+    except (ValueError, ZeroDivisionError):
+        print(f"pseo-das noise-sample: --epsilon {args.epsilon!r} is not a positive exact number "
+              "(a decimal such as 1.5, or a fraction such as 3/2)", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if args.count < 1:
+        print("pseo-das noise-sample: --count must be at least 1", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    noise = discrete_laplace_noise(bytes.fromhex(args.seed), args.tabulation, epsilon,
+                                   (args.count,))
+    if args.out == "-":
+        sys.stdout.write("\n".join(map(str, noise.tolist())) + "\n")
+    else:
+        np.save(args.out, noise, allow_pickle=False)
+        print(f"{args.count:,} draws (int64) of the two-sided geometric noise at epsilon "
+              f"{args.epsilon}, stream of {args.tabulation!r}, written to {args.out}",
+              file=sys.stderr)
+    return 0
+
+
 def _schedule(args: argparse.Namespace) -> int:
     _quiet_prefect_defaults()
     from prefect import serve
@@ -371,6 +401,19 @@ def parser() -> argparse.ArgumentParser:
     audit.add_argument("--no-replay", action="store_true", help="do not rerun the release, and "
                        "accept that the confidential inputs are not available")
     audit.set_defaults(run=_audit)
+
+    noise = sub.add_parser("noise-sample", parents=[common], help="draws from exactly the "
+                           "release's noise sampler and stream, for an auditor's own tests")
+    noise.add_argument("--epsilon", required=True, help="exact epsilon: a decimal (1.5) or a "
+                       "fraction (3/2)")
+    noise.add_argument("--count", type=int, required=True, help="number of draws")
+    noise.add_argument("--seed", type=_seed_hex, required=True, help="a seed, 64 hex digits")
+    noise.add_argument("--tabulation", default="noise-sample", help="the measurement id that "
+                       "keys the stream (a release's is e.g. earnings.I.cip4.y1@2026Q4/1; "
+                       "default noise-sample)")
+    noise.add_argument("--out", required=True, help="FILE.npy (int64), or - for one value per "
+                       "line on standard output")
+    noise.set_defaults(run=_noise_sample)
 
     evaluate = sub.add_parser("evaluate", parents=[common], help="run the accuracy study (paper section 5) on synthetic data")
     evaluate.add_argument("--data", required=True, help="folder with synthetic graduates and outcomes")

@@ -4,10 +4,14 @@ from __future__ import annotations
 import json
 import re
 import tomllib
+from decimal import Decimal
+from fractions import Fraction
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from pseo_das.epsilon import epsilon_text, exact_epsilon
 
 DEFAULT_CONFIG_PATH = Path(__file__).with_name("default_config.toml")
 
@@ -144,12 +148,13 @@ class ReleaseConfig(_Strict):
     @model_validator(mode="after")
     def _budget(self) -> "ReleaseConfig":
         total = self.planned_total_epsilon()
-        if total > self.privacy.epsilon_cap + 1e-12:
+        if total > exact_epsilon(self.privacy.epsilon_cap):
             raise ValueError(
-                f"planned total epsilon {total:g} (earnings: {self.n_earnings_tabulations()} "
-                f"tabulations x {self.privacy.epsilon_per_tabulation:g}; flows: "
-                f"{self.n_flows_tabulations()} x {self.flows.epsilon_per_tabulation:g}) "
-                f"exceeds privacy.epsilon_cap {self.privacy.epsilon_cap:g}")
+                f"planned total epsilon {epsilon_text(total)} (earnings: "
+                f"{self.n_earnings_tabulations()} tabulations x "
+                f"{epsilon_text(self.privacy.epsilon_per_tabulation)}; flows: "
+                f"{self.n_flows_tabulations()} x {epsilon_text(self.flows.epsilon_per_tabulation)})"
+                f" exceeds privacy.epsilon_cap {epsilon_text(self.privacy.epsilon_cap)}")
         return self
 
     def n_earnings_tabulations(self) -> int:
@@ -158,9 +163,10 @@ class ReleaseConfig(_Strict):
     def n_flows_tabulations(self) -> int:
         return len(self.cells.years_after) * len(self.flows.measured_levels())
 
-    def planned_total_epsilon(self) -> float:
-        return (self.n_earnings_tabulations() * self.privacy.epsilon_per_tabulation
-                + self.n_flows_tabulations() * self.flows.epsilon_per_tabulation)
+    def planned_total_epsilon(self) -> Fraction:
+        """The release's total epsilon, exactly (sequential composition)."""
+        return (self.n_earnings_tabulations() * exact_epsilon(self.privacy.epsilon_per_tabulation)
+                + self.n_flows_tabulations() * exact_epsilon(self.flows.epsilon_per_tabulation))
 
     def flat(self) -> dict[str, object]:
         """Every configuration value as a flat {section.key: value} mapping (for MLflow)."""
@@ -200,12 +206,35 @@ def load_config(path: Path | None = None) -> ReleaseConfig:
             raise ConfigError(f"{path}: cannot read configuration: not valid TOML: {exc}") from exc
         except OSError as exc:
             raise ConfigError(f"{path}: cannot read configuration: {exc}") from exc
+        problems = _inexact_epsilons(Path(path).read_bytes().decode("utf-8"))
+        if problems:
+            raise ConfigError(f"{source}: invalid configuration:\n" + "\n".join(problems))
     try:
         # strict JSON validation: numbers given as text or booleans are refused
         return ReleaseConfig.model_validate_json(json.dumps(raw, default=str), strict=True)
     except ValidationError as exc:
         problems = "\n".join(f"  {_describe(error)}" for error in exc.errors())
         raise ConfigError(f"{source}: invalid configuration:\n{problems}") from exc
+
+
+EPSILON_KEYS = (("privacy", "epsilon_per_tabulation"), ("privacy", "epsilon_cap"),
+                ("flows", "epsilon_per_tabulation"))
+
+
+def _inexact_epsilons(text: str) -> list[str]:
+    """Epsilons are exact: a decimal written with more digits than a double keeps (e.g.
+    7.50000000000000000001) would be read as another number, so it is refused."""
+    problems = []
+    written = tomllib.loads(text, parse_float=Decimal)
+    for section, key in EPSILON_KEYS:
+        value = written.get(section, {}).get(key) if isinstance(written.get(section), dict) \
+            else None
+        if isinstance(value, Decimal) and value.is_finite() and \
+                Decimal(repr(float(value))) != value:
+            problems.append(f"  {section}.{key} = {value}: more digits than a double holds (it "
+                            f"would be read as {float(value)!r}); write at most 15 significant "
+                            "digits")
+    return problems
 
 
 def _describe(error) -> str:

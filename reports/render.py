@@ -6,10 +6,12 @@ from pathlib import Path
 import markdown
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
+from pseo_das.epsilon import epsilon_text
+
 TEMPLATES = Path(__file__).with_name("templates")
 _env = Environment(loader=FileSystemLoader(TEMPLATES), undefined=StrictUndefined,
                    trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
-_env.filters["eps"] = lambda x: f"{x:g}"
+_env.filters["eps"] = epsilon_text      # exact: 7.5, 1/3, 0.00000000000000000001
 _env.filters["num"] = lambda x: f"{x:,}" if isinstance(x, int) else f"{x:,.2f}"
 
 

@@ -149,8 +149,9 @@ def test_tampered_ledger_fails_the_ledger_check_naming_the_tabulation(release_co
     ledger = release_copy / "internal" / "ledger.csv"
     text = ledger.read_text()
     row = next(line for line in text.splitlines() if line.startswith("earnings.I.cip4.y1,"))
-    assert ",1.0," in row
-    ledger.write_text(text.replace(row, row.replace(",1.0,", ",0.5,", 1)))
+    assert ",two-sided geometric,1,1," in row                      # exact epsilon 1
+    ledger.write_text(text.replace(row, row.replace(",two-sided geometric,1,",
+                                                    ",two-sided geometric,0.5,", 1)))
 
     code = run_audit(release_copy, "--no-replay")
     printed = capsys.readouterr().out
@@ -159,7 +160,7 @@ def test_tampered_ledger_fails_the_ledger_check_naming_the_tabulation(release_co
     assert check_line(printed, "ledger").lstrip().startswith("[FAILED]")
     findings = findings_of(printed, "ledger")
     assert ("tabulation earnings.I.cip4.y1: epsilon is '0.5' in the release's ledger.csv, "
-            "'1.0' in the run's ledger") in findings
+            "'1' in the run's ledger") in findings
     assert ("tabulation earnings.I.cip4.y1 (earnings histograms, measured): epsilon 0.5 in the "
             "ledger, but the logged configuration sets privacy.epsilon_per_tabulation = 1") in findings
     assert "internal/ledger.csv" in findings_of(printed, "outputs")

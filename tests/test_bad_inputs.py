@@ -179,6 +179,9 @@ CASES = [
                  ["the privacy store allows at most epsilon 10 per tabulation",
                   "the configuration asks earnings.I.cip4.y1 1"],
                  id="config-epsilon-1e300"),
+    pytest.param(config("[privacy]\nepsilon_cap = 7.50000000000000000001\n"),  # read as 7.5
+                 ["privacy.epsilon_cap = 7.50000000000000000001: more digits than a double holds"],
+                 id="config-epsilon-beyond-double-precision"),
     pytest.param(config("[privacy]\nlifetime_epsilon_cap = 1000\n"),
                  ["privacy.lifetime_epsilon_cap: the lifetime cap is the privacy store's policy",
                   "pseo-das store set-policy --lifetime-cap VALUE --by WHO --reason WHY"],

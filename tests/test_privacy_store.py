@@ -129,6 +129,38 @@ def test_the_store_is_append_only_and_never_created_silently(store, frames, tmp_
         init_store(store.path)
 
 
+def test_caps_compare_exactly_a_spend_of_one_in_ten_to_the_twenty_is_refused(store, frames):
+    from pseo_das.tasks.privacy.release_plan import observable_populations
+    store.set_policy("the DRB", "test: the cap equals the plan", lifetime_cap="7.5")
+    one = observable_populations(frames["4"], 10, CFG.cells.last_earnings_year).iloc[:1]
+    tiny = Fraction(1, 10 ** 20)
+    store.begin()
+    attempt = store.add_release("tiny", SEED, "inputs", "config", store.put_frame(one), None,
+                                store.policy().policy, store.head())
+    store.add_measurement("tiny@tiny/1", attempt, "tiny", {"q": "tiny"}, tiny, one, [])
+    store.commit()
+    assert store.spends()["epsilon"].tolist() == [tiny]           # kept exactly
+    with pytest.raises(LifetimeBudgetExceeded) as refused:         # 7.5 + 1e-20 > 7.5
+        plan(store, frames, "R1", SEED)
+    assert "= 7.50000000000000000001, 0.00000000000000000001 over" in str(refused.value)
+    assert float(Fraction(15, 2) + tiny) == 7.5                     # floats could not tell
+
+
+def test_the_ledger_sums_and_writes_epsilons_exactly():
+    from pseo_das.tasks.privacy.mechanism import (LedgerEntry, PrivacyBudgetExceeded,
+                                                  PrivacyLedger)
+
+    def entry(name, epsilon):
+        return LedgerEntry(name, "p", "m", epsilon, 1, 1, 1, "", "", "")
+    thirds = [entry(f"t{i}", Fraction(1, 3)) for i in range(3)]
+    assert PrivacyLedger.of(1, thirds).total_epsilon == 1               # not 0.9999...
+    with pytest.raises(PrivacyBudgetExceeded, match="7.50000000000000000001, over the cap 7.5"):
+        PrivacyLedger.of("7.5", [entry("a", Fraction(15, 2)), entry("b", Fraction(1, 10 ** 20))])
+    frame = PrivacyLedger.of(2, thirds).to_frame()
+    assert frame["epsilon"].tolist() == ["1/3"] * 3
+    assert [Fraction(text) for text in frame["epsilon"]] == [Fraction(1, 3)] * 3
+
+
 def test_store_show_says_what_the_store_holds_and_no_seed(store, frames):
     from pseo_das.tasks.privacy.store_summary import store_summary
     first = plan(store, frames, "R1", SEED)

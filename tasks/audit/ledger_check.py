@@ -6,18 +6,19 @@ epsilon metrics. Privacy cost: none.
 from __future__ import annotations
 
 import json
-import math
 import re
+from fractions import Fraction
 from pathlib import Path
 
 import pandas as pd
 
 from pseo_das.config import ReleaseConfig
+from pseo_das.epsilon import epsilon_text, exact_epsilon
 from pseo_das.tasks.audit.audit_target import AuditedRelease
 from pseo_das.tasks.privacy.mechanism import GEOMETRIC
 from pseo_das.tasks.employment_flows.noisy_flows import PRODUCT as FLOWS_PRODUCT
 from pseo_das.tasks.earnings.noisy_histograms import PRODUCT as EARNINGS_PRODUCT
-from pseo_das.tasks.audit.verification import (EPSILON_TOLERANCE, FAILED, PASSED, CheckResult,
+from pseo_das.tasks.audit.verification import (FAILED, PASSED, CheckResult,
                                 configuration_differences, flatten, logged_configuration,
                                 same_epsilon)
 
@@ -64,26 +65,35 @@ def ledger_row_differences(published: pd.DataFrame, logged: pd.DataFrame) -> lis
     return out
 
 
+def _exact_or_none(text: str) -> Fraction | None:
+    try:
+        return exact_epsilon(text)
+    except (ValueError, ZeroDivisionError, TypeError):
+        return None
+
+
 def epsilon_findings(ledger: pd.DataFrame, settings: dict[str, object]) -> list[str]:
-    """Measured tabulations at their product's configured epsilon, derived ones at 0."""
+    """Measured tabulations at their product's configured epsilon, derived ones at 0, in
+    exact arithmetic."""
     out = []
     for _, row in ledger.iterrows():
         tab, product, epsilon = row["tabulation_id"], row["product"], row["epsilon"]
-        if math.isnan(epsilon):
+        if epsilon is None:
             out.append(f"tabulation {tab}: epsilon {row['epsilon_text']!r} is not a number")
         elif row["mechanism"] == GEOMETRIC:
             setting = EPSILON_SETTING.get(product)
             if setting is None:
                 out.append(f"tabulation {tab}: unknown product {product!r}, no configured epsilon")
-            elif not isinstance(settings.get(setting), (int, float)):
+            elif not isinstance(settings.get(setting), (int, float)) or \
+                    isinstance(settings.get(setting), bool):
                 out.append(f"tabulation {tab}: the run logged no {setting}")
-            elif not same_epsilon(epsilon, float(settings[setting])):
-                out.append(f"tabulation {tab} ({product}, measured): epsilon {epsilon:g} in the "
-                           f"ledger, but the logged configuration sets {setting} = "
-                           f"{settings[setting]:g}")
+            elif epsilon != exact_epsilon(settings[setting]):
+                out.append(f"tabulation {tab} ({product}, measured): epsilon "
+                           f"{epsilon_text(epsilon)} in the ledger, but the logged configuration "
+                           f"sets {setting} = {epsilon_text(settings[setting])}")
         elif epsilon != 0:
-            out.append(f"tabulation {tab} ({row['mechanism']}): epsilon {epsilon:g}, but a derived "
-                       "or post-processed table spends 0")
+            out.append(f"tabulation {tab} ({row['mechanism']}): epsilon {epsilon_text(epsilon)}, "
+                       "but a derived or post-processed table spends 0")
     return out
 
 
@@ -96,9 +106,9 @@ def metric_findings(ledger: pd.DataFrame, metrics: dict[str, float]) -> list[str
            for t in sorted(set(in_ledger) - set(logged))]
     out += [f"metric epsilon.{t} = {logged[t]:g}: no such tabulation in the ledger"
             for t in sorted(set(logged) - set(in_ledger))]
-    out += [f"tabulation {t}: epsilon {in_ledger[t]:g} in the ledger, metric epsilon.{t} = "
-            f"{logged[t]:g}" for t in sorted(set(logged) & set(in_ledger))
-            if not same_epsilon(in_ledger[t], logged[t])]
+    out += [f"tabulation {t}: epsilon {epsilon_text(in_ledger[t])} in the ledger, metric "
+            f"epsilon.{t} = {logged[t]:g}" for t in sorted(set(logged) & set(in_ledger))
+            if in_ledger[t] is not None and not same_epsilon(float(in_ledger[t]), logged[t])]
     return out
 
 
@@ -123,21 +133,23 @@ def _planned(config: dict[str, dict[str, object]]) -> ReleaseConfig | None:
         return None
 
 
-def total_findings(total: float, by_product: pd.DataFrame, metrics: dict[str, float],
+def total_findings(total: Fraction, by_product: pd.DataFrame, metrics: dict[str, float],
                    settings: dict[str, object], plan: ReleaseConfig | None) -> list[str]:
     """The ledger's total against `epsilon.total`, the cap, and the configuration's plan
-    (number of measured tabulations per product, planned total)."""
+    (number of measured tabulations per product, planned total), exactly (the metric, a
+    float for display, within rounding)."""
     out = []
     cap, logged_total = settings.get("privacy.epsilon_cap"), metrics.get("epsilon.total")
     if logged_total is None:
         out.append("the run has no epsilon.total metric")
-    elif not same_epsilon(total, logged_total):
-        out.append(f"total epsilon: {total:g} in the ledger, metric epsilon.total = "
+    elif not same_epsilon(float(total), logged_total):
+        out.append(f"total epsilon: {epsilon_text(total)} in the ledger, metric epsilon.total = "
                    f"{logged_total:g}")
-    if not isinstance(cap, (int, float)):
+    if not isinstance(cap, (int, float)) or isinstance(cap, bool):
         out.append("the run logged no privacy.epsilon_cap")
-    elif total > cap + EPSILON_TOLERANCE:
-        out.append(f"total epsilon {total:g} exceeds the cap privacy.epsilon_cap = {cap:g}")
+    elif total > exact_epsilon(cap):
+        out.append(f"total epsilon {epsilon_text(total)} exceeds the cap privacy.epsilon_cap = "
+                   f"{epsilon_text(cap)}")
     if plan is None:
         out.append("the logged configuration is not a valid configuration for this code; "
                    "the planned total could not be computed")
@@ -149,9 +161,9 @@ def total_findings(total: float, by_product: pd.DataFrame, metrics: dict[str, fl
         if found != n:
             out.append(f"{product}: {found} measured tabulations in the ledger, the logged "
                        f"configuration plans {n}")
-    if not same_epsilon(total, plan.planned_total_epsilon()):
-        out.append(f"total epsilon {total:g} in the ledger, the logged configuration plans "
-                   f"{plan.planned_total_epsilon():g}")
+    if total != plan.planned_total_epsilon():
+        out.append(f"total epsilon {epsilon_text(total)} in the ledger, the logged configuration "
+                   f"plans {epsilon_text(plan.planned_total_epsilon())}")
     return out
 
 
@@ -175,28 +187,29 @@ def check_ledger(release: AuditedRelease, logged_ledger: Path | None) -> CheckRe
         return CheckResult("ledger", FAILED, findings[0], {"rows": len(published)}, findings)
 
     ledger = published.assign(epsilon_text=published["epsilon"],
-                              epsilon=pd.to_numeric(published["epsilon"], errors="coerce"))
+                              epsilon=published["epsilon"].map(_exact_or_none))
     config = logged_configuration(release.params)
     settings = flatten(config)
     findings += epsilon_findings(ledger, settings)
     findings += metric_findings(ledger, release.metrics)
 
-    total = math.fsum(ledger["epsilon"].fillna(0.0))
+    total = sum((e for e in ledger["epsilon"] if e is not None), Fraction(0))
     measured = ledger[ledger["mechanism"] == GEOMETRIC]
-    by_product = measured.groupby("product")["epsilon"].agg(["count", "sum"])
+    by_product = measured.groupby("product")["epsilon"].agg(
+        count="count", sum=lambda s: sum((e for e in s if e is not None), Fraction(0)))
     plan = _planned(config)
     findings += total_findings(total, by_product, release.metrics, settings, plan)
     cap, logged_total = settings.get("privacy.epsilon_cap"), release.metrics.get("epsilon.total")
     figures: dict[str, object] = {"ledger rows": len(ledger), "measured tabulations": len(measured),
                                   "derived or post-processed entries": len(ledger) - len(measured),
-                                  "total epsilon (ledger)": total,
+                                  "total epsilon (ledger)": epsilon_text(total),
                                   "epsilon.total (run metric)": logged_total,
                                   "privacy.epsilon_cap": cap}
     for product, row in by_product.iterrows():
         figures[f"{product}: measured tabulations"] = (f"{int(row['count'])}, epsilon "
-                                                       f"{row['sum']:g} in all")
+                                                       f"{epsilon_text(row['sum'])} in all")
     if plan is not None:
-        figures["planned total epsilon (configuration)"] = plan.planned_total_epsilon()
+        figures["planned total epsilon (configuration)"] = epsilon_text(plan.planned_total_epsilon())
     config_path = release.release_dir / CONFIG
     try:
         on_disk = flatten(json.loads(config_path.read_text()))
@@ -209,11 +222,12 @@ def check_ledger(release: AuditedRelease, logged_ledger: Path | None) -> CheckRe
         return CheckResult("ledger", FAILED, f"{len(findings)} problem(s) with "
                            + ", ".join(problem_subjects(findings, config_findings)), figures,
                            findings)
-    products = ", ".join(f"{int(r['count'])} {p} x {r['sum'] / r['count']:g}"
+    products = ", ".join(f"{int(r['count'])} {p} x {epsilon_text(r['sum'] / r['count'])}"
                          for p, r in by_product.iterrows())
     return CheckResult(
         "ledger", PASSED,
         f"{len(ledger)} rows identical to the run's ledger; {len(measured)} measured tabulations at "
         f"the configured epsilon ({products}), {len(ledger) - len(measured)} derived at 0; total "
-        f"{total:g} = epsilon.total, within the cap {cap:g}; config.json = the logged "
+        f"{epsilon_text(total)} = epsilon.total, within the cap {epsilon_text(cap)} (exact); "
+        "config.json = the logged "
         "configuration", figures)

@@ -18,6 +18,7 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from pseo_das.config import ReleaseConfig
+from pseo_das.epsilon import epsilon_text
 from pseo_das.version import package_versions
 from pseo_das.tasks import progress, release_task
 from pseo_das.tasks.employment_flows.division_flows import FlowsRelease
@@ -213,7 +214,10 @@ def record_release(audit: AuditRun, ledger: PrivacyLedger, cells: pd.DataFrame,
             metrics[f"flows.{key}.{c['tabulation_id']}"] = c[key]
     metrics["flows.division_flows_at_risk"] = flows.suppression["division_flows_at_risk"]
     metrics["flows.division_flows_suppressed"] = flows.suppression["division_flows_suppressed"]
-    audit.log_metrics(metrics)
+    audit.log_metrics(metrics)   # floats, for display; the exact values are params:
+    audit.log_params({f"ledger_epsilon.{e.tabulation_id}": epsilon_text(e.epsilon)
+                      for e in ledger.entries}
+                     | {"ledger_epsilon.total": epsilon_text(ledger.total_epsilon)})
     audit.set_tags({f"input_sha256.{k}": v for k, v in input_fingerprints.items()}
                    | {f"output_sha256.{k}": v for k, v in manifest.items()}
                    | {f"version.{k}": v for k, v in package_versions().items()})

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -46,7 +47,7 @@ def tabulation_id(inst_level: str, cip_level: str, years_after: int) -> str:
 
 def measure_histograms(release_seed: bytes, measurement_id: str, cells: pd.DataFrame,
                        true_counts: np.ndarray, cip_level: str, years_after: int,
-                       epsilon: float) -> NoisyMeasurement:
+                       epsilon: Fraction) -> NoisyMeasurement:
     """Institution-level noisy histograms. Privacy cost: `epsilon` (one tabulation)."""
     return measure_with_geometric_noise(release_seed, measurement_id,
                                         tabulation_id("I", cip_level, years_after), PRODUCT,
@@ -83,7 +84,7 @@ def measure_earnings(pending: dict[int, list["PendingMeasurement"]], inputs: Val
                                                  cfg.earnings.n_bins, measurement.populations)
             measured.append(measure_histograms(
                 bytes.fromhex(measurement.seed_hex), measurement.measurement_id, cells,
-                true_counts, question.cip_level, years_after, float(question.epsilon)))
+                true_counts, question.cip_level, years_after, question.epsilon))
             del true_counts
     progress("measured earnings: " + (", ".join(
         f"{m.measurement_id} ({len(m.cells):,} cells)" for m in measured) or "nothing new")

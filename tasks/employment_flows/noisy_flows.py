@@ -61,7 +61,7 @@ def measure_flows(pending: dict[int, list["PendingMeasurement"]], inputs: Valida
                                             cfg.cells.last_earnings_year, measurement.populations)
             measured.append(measure_with_geometric_noise(
                 bytes.fromhex(measurement.seed_hex), measurement.measurement_id,
-                question.tabulation_id, PRODUCT, cells, true_counts, float(question.epsilon)))
+                question.tabulation_id, PRODUCT, cells, true_counts, question.epsilon))
             del true_counts
     progress("measured flows: " + (", ".join(
         f"{m.measurement_id} ({len(m.cells):,} cells x {N_DESTINATIONS:,} destinations)"

@@ -1,10 +1,11 @@
 """The mechanism layer: the only code that draws noise, and the privacy ledger it
 writes to before every draw.
 
-Noise comes from ChaCha20 (randomgen) under numpy's Generator: cryptographically
-secure and seedable. Each tabulation gets its own stream, keyed by
-SHA-256(release seed, tabulation id), and noise is assigned in the caller's canonical
-cell order, so outputs depend only on seed, data and configuration.
+Noise comes from ChaCha20 (randomgen): cryptographically secure and seedable. Each
+measurement gets its own stream, keyed by SHA-256(release seed, measurement id), and
+noise is assigned in the caller's canonical cell order, so outputs depend only on seed,
+data and configuration. The release noise is drawn exactly from the stream's 64-bit
+words (`discrete_laplace`: integers only, unbounded support).
 """
 from __future__ import annotations
 
@@ -12,10 +13,14 @@ import hashlib
 import math
 import secrets
 from dataclasses import asdict, dataclass
+from fractions import Fraction
 
 import numpy as np
 import pandas as pd
 from randomgen import ChaCha
+
+from pseo_das.tasks.privacy.discrete_laplace import draw, inversion_table
+from pseo_das.epsilon import epsilon_text, exact_epsilon
 
 GEOMETRIC = "two-sided geometric"
 POST_PROCESSING = "post-processing (sum of noisy histograms)"
@@ -32,7 +37,7 @@ class LedgerEntry:
     tabulation_id: str
     product: str
     mechanism: str
-    epsilon: float
+    epsilon: Fraction  # exact
     sensitivity: int
     n_cells: int
     n_bins: int
@@ -43,10 +48,11 @@ class LedgerEntry:
 
 class PrivacyLedger:
     """Every measurement and derivation of a release. Spends compose sequentially
-    and never exceed the cap; recording the same spend twice (a task retry) is a no-op."""
+    and never exceed the cap, in exact arithmetic; recording the same spend twice (a task
+    retry) is a no-op."""
 
-    def __init__(self, epsilon_cap: float):
-        self.epsilon_cap = epsilon_cap
+    def __init__(self, epsilon_cap: float | str | Fraction):
+        self.epsilon_cap = exact_epsilon(epsilon_cap)
         self._entries: dict[str, LedgerEntry] = {}
 
     @property
@@ -54,8 +60,8 @@ class PrivacyLedger:
         return list(self._entries.values())
 
     @property
-    def total_epsilon(self) -> float:
-        return math.fsum(e.epsilon for e in self._entries.values())
+    def total_epsilon(self) -> Fraction:
+        return sum((e.epsilon for e in self._entries.values()), Fraction(0))
 
     def record(self, entry: LedgerEntry) -> LedgerEntry:
         known = self._entries.get(entry.tabulation_id)
@@ -65,16 +71,18 @@ class PrivacyLedger:
                     f"tabulation {entry.tabulation_id} is already in the ledger with "
                     "other parameters; a tabulation is measured once per release")
             return known
-        if self.total_epsilon + entry.epsilon > self.epsilon_cap + 1e-12:
+        total = self.total_epsilon + entry.epsilon
+        if total > self.epsilon_cap:
             raise PrivacyBudgetExceeded(
-                f"spending epsilon {entry.epsilon:g} on {entry.tabulation_id} would take the "
-                f"total to {self.total_epsilon + entry.epsilon:g}, over the cap "
-                f"{self.epsilon_cap:g}")
+                f"spending epsilon {epsilon_text(entry.epsilon)} on {entry.tabulation_id} would "
+                f"take the total to {epsilon_text(total)}, over the cap "
+                f"{epsilon_text(self.epsilon_cap)}")
         self._entries[entry.tabulation_id] = entry
         return entry
 
     @classmethod
-    def of(cls, epsilon_cap: float, entries: list[LedgerEntry]) -> "PrivacyLedger":
+    def of(cls, epsilon_cap: float | str | Fraction, entries: list[LedgerEntry]
+           ) -> "PrivacyLedger":
         """The ledger of a release, assembled from the entries its tasks returned."""
         ledger = cls(epsilon_cap)
         for entry in entries:
@@ -82,14 +90,16 @@ class PrivacyLedger:
         return ledger
 
     def to_frame(self) -> pd.DataFrame:
+        """The ledger as ledger.csv has it: epsilons as exact decimals (or fractions)."""
         columns = list(LedgerEntry.__dataclass_fields__)
-        return pd.DataFrame([asdict(e) for e in self._entries.values()], columns=columns)
+        rows = [dict(asdict(e), epsilon=epsilon_text(e.epsilon)) for e in self._entries.values()]
+        return pd.DataFrame(rows, columns=columns)
 
 
 def derived_entry(tabulation_id: str, product: str, n_cells: int, n_bins: int,
                   derived_from: str) -> LedgerEntry:
     """The ledger entry of a post-processed table (zero epsilon) and the noisy table it sums."""
-    return LedgerEntry(tabulation_id, product, POST_PROCESSING, 0.0, 0, n_cells, n_bins,
+    return LedgerEntry(tabulation_id, product, POST_PROCESSING, Fraction(0), 0, n_cells, n_bins,
                        "post-processing of noisy measurements: no additional privacy loss",
                        derived_from, "")
 
@@ -109,9 +119,14 @@ def stream_key(release_seed: bytes, tabulation_id: str) -> bytes:
                           + tabulation_id.encode()).digest()
 
 
-def noise_generator(release_seed: bytes, tabulation_id: str) -> np.random.Generator:
+def stream_bits(release_seed: bytes, tabulation_id: str) -> ChaCha:
+    """The ChaCha20 stream (20 rounds) keyed by SHA-256(domain, seed, tabulation id)."""
     key = int.from_bytes(stream_key(release_seed, tabulation_id), "little")
-    return np.random.Generator(ChaCha(key=key, counter=0, rounds=20))
+    return ChaCha(key=key, counter=0, rounds=20)
+
+
+def noise_generator(release_seed: bytes, tabulation_id: str) -> np.random.Generator:
+    return np.random.Generator(stream_bits(release_seed, tabulation_id))
 
 
 def geometric_variance(epsilon: float) -> float:
@@ -130,28 +145,40 @@ class NoisyMeasurement:
     entry: LedgerEntry
 
 
+def discrete_laplace_noise(release_seed: bytes, measurement_id: str,
+                           epsilon: float | str | Fraction, shape: tuple[int, ...]) -> np.ndarray:
+    """Two-sided geometric noise, exactly: one value per entry of `shape`, from the
+    ChaCha20 stream SHA-256(domain, seed, measurement id), 64-bit words in order, by the
+    integer-only inversion of `discrete_laplace` (words it cannot decide alone take the
+    following words of the same stream)."""
+    table = inversion_table(exact_epsilon(epsilon))
+    bits = stream_bits(release_seed, measurement_id)
+    size = int(np.prod(shape, dtype=np.int64))
+    noise = draw(table, bits.random_raw(size), lambda: int(bits.random_raw()))
+    return noise.reshape(shape)
+
+
 def measure_with_geometric_noise(release_seed: bytes, measurement_id: str, tabulation_id: str,
                                  product: str, cells: pd.DataFrame, true_counts: np.ndarray,
-                                 epsilon: float) -> NoisyMeasurement:
-    """Noisy counts = true counts + (X - Y), X, Y i.i.d. Geometric(p = 1 - exp(-epsilon)),
-    one draw per entry of `true_counts` (cells x bins, canonical order), zeros included,
-    from the stream SHA-256(domain, seed, measurement id).
+                                 epsilon: float | str | Fraction) -> NoisyMeasurement:
+    """Noisy counts = true counts + two-sided geometric noise (discrete Laplace, P(k) =
+    (1-q)/(1+q) q^|k|, q = exp(-epsilon)), one draw per entry of `true_counts` (cells x
+    bins, canonical order), zeros included, drawn exactly (no floating point; unbounded
+    support) from the stream SHA-256(domain, seed, measurement id).
 
-    Privacy cost: `epsilon` for the whole array, provided every person contributes to at
-    most one entry (sensitivity 1; parallel composition across cells). The ledger entry is
-    returned with the noise: no noise leaves this function without its entry.
+    Privacy cost: `epsilon` (pure epsilon-DP) for the whole array, provided every person
+    contributes to at most one entry (sensitivity 1; parallel composition across cells).
+    The ledger entry is returned with the noise: no noise leaves this function without
+    its entry.
     """
     n_cells, n_bins = true_counts.shape
     entry = LedgerEntry(
-        tabulation_id, product, GEOMETRIC, float(epsilon), 1, n_cells, n_bins,
+        tabulation_id, product, GEOMETRIC, exact_epsilon(epsilon), 1, n_cells, n_bins,
         "parallel across the cells of this tabulation (each graduate in at most one "
         "cell and bin); sequential with every other tabulation",
         "", hashlib.sha256(stream_key(release_seed, measurement_id)).hexdigest())
-    generator = noise_generator(release_seed, measurement_id)
-    p = -math.expm1(-epsilon)
-    x = generator.geometric(p, size=true_counts.shape)
-    y = generator.geometric(p, size=true_counts.shape)
-    return NoisyMeasurement(measurement_id, cells, true_counts.astype(np.int64) + (x - y), entry)
+    noise = discrete_laplace_noise(release_seed, measurement_id, epsilon, true_counts.shape)
+    return NoisyMeasurement(measurement_id, cells, true_counts.astype(np.int64) + noise, entry)
 
 
 def post_processing_seed(sources: tuple[str, ...]) -> bytes:
@@ -171,7 +198,7 @@ def post_processing_exponentials(stream_seed: bytes, step_id: str, product: str,
     Privacy cost: none (post-processing of noisy values).
     """
     entry = LedgerEntry(
-        step_id, product, RANDOMIZED_POST_PROCESSING, 0.0, 0, n_cells, n_bins,
+        step_id, product, RANDOMIZED_POST_PROCESSING, Fraction(0), 0, n_cells, n_bins,
         "post-processing of noisy measurements: no additional privacy loss", derived_from,
         hashlib.sha256(stream_key(stream_seed, step_id)).hexdigest())
     return noise_generator(stream_seed, step_id).standard_exponential(n_draws), entry

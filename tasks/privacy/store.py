@@ -49,6 +49,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pseo_das.tasks.inputs.cells import CELL_COLUMNS, POPULATION_KEYS
+from pseo_das.epsilon import epsilon_text, exact_epsilon
 
 STORE_ENV = "PSEO_DAS_STORE"
 INDEX = "store.sqlite"
@@ -204,39 +205,15 @@ class StorePolicyError(StoreError):
     """A value the store's policy does not allow (or a policy change without who and why)."""
 
 
-def exact_epsilon(value: float | str | Fraction) -> Fraction:
-    """An epsilon as an exact rational: the decimal it is written as (1.5 -> 3/2)."""
-    return value if isinstance(value, Fraction) else Fraction(str(value))
-
-
 def positive_epsilon(value: float | str | Fraction, what: str) -> Fraction:
     """An exact epsilon that must be positive and finite; StorePolicyError otherwise."""
     try:
         exact = exact_epsilon(value)
-    except (ValueError, ZeroDivisionError, OverflowError) as exc:
+    except (ValueError, ZeroDivisionError, OverflowError, TypeError) as exc:
         raise StorePolicyError(f"{what} = {value!r} is not an exact finite number") from exc
     if exact <= 0:
         raise StorePolicyError(f"{what} = {epsilon_text(exact)} must be positive")
     return exact
-
-
-def epsilon_text(value: Fraction) -> str:
-    """An exact epsilon as a decimal string when it has one ('7.5'), else 'p/q'."""
-    value = Fraction(value)
-    denominator = value.denominator
-    for prime in (2, 5):
-        while denominator % prime == 0:
-            denominator //= prime
-    if denominator != 1:
-        return f"{value.numerator}/{value.denominator}"
-    digits = 0
-    while (value * 10 ** digits).denominator != 1:
-        digits += 1
-    text = f"{value.numerator * 10 ** digits // value.denominator}"
-    if digits:
-        text = text.rjust(digits + 1, "0")
-        text = f"{text[:-digits]}.{text[-digits:]}"
-    return text
 
 
 def resolve_store(option: str | Path | None, configured: str | None = None) -> Path:

@@ -69,7 +69,7 @@ def _question_table(store: PrivacyStore, question: Question, rows: pd.DataFrame
     order = cells.sort_values(CELL_KEYS, kind="stable").index.to_numpy()
     values = values[order]
     entry = LedgerEntry(question.tabulation_id, question.product, GEOMETRIC,
-                        float(question.epsilon), 1, len(cells), question.columns, COMPOSITION, "",
+                        question.epsilon, 1, len(cells), question.columns, COMPOSITION, "",
                         ";".join(streams))
     return _categorical_cells(cells), values, tuple(sources), entry
 

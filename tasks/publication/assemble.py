@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, replace
+from fractions import Fraction
 from pathlib import Path
 
 import pandas as pd
@@ -69,9 +70,9 @@ def ledger_checks(ledger: PrivacyLedger, tables: list[NoisyHistograms],
     return [
         {"name": "noisy values drawn = noisy values recorded in the ledger",
          "result": ("passed" if drawn == recorded else "FAILED") + f" ({drawn:,} / {recorded:,})"},
-        {"name": f"total epsilon within the cap {ledger.epsilon_cap:g}",
+        {"name": f"total epsilon within the cap {epsilon_text(ledger.epsilon_cap)} (exact)",
          "result": ("passed" if ledger.total_epsilon <= ledger.epsilon_cap else "FAILED")
-         + f" ({ledger.total_epsilon:g})"},
+         + f" ({epsilon_text(ledger.total_epsilon)})"},
     ]
 
 
@@ -82,14 +83,14 @@ def lifetime_figures(store_path: Path, plan: ReleasePlan, record: dict) -> Lifet
     with PrivacyStore.open(store_path) as store:
         as_recorded = replace(plan, populations=lifetime_table(store, plan.plan,
                                                                plan.attempt.attempt))
-    table, cap = as_recorded.populations, float(as_recorded.lifetime_cap)
-    after = table["after"].map(float)
+    table, cap = as_recorded.populations, as_recorded.lifetime_cap
+    after = table["after"]
+    largest = max(after, default=Fraction(0))
     summary = {
         "store_attempt": plan.attempt.attempt, "new_spending": plan.new_spending,
         "superseded": plan.superseded, "populations": len(table), "cap": cap,
-        "max_after": float(after.max()) if len(table) else 0.0,
-        "max_before": float(table["before"].map(float).max()) if len(table) else 0.0,
-        "headroom_min": cap - (float(after.max()) if len(table) else 0.0),
+        "max_after": largest, "max_before": max(table["before"], default=Fraction(0)),
+        "headroom_min": cap - largest,
         "distribution": after.groupby(after).size().rename("populations")
         .rename_axis("after").reset_index().to_dict("records"),
         "policy": record["store_policy"], "store_chain": record["store_chain"],

@@ -1,0 +1,83 @@
+"""Benchmark of the release noise: the exact integer-only sampler against the float paths.
+
+    python benchmarks/bench_noise.py [--draws 20000000] [--repeat 3]
+
+For epsilon 1 and 1.5, the time of `--draws` two-sided geometric draws, in one process
+(so the three compare under the same load), best of --repeat, in ns per draw:
+
+  exact        the release's sampler: pseo_das.tasks.privacy.mechanism.discrete_laplace_noise
+               (ChaCha20 words -> integer-only inversion, discrete_laplace.py)
+  float        the path releases used before it: ChaCha20 under numpy's Generator,
+               X - Y with X, Y = Generator.geometric(1 - exp(-epsilon)) (float inversion)
+  pcg64-float  the same float path on numpy's default PCG64, for reference
+
+Target: exact <= 2 x float. Results: benchmarks/results/noise-<timestamp>.json.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import platform
+import time
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+from randomgen import ChaCha
+
+from pseo_das.tasks.privacy.mechanism import discrete_laplace_noise, stream_key
+
+RESULTS = Path(__file__).resolve().parent / "results"
+SEED = bytes(range(32))
+
+
+def float_path(generator: np.random.Generator, epsilon: float, draws: int) -> np.ndarray:
+    p = -math.expm1(-epsilon)
+    return generator.geometric(p, draws) - generator.geometric(p, draws)
+
+
+def chacha_generator(tabulation_id: str) -> np.random.Generator:
+    key = int.from_bytes(stream_key(SEED, tabulation_id), "little")
+    return np.random.Generator(ChaCha(key=key, counter=0, rounds=20))
+
+
+def best_ns_per_draw(run, draws: int, repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - started)
+    return min(times) / draws * 1e9
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--draws", type=int, default=20_000_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    n, rows = args.draws, []
+    for epsilon in ("1", "1.5"):
+        exact = Fraction(epsilon)
+        figures = {
+            "exact": best_ns_per_draw(
+                lambda: discrete_laplace_noise(SEED, "bench", exact, (n,)), n, args.repeat),
+            "float": best_ns_per_draw(
+                lambda: float_path(chacha_generator("bench"), float(exact), n), n, args.repeat),
+            "pcg64-float": best_ns_per_draw(
+                lambda: float_path(np.random.default_rng(1), float(exact), n), n, args.repeat),
+        }
+        figures["exact / float"] = figures["exact"] / figures["float"]
+        rows.append({"epsilon": epsilon, **figures})
+        print(f"epsilon {epsilon}: exact {figures['exact']:.1f} ns/draw, float (ChaCha20) "
+              f"{figures['float']:.1f}, float (PCG64) {figures['pcg64-float']:.1f}; "
+              f"exact / float = {figures['exact / float']:.2f} (target <= 2)")
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    out = RESULTS / f"noise-{time.strftime('%Y%m%dT%H%M%S')}.json"
+    out.write_text(json.dumps({"draws": n, "repeat": args.repeat, "machine": platform.platform(),
+                               "processor": platform.processor(), "rows": rows}, indent=2))
+    print(f"results: {out}")
+
+
+if __name__ == "__main__":
+    main()

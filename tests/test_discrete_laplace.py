@@ -1,0 +1,145 @@
+"""The exact discrete Laplace sampler: its law by enumeration of every bit path (small
+words, exact fractions), its thresholds against certified bounds, no cap on the support,
+the extreme bit patterns, and the vectorised path against the scalar one."""
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from pseo_das.tasks.privacy.discrete_laplace import (_exp_bounds, draw, exact_index,
+                                                     inversion_table, tail_floor,
+                                                     value_of_index)
+
+
+class NeedMore(Exception):
+    """The path needs a word beyond the enumeration depth."""
+
+
+def exp_minus(x: Fraction, bits: int = 200) -> tuple[Fraction, Fraction]:
+    lo, hi = _exp_bounds(x, bits)
+    return 1 / hi, 1 / lo
+
+
+def law_bounds(epsilon: Fraction, j: int) -> tuple[Fraction, Fraction]:
+    """Certified bounds of P(index = j) = (1-q)/(1+q) q^|x| for x = value_of_index(j)."""
+    q_lo, q_hi = exp_minus(epsilon)
+    m = abs(value_of_index(j))
+    return (1 - q_hi) / (1 + q_hi) * q_lo ** m, (1 - q_lo) / (1 + q_lo) * q_hi ** m
+
+
+def enumerate_paths(epsilon: Fraction, word_bits: int, depth: int):
+    """The sampler's output law over every path of at most `depth` words: decided mass per
+    index (exact fractions) and the mass of the paths still undecided at that depth."""
+    table = inversion_table(epsilon, word_bits)
+    decided: dict[int, Fraction] = {}
+    unexplored = Fraction(0)
+
+    def explore(words: list[int]) -> None:
+        nonlocal unexplored
+        rest = iter(words[1:])
+
+        def next_word() -> int:
+            try:
+                return next(rest)
+            except StopIteration:
+                raise NeedMore from None
+        try:
+            j = exact_index(table, words[0], next_word)
+        except NeedMore:
+            if len(words) == depth:
+                unexplored += Fraction(1, 2 ** (word_bits * depth))
+                return
+            for word in range(2 ** word_bits):
+                explore(words + [word])
+            return
+        decided[j] = decided.get(j, 0) + Fraction(1, 2 ** (word_bits * len(words)))
+
+    for first in range(2 ** word_bits):
+        explore([first])
+    return decided, unexplored
+
+
+@pytest.mark.parametrize("epsilon", [Fraction(1, 2), Fraction(1), Fraction(3, 2)])
+def test_every_bit_path_gives_the_exact_discrete_laplace_law(epsilon):
+    word_bits, depth = 4, 3
+    decided, unexplored = enumerate_paths(epsilon, word_bits, depth)
+    assert sum(decided.values()) + unexplored == 1
+    finest = Fraction(1, 2 ** (word_bits * depth))
+    # undecided: at most one finest cell per tail mass T(j) above it, and [0, finest)
+    boundaries = next(j for j in range(10 ** 4) if tail_floor(epsilon, j, word_bits * depth) == 0)
+    assert unexplored <= (boundaries + 1) * finest
+    for j in range(max(decided) + 3):
+        lo, hi = law_bounds(epsilon, j)
+        got = decided.get(j, Fraction(0))
+        assert got <= hi, (j, float(got), float(hi))           # never more than the law
+        assert lo - got <= 2 * finest, (j, float(lo - got))    # short only at the two edges
+    # symmetric, and P(x)/P(x+1) = exp(epsilon) wherever both are decided to the finest cell
+    for m in range(1, 4):
+        plus, minus = decided[2 * m - 1], decided[2 * m]
+        assert abs(plus - minus) <= 4 * finest
+    e_lo, e_hi = _exp_bounds(epsilon, 200)                       # exp(epsilon)
+    p1, p3 = decided[1], decided[3]                                  # x = +1 and x = +2
+    assert (p1 - 2 * finest) / (p3 + 2 * finest) <= e_hi
+    assert (p1 + 2 * finest) / (p3 - 2 * finest) >= e_lo
+
+
+@pytest.mark.parametrize("epsilon", ["0.01", "0.1", "1", "1.5", "10", "1/3"])
+def test_thresholds_are_the_exact_floors_of_the_tail_masses(epsilon):
+    epsilon = Fraction(epsilon)
+    table = inversion_table(epsilon)
+    q_lo, q_hi = exp_minus(epsilon, 260)
+    for j in list(range(min(12, len(table.thresholds)))) + [len(table.thresholds) - 1]:
+        m = (j + 1) // 2
+        t_lo, t_hi = ((q_lo ** m, q_hi ** m) if j % 2 else
+                      (2 * q_lo ** (j // 2 + 1) / (1 + q_hi), 2 * q_hi ** (j // 2 + 1) / (1 + q_lo)))
+        assert math.floor(t_lo * 2 ** 64) == table.thresholds[j] == math.floor(t_hi * 2 ** 64)
+    assert tail_floor(epsilon, len(table.thresholds), 64) == 0      # the table ends at 0
+    assert list(table.thresholds) == sorted(table.thresholds, reverse=True)
+
+
+def _words(prefix: int, count: int) -> list[int]:
+    return [(prefix >> (64 * (count - 1 - i))) & (2 ** 64 - 1) for i in range(count)]
+
+
+@pytest.mark.parametrize("j", [199, 200, 1001])
+def test_indices_far_beyond_the_table_are_reached(j):
+    """No cap on the support: a V just inside (T(j), T(j-1)) gives j, beyond the table."""
+    epsilon = Fraction(1)
+    table = inversion_table(epsilon)
+    assert j > len(table.thresholds)
+    words = 24
+    prefix = tail_floor(epsilon, j - 1, 64 * words) - 1
+    assert prefix > tail_floor(epsilon, j, 64 * words)
+    given = _words(prefix, words)
+    rest = iter(given[1:])
+    assert exact_index(table, given[0], lambda: next(rest)) == j
+    assert value_of_index(j) == (j + 1) // 2 if j % 2 else -(j // 2)
+
+
+def test_extreme_bit_patterns_terminate_with_the_exact_value():
+    table = inversion_table(Fraction(1))
+    top = np.array([2 ** 64 - 1] * 3, dtype=np.uint64)
+    assert draw(table, top, lambda: 0).tolist() == [0, 0, 0]           # V near 1: x = 0
+    ones = iter([2 ** 64 - 1] * 10)
+    zero_then = draw(table, np.array([0], dtype=np.uint64), lambda: next(ones))
+    # V = 2^-64 (1 - 2^-640): just below the table's end, decided exactly
+    expected = exact_index(table, 0, iter([2 ** 64 - 1] * 10).__next__)
+    assert zero_then.tolist() == [value_of_index(expected)]
+    assert abs(zero_then[0]) >= 44   # q^44 = e^-44 > 2^-64: past every tabled index
+
+
+def test_the_vectorised_path_equals_the_scalar_path_including_threshold_hits():
+    table = inversion_table(Fraction(3, 2))
+    rng = np.random.default_rng(7)
+    words = rng.integers(0, 2 ** 64, size=20_000, dtype=np.uint64)
+    words[:len(table.thresholds)] = np.array(table.thresholds, dtype=np.uint64)  # exact hits
+    words[-3:] = [0, 1, 2]                                                       # the tail
+    extra = rng.integers(0, 2 ** 64, size=1000, dtype=np.uint64).tolist()
+    vector_extra, scalar_extra = iter(extra), iter(extra)
+    vectorised = draw(table, words, lambda: next(vector_extra))
+    scalar = [value_of_index(exact_index(table, int(w), lambda: next(scalar_extra)))
+              for w in words]
+    assert vectorised.tolist() == scalar
