@@ -14,7 +14,9 @@ def exact_epsilon(value: float | int | str | Fraction) -> Fraction:
         return value
     if isinstance(value, bool):
         raise TypeError("an epsilon is a number, not a boolean")
-    return Fraction(repr(value) if isinstance(value, float) else str(value))
+    if isinstance(value, (int, str)):
+        return Fraction(value)
+    return Fraction(repr(float(value)))      # floats, numpy floats
 
 
 def epsilon_text(value: Fraction | float | int | str) -> str:
