@@ -142,3 +142,29 @@ def test_noise_sample_writes_exactly_the_release_noise(tmp_path, capsys):
     np.testing.assert_array_equal(np.load(out), release)
     np.testing.assert_array_equal(printed, release)
     assert np.load(out).dtype == np.int64 and (release != 0).any()
+
+
+def test_the_recast_split_keeps_totals_and_signs_and_follows_the_multinomial_law():
+    from pseo_das.tasks.privacy.mechanism import post_processing_split
+    rng = np.random.default_rng(3)
+    counts = rng.integers(-40, 60, size=5000)
+    shares = np.tile([0.5, 0.3, 0.2, 0.0], (5000, 1))
+    parts, entry = post_processing_split(SEED, "recast.cip4.y1", "earnings", 5000, 1,
+                                         "earnings.I.cip4.y1", counts, shares)
+    np.testing.assert_array_equal(parts.sum(axis=1), counts)          # totals preserved
+    assert ((parts * np.sign(counts)[:, None]) >= 0).all()            # signs kept
+    assert (parts[:, 3] == 0).all() and entry.epsilon == 0            # no share, no units
+    again, _ = post_processing_split(SEED, "recast.cip4.y1", "earnings", 5000, 1,
+                                     "earnings.I.cip4.y1", counts, shares)
+    np.testing.assert_array_equal(parts, again)                       # a recorded stream
+    # the split of 10 units, over many draws, against Multinomial(10; 0.5, 0.3, 0.2)
+    many = np.full(20_000, 10)
+    split, _ = post_processing_split(SEED, "gof", "t", 1, 1, "", many,
+                                     np.tile([0.5, 0.3, 0.2], (20_000, 1)))
+    first = np.bincount(split[:, 0], minlength=11)
+    expected = 20_000 * stats.binom.pmf(np.arange(11), 10, 0.5)       # its first margin
+    keep = expected >= 20
+    observed = np.append(first[keep], first[~keep].sum())
+    expected = np.append(expected[keep], expected[~keep].sum())
+    assert stats.chisquare(observed, expected).pvalue > 1e-3
+    assert abs(split[:, 1].mean() - 3.0) < 5 * np.sqrt(10 * 0.3 * 0.7 / 20_000)

@@ -202,3 +202,29 @@ def post_processing_exponentials(stream_seed: bytes, step_id: str, product: str,
         "post-processing of noisy measurements: no additional privacy loss", derived_from,
         hashlib.sha256(stream_key(stream_seed, step_id)).hexdigest())
     return noise_generator(stream_seed, step_id).standard_exponential(n_draws), entry
+
+
+def post_processing_split(stream_seed: bytes, step_id: str, product: str, n_cells: int,
+                          n_bins: int, derived_from: str, counts: np.ndarray,
+                          shares: np.ndarray) -> tuple[np.ndarray, LedgerEntry]:
+    """Split each noisy count across destinations at random by `shares` (the CIP recast,
+    technical appendix B): the magnitude |c| follows Multinomial(|c|, shares of its row)
+    and every part keeps the sign of c, so the parts sum to c exactly. `counts`: (n,)
+    int64; `shares`: (n, k) rows summing to 1 (zeros for destinations a row lacks).
+    Returns the (n, k) parts and the ledger entry of the step.
+
+    Privacy cost: none (randomized post-processing of noisy measurements; the draws come
+    from a stream keyed by the measurements' content addresses, recorded in the ledger).
+    """
+    entry = LedgerEntry(
+        step_id, product, RANDOMIZED_POST_PROCESSING, Fraction(0), 0, n_cells, n_bins,
+        "post-processing of noisy measurements: no additional privacy loss", derived_from,
+        hashlib.sha256(stream_key(stream_seed, step_id)).hexdigest())
+    counts = np.asarray(counts, dtype=np.int64)
+    parts = np.zeros(shares.shape, dtype=np.int64)
+    moving = counts != 0
+    if moving.any():
+        generator = noise_generator(stream_seed, step_id)
+        drawn = generator.multinomial(np.abs(counts[moving]), shares[moving])
+        parts[moving] = np.sign(counts[moving])[:, None] * drawn
+    return parts, entry

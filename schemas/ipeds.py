@@ -1,0 +1,37 @@
+"""Pandera schemas of the IPEDS files the CIP recast reads: completions (C{YYYY}_A) and
+the institutional directory (HD{YYYY}), checked on their text as published. Rows are
+identified by their position in the file (0 = first data row)."""
+from __future__ import annotations
+
+import pandera.pandas as pa
+
+COMPLETIONS_COLUMNS = ("UNITID", "CIPCODE", "MAJORNUM", "AWLEVEL", "CTOTALT")
+DIRECTORY_COLUMNS = ("UNITID", "OPEID", "INSTNM", "STABBR")
+TOTAL_CIPCODE = "99"             # completions rows that total all programs
+# IPEDS award level (AWLEVEL) -> PSEO degree level. 1-8, 17 and 18 are the same levels;
+# 20 (certificates under 12 weeks) and 21 (12 weeks to 1 year), used from 2020-21, are both
+# "certificate < 1 year" (01); 19 (doctor's degree - other) has no PSEO degree level.
+AWLEVEL_DEGREE = {"1": "01", "20": "01", "21": "01", "2": "02", "3": "03", "4": "04",
+                  "5": "05", "6": "06", "7": "07", "8": "08", "17": "17", "18": "18"}
+AWLEVELS = tuple(AWLEVEL_DEGREE) + ("19",)
+
+
+def completions_schema() -> pa.DataFrameSchema:
+    return pa.DataFrameSchema(
+        {
+            "UNITID": pa.Column(str, pa.Check.str_matches(r"^\d{6}$")),
+            "CIPCODE": pa.Column(str, pa.Check.str_matches(r"^\d{2}\.\d{4}$")),
+            "MAJORNUM": pa.Column(str, pa.Check.isin(["1", "2"])),
+            "AWLEVEL": pa.Column(str, pa.Check.isin(list(AWLEVELS))),
+            "CTOTALT": pa.Column(str, pa.Check.str_matches(r"^\d+$")),
+        }, name="IPEDS completions")
+
+
+def directory_schema() -> pa.DataFrameSchema:
+    return pa.DataFrameSchema(
+        {
+            "UNITID": pa.Column(str, pa.Check.str_matches(r"^\d{6}$")),
+            "OPEID": pa.Column(str, pa.Check.str_matches(r"^(\d{8}|-\d)$")),
+            "INSTNM": pa.Column(str),
+            "STABBR": pa.Column(str, pa.Check.str_matches(r"^[A-Z]{2}$")),
+        }, name="IPEDS directory")

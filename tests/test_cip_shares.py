@@ -1,0 +1,84 @@
+"""IPEDS inputs and the transition shares of the CIP recast: the readers keep first majors
+and drop totals, map award levels to PSEO degree levels, read a Latin-1 directory and name
+bad rows; the shares fall back through the four levels of appendix B on a hand-built
+case, give unseen transitions the small weight, and split unseen codes equally."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from pseo_das.tasks.cip_recast.transition_shares import transition_counts, transition_shares
+from pseo_das.tasks.inputs.cip_crosswalk import read_crosswalk
+from pseo_das.tasks.inputs.ingest import InputValidationError
+from pseo_das.tasks.inputs.ipeds import read_completions, read_directory
+
+CROSSWALK = read_crosswalk()
+
+
+def test_completions_keep_first_majors_and_map_award_levels(tmp_path):
+    path = tmp_path / "C2019_A.csv"
+    path.write_text("UNITID,CIPCODE,MAJORNUM,AWLEVEL,CTOTALT,XCTOTALT\n"
+                    "100654,01.0999,1,5,12,R\n"       # bachelor's
+                    "100654,01.0999,2,5,3,R\n"        # second majors: not counted
+                    "100654,99,1,5,40,R\n"            # the institution's total: dropped
+                    "100654,1.0101,1,20,4,R\n"        # leading zero lost, short certificate
+                    "100654,51.1201,1,19,2,R\n")      # doctor's other: no PSEO level
+    rows = read_completions(path)
+    assert rows.to_dict("records") == [
+        {"unitid": "100654", "cipcode": "01.0999", "degree_level": "05", "grad_year": 2019,
+         "awards": 12},
+        {"unitid": "100654", "cipcode": "01.0101", "degree_level": "01", "grad_year": 2019,
+         "awards": 4}]
+    path.write_text("UNITID,CIPCODE,MAJORNUM,AWLEVEL,CTOTALT\n100654,01.0999,1,9,12\n")
+    with pytest.raises(InputValidationError, match=r"C2019_A.csv: input rejected.*\n.*column "
+                       r"AWLEVEL.*row 0: '9'"):
+        read_completions(path)
+
+
+def test_a_latin1_directory_is_read_and_said(tmp_path, capsys):
+    path = tmp_path / "HD2019.csv"
+    path.write_bytes("UNITID,OPEID,INSTNM,STABBR\n100654,00100200,Universit\xe9 A,AL\n"
+                     "100663,-2,No OPEID,AL\n".encode("latin-1"))
+    rows = read_directory(path)
+    assert rows.to_dict("records") == [{"unitid": "100654", "institution": "00100200",
+                                        "state": "AL"}]
+    assert "not UTF-8; read as Latin-1" in capsys.readouterr().err
+
+
+def completions(rows: list[tuple]) -> pd.DataFrame:
+    return pd.DataFrame(rows, columns=["degree_level", "institution", "grad_cohort", "cipcode",
+                                       "awards"])
+
+
+def test_shares_fall_back_through_the_four_levels():
+    # 01.03 (CIP-2010) -> 01.03 or 01.10 in CIP-2020 (01.0309 moved to 01.1004)
+    ipeds = completions([
+        ("05", "A", 2001, "01.0301", 3), ("05", "A", 2001, "01.0309", 1),   # level 1 for A/2001
+        ("05", "A", 2007, "01.0309", 4),                                    # level 2 for A
+        ("05", "C", 2001, "01.0301", 8),                                    # level 3: degree 05
+        ("03", "C", 2001, "01.0309", 4)])                                   # level 4: all
+    counts = transition_counts(ipeds, CROSSWALK, 4)
+    cells = pd.DataFrame([("05", "A", 2001, "01.03"), ("05", "A", 2004, "01.03"),
+                          ("05", "B", 2001, "01.03"), ("07", "B", 2001, "01.03"),
+                          ("05", "C", 2001, "01.03"), ("05", "A", 2001, "15.05"),
+                          ("05", "A", 2001, "19.00")],
+                         columns=["degree_level", "institution", "grad_cohort", "cip2010"])
+    shares = transition_shares(cells, counts, CROSSWALK.transitions(4), unseen_weight=1e-6)
+
+    def of(institution, degree, cohort, code):
+        mine = shares[(shares["institution"] == institution) & (shares["degree_level"] == degree)
+                      & (shares["grad_cohort"] == cohort) & (shares["cip2010"] == code)]
+        return dict(zip(mine["cip2020"], mine["share"])), set(mine["level"])
+
+    assert of("A", "05", 2001, "01.03") == ({"01.03": 0.75, "01.10": 0.25}, {1})
+    assert of("A", "05", 2004, "01.03") == ({"01.03": 3 / 8, "01.10": 5 / 8}, {2})
+    assert of("B", "05", 2001, "01.03") == ({"01.03": 11 / 16, "01.10": 5 / 16}, {3})
+    assert of("B", "07", 2001, "01.03") == ({"01.03": 11 / 20, "01.10": 9 / 20}, {4})
+    seen_once, level = of("C", "05", 2001, "01.03")                # 01.10 never seen there
+    assert level == {1} and seen_once["01.10"] == pytest.approx(1e-6 / (8 + 1e-6))
+    assert of("A", "05", 2001, "15.05") == ({"15.05": 0.5, "15.17": 0.5}, {5})  # never in IPEDS
+    assert of("A", "05", 2001, "19.00")[0] == {}    # one destination: moved directly, no shares
+    assert shares.groupby(["degree_level", "institution", "grad_cohort", "cip2010"])["share"] \
+        .sum().round(12).eq(1).all()
