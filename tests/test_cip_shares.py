@@ -4,8 +4,6 @@ bad rows; the shares fall back through the four levels of appendix B on a hand-b
 case, give unseen transitions the small weight, and split unseen codes equally."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import pandas as pd
 import pytest
 
