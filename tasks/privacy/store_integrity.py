@@ -24,9 +24,13 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 
-from pseo_das.tasks.privacy.store import (CHAINED, GENESIS, SCHEMA, TRIGGERS, ChainHead,
-                                          PrivacyStore, StoreError, chain_sha256, row_content)
+import pandas as pd
 
+from pseo_das.tasks.privacy.store import (CHAINED, GENESIS, SCHEMA, TRIGGERS, ChainHead,
+                                          PrivacyStore, StoreError, chain_sha256,
+                                          populations_sha256, row_content)
+
+EMPTY_POPULATIONS = hashlib.sha256(b"").hexdigest()   # a measurement whose rows all vanished
 EPSILON_COLUMNS = {"measurements": ["epsilon"],
                    "policies": ["lifetime_cap", "max_tabulation_epsilon"]}
 
@@ -152,19 +156,15 @@ def _check_rows(db: sqlite3.Connection, contents: dict[str, Counter],
 
 def _check_populations(db: sqlite3.Connection, report: IntegrityReport) -> None:
     recorded = dict(db.execute("SELECT measurement_id, populations_sha256 FROM measurements"))
-    lines: dict[str, list[str]] = {}
-    for measurement_id, institution, degree, cohort in db.execute(
-            "SELECT measurement_id, institution, degree_level, grad_cohort "
-            "FROM measurement_populations ORDER BY measurement_id, institution, degree_level, "
-            "grad_cohort"):
-        lines.setdefault(measurement_id, []).append(f"{institution},{degree},{cohort}")
-    for measurement_id in sorted(set(recorded) | set(lines)):
+    rows = pd.read_sql_query("SELECT measurement_id, institution, degree_level, grad_cohort "
+                             "FROM measurement_populations", db)
+    found = {measurement_id: populations_sha256(members)
+             for measurement_id, members in rows.groupby("measurement_id", sort=True)}
+    for measurement_id in sorted(set(recorded) | set(found)):
         if measurement_id not in recorded:
             report.problems.append(f"measurement_populations: rows for {measurement_id}, "
                                    "which is not a recorded measurement")
-            continue
-        digest = hashlib.sha256("\n".join(lines.get(measurement_id, [])).encode()).hexdigest()
-        if digest != recorded[measurement_id]:
+        elif found.get(measurement_id, EMPTY_POPULATIONS) != recorded[measurement_id]:
             report.problems.append(f"measurement_populations of {measurement_id}: not the "
                                    "population list its chain entry covers (rows added, "
                                    "deleted or changed)")
