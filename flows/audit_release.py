@@ -104,7 +104,9 @@ def audit_release(target: str, tracking_uri: str | None = None, data_dir: Path |
     audited_at = utc_timestamp()
     release = resolve_audit_target(target, tracking_uri)
     client = MlflowClient(tracking_uri=release.tracking_uri)
-    repaired = repair_if_abandoned(client, release.run_id, Path(release.params.get("store", "")))
+    logged_store = release.params.get("store")
+    repaired = repair_if_abandoned(client, release.run_id,
+                                   Path(logged_store) if logged_store else None)
     if repaired:
         progress(repaired)
         release = resolve_audit_target(target, tracking_uri)

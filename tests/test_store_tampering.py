@@ -263,3 +263,17 @@ def test_a_store_of_an_earlier_version_or_a_second_init_is_refused(tmp_path):
     db.close()
     with pytest.raises(Exception, match="store format 'pseo-das privacy store v1'"):
         PrivacyStore.open(store)
+
+
+def test_an_audit_of_a_store_it_cannot_read_fails_the_store_check_without_a_traceback(
+        published, capsys):
+    data, uri, store, r1 = published
+    db = _db(store)
+    db.execute("DROP TRIGGER store_info_no_update")
+    db.execute("UPDATE store_info SET value = 'pseo-das privacy store v1' WHERE key = 'format'")
+    db.close()
+    capsys.readouterr()
+    assert cli("audit", r1, "--no-replay", "--report", r1.parent / "report") == 1
+    out = capsys.readouterr().out
+    assert "[FAILED]  privacy store: the release's privacy store cannot be checked" in out
+    assert "Traceback" not in out

@@ -31,7 +31,11 @@ def check_store(release: AuditedRelease, client) -> CheckResult:
     if not release.params.get("store") or not store_exists(store_path):
         return CheckResult("privacy store", FAILED, f"the release's privacy store {store_path} is "
                            "not here", findings=[f"no privacy store at {store_path}"])
-    report = verify_store(store_path, check_objects=True)
+    try:
+        report = verify_store(store_path, check_objects=True)
+    except StoreError as exc:       # e.g. a store of an earlier version, without a chain
+        return CheckResult("privacy store", FAILED, f"the release's privacy store cannot be "
+                           f"checked: {exc}", findings=[str(exc)])
     findings = list(report.problems)
     with PrivacyStore.open(store_path) as store:
         if store.store_id != release.params.get("store_id"):

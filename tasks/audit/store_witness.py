@@ -10,7 +10,7 @@ from pathlib import Path
 
 from mlflow.entities import RunTag
 
-from pseo_das.tasks.privacy.store import PrivacyStore, StoreBusy, store_lock
+from pseo_das.tasks.privacy.store import PrivacyStore, StoreBusy, store_exists, store_lock
 from pseo_das.tasks.privacy.store_integrity import check_recorded_heads
 from pseo_das.tasks.publication.release_files import MANIFEST
 
@@ -72,12 +72,12 @@ def close_abandoned_runs(client, runs: list, closed_by: str) -> list[str]:
     return done
 
 
-def repair_if_abandoned(client, release_run_id: str, store_path: Path) -> str | None:
+def repair_if_abandoned(client, release_run_id: str, store_path: Path | None) -> str | None:
     """`pseo-das audit` of a release whose run is still RUNNING: if no release holds the
     store's lock, the run's release was killed after publication or before; close the run
     as `close_abandoned_runs` does. Returns what was done (None: nothing to do)."""
     run = client.get_run(release_run_id)
-    if run.info.status != "RUNNING" or not store_path.is_dir():
+    if run.info.status != "RUNNING" or store_path is None or not store_exists(store_path):
         return None
     try:
         with store_lock(store_path):
