@@ -4,6 +4,7 @@ bad rows; the shares fall back through the four levels of appendix B on a hand-b
 case, give unseen transitions the small weight, and split unseen codes equally."""
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -80,3 +81,40 @@ def test_shares_fall_back_through_the_four_levels():
     assert of("A", "05", 2001, "19.00")[0] == {}    # one destination: moved directly, no shares
     assert shares.groupby(["degree_level", "institution", "grad_cohort", "cip2010"])["share"] \
         .sum().round(12).eq(1).all()
+
+
+def test_a_recast_table_keeps_every_population_total_and_follows_the_routes():
+    from pseo_das.tasks.cip_recast.recast import RecastError, recast_table
+    rng = np.random.default_rng(11)
+    cells = pd.DataFrame({
+        "institution": ["A", "A", "A", "B"], "inst_state": ["26"] * 4,
+        "degree_level": ["05"] * 4, "cipcode": ["01.03", "19.00", "15.05", "01.03"],
+        "grad_cohort": [2001] * 4, "grad_cohort_years": [3] * 4})
+    values = rng.integers(-5, 40, size=(4, 21))
+    transitions = CROSSWALK.transitions(4)
+    hard_coded = pd.DataFrame([("15.05", "15.05", 0.6), ("15.05", "15.17", 0.4)],
+                              columns=["cip2010", "cip2020", "share"])
+    counts = transition_counts(completions([("05", "A", 2001, "01.0301", 3),
+                                            ("05", "A", 2001, "01.0309", 1)]), CROSSWALK, 4)
+    keyed = cells.rename(columns={"cipcode": "cip2010"})
+    shares = transition_shares(keyed, counts, transitions)
+    recast = recast_table(cells, values, transitions, hard_coded, shares, b"s" * 32,
+                          "recast.cip4.y1", "earnings", "earnings.I.cip4.y1")
+    out = recast.cells.assign(total=list(recast.values))
+    for institution in ("A", "B"):                            # population totals, bin by bin
+        mine = values[(cells["institution"] == institution).to_numpy()].sum(axis=0)
+        theirs = recast.values[(recast.cells["institution"] == institution).to_numpy()].sum(axis=0)
+        np.testing.assert_array_equal(mine, theirs)
+    direct = out[(out["institution"] == "A") & (out["cipcode"] == "19.10")]
+    np.testing.assert_array_equal(direct["total"].iloc[0], values[1])          # moved as is
+    split = recast.values[((recast.cells["institution"] == "A")
+                           & recast.cells["cipcode"].isin(["15.05", "15.17"])).to_numpy()]
+    assert len(split) == 2
+    np.testing.assert_array_equal(split.sum(axis=0), values[2])               # hard-coded
+    assert set(recast.cells["cipcode"]) <= {"01.03", "01.10", "19.10", "15.05", "15.17"}
+    assert dict(recast.how) == {"IPEDS shares": 2, "direct": 1, "hard-coded": 1}
+    assert recast.entry.epsilon == 0 and recast.entry.derived_from == "earnings.I.cip4.y1"
+    unknown = cells.assign(cipcode=["01.03", "19.00", "98.01", "01.03"])     # not in the crosswalk
+    with pytest.raises(RecastError, match="98.01 have no CIP-2020 destination"):
+        recast_table(unknown, values, transitions, hard_coded, shares, b"s" * 32,
+                     "recast.cip4.y1", "earnings", "earnings.I.cip4.y1")
