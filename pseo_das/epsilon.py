@@ -38,8 +38,3 @@ def epsilon_text(value: Fraction | float | int | str) -> str:
         text = text.rjust(digits + 1, "0")
         text = f"{text[:-digits]}.{text[-digits:]}"
     return sign + text
-
-
-def epsilon_sum(values) -> Fraction:
-    """The exact sum of epsilons."""
-    return sum((exact_epsilon(v) for v in values), Fraction(0))

@@ -22,8 +22,6 @@ from pseo_das.tasks.inputs.cip_crosswalk import CipCrosswalk
 
 LEVELS = {1: ["degree_level", "institution", "grad_cohort"], 2: ["degree_level", "institution"],
           3: ["degree_level"], 4: []}
-LEVEL_NAMES = {1: "degree x institution x cohort", 2: "degree x institution", 3: "degree",
-               4: "all degrees", 5: "no IPEDS support (equal weights)"}
 DEFAULT_UNSEEN_WEIGHT = 1e-6
 WIDTH = {2: 2, 4: 5}
 

@@ -134,7 +134,7 @@ def exact_index(table: InversionTable, first_word: int, next_word: Callable[[], 
         while True:                                  # is V > T(j)?
             bits = k * w
             threshold = table.thresholds[j] if k == 1 and j < len(table.thresholds) else \
-                tail_floor(table.epsilon, j, bits) if j >= len(table.thresholds) or k > 1 else 0
+                tail_floor(table.epsilon, j, bits)
             prefix = 0
             for word in words[:k]:
                 prefix = (prefix << w) | word

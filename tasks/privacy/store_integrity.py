@@ -17,7 +17,6 @@ heads recorded outside the store (manifests, MLflow runs), see `check_recorded_h
 from __future__ import annotations
 
 import hashlib
-import json
 import sqlite3
 from collections import Counter
 from dataclasses import dataclass, field
@@ -220,8 +219,3 @@ def check_recorded_heads(store: PrivacyStore, heads: dict[str, dict],
                             f"the store has {entry.sha256[:16]}... there: the store was rewritten "
                             "or replaced")
     return problems
-
-
-def heads_json(heads: dict[str, ChainHead]) -> str:
-    return json.dumps({k: v.as_dict() for k, v in heads.items()}, sort_keys=True)
-
