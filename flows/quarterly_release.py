@@ -32,7 +32,9 @@ from pseo_das.tasks.employment_flows.division_flows import build_flows_tables
 from pseo_das.tasks.employment_flows.flows_correction import correct_flows
 from pseo_das.tasks.employment_flows.noisy_flows import PRODUCT as FLOWS_PRODUCT
 from pseo_das.tasks.employment_flows.noisy_flows import derive_all_flows, measure_flows
-from pseo_das.tasks.inputs.cells import build_cell_frames
+from pseo_das.tasks.cip_recast.recast import check_recastable, recast_context, recast_notes
+from pseo_das.tasks.cip_recast.recast_inputs import RecastInputs, load_recast
+from pseo_das.tasks.inputs.cells import CIP_2020, build_cell_frames
 from pseo_das.tasks.inputs.ingest import validate_inputs
 from pseo_das.tasks.inputs.reference_inputs import (ReferenceInputs, default_reference_dir,
                                                     load_reference)
@@ -42,6 +44,7 @@ from pseo_das.tasks.privacy.store import (PrivacyStore, check_store_writable, in
                                           resolve_store, store_exists, store_lock)
 from pseo_das.tasks.privacy.store_integrity import StoreTampered, verify_store
 from pseo_das.tasks.privacy.stored_tables import (keep_measurements, keep_publication_record,
+                                                  recast_inputs_from_record,
                                                   reference_from_record, stored_tables)
 from pseo_das.tasks.publication.assemble import ReleaseIdentity, lifetime_figures, write_release
 from pseo_das.tasks.publication.release_files import (DestinationExistsError,
@@ -75,12 +78,18 @@ def fingerprint(values: dict) -> str:
 
 @flow(name="post_processing")
 def post_processing(store_path: Path, plan: ReleasePlan, cfg: ReleaseConfig,
-                    reference: ReferenceInputs, identity: ReleaseIdentity, record: dict,
+                    reference: ReferenceInputs, recast_inputs: RecastInputs | None,
+                    identity: ReleaseIdentity, record: dict,
                     staging: Path) -> tuple[PrivacyLedger, pd.DataFrame, object, dict, dict]:
     """Every public and internal file of a release from its stored measurements and public
-    inputs only: no microdata, no new noise. Returns (ledger, cells, flows, manifest,
-    release summary)."""
-    earnings_measured, flows_measured, measured_entries = stored_tables(store_path, plan.plan, cfg)
+    inputs only: no microdata, no new noise. `recast_inputs` None publishes the CIP codes
+    as measured (releases of earlier versions), otherwise CIP-2020. Returns (ledger, cells,
+    flows, manifest, release summary)."""
+    contexts = None if recast_inputs is None else {
+        level: recast_context(recast_inputs, cfg.cells, level, cfg.cip.unseen_transition_weight)
+        for level in sorted(set(cfg.privacy.measured_levels()) | set(cfg.flows.measured_levels()))}
+    earnings_measured, flows_measured, measured_entries, recasts = stored_tables(
+        store_path, plan.plan, cfg, contexts)
     tables, earnings_entries = derive_earnings(earnings_measured, cfg)
     pseoe, pseoh, cells, checks = build_publication_tables(tables, cfg)
     flows_tables, flows_entries = derive_all_flows(flows_measured, cfg)
@@ -94,7 +103,7 @@ def post_processing(store_path: Path, plan: ReleasePlan, cfg: ReleaseConfig,
     lifetime = lifetime_figures(store_path, plan, record)
     manifest = write_release(staging, identity, cfg, ledger, tables, pseoe, pseoh, cells, flows,
                              lifetime, record["input_checks"] + checks,
-                             record["input_fingerprints"])
+                             record["input_fingerprints"], recast_notes(recast_inputs, recasts))
     return ledger, cells, flows, manifest, lifetime.release_summary
 
 
@@ -160,12 +169,16 @@ def _measure_and_publish(data_dir: Path, out_dir: Path, given_seed: str | None,
         if published is not None and (supersede or remeasure):
             raise DestinationExistsError(f"{out_dir} holds release {release_id}; a new plan "
                                          "is published to a new folder")
+        recast_inputs = load_recast(reference_dir, cfg.cip.switch_year)
         inputs = validate_inputs(Path(data_dir), cfg.cells.first_cohort_year,
-                                 cfg.cells.last_earnings_year)
+                                 cfg.cells.last_earnings_year,
+                                 recast_inputs.vintages(cfg.cip.switch_year))
         reference = load_reference(reference_dir)
-        fingerprints = {**inputs.fingerprints, **reference.fingerprints}
+        fingerprints = {**inputs.fingerprints, **reference.fingerprints,
+                        **recast_inputs.fingerprints}
         levels = sorted(set(cfg.privacy.measured_levels()) | set(cfg.flows.measured_levels()))
-        frames = build_cell_frames(inputs.graduates, cfg.cells, levels)
+        frames = build_cell_frames(inputs.graduates, cfg.cells, levels, cfg.cip.switch_year)
+        check_recastable(frames, recast_inputs)
         config_sha256 = fingerprint(cfg.model_dump(mode="json"))
         plan = record_release_plan(store_path, release_id, given_seed, fingerprint(fingerprints),
                                    config_sha256, cfg, frames, supersede, remeasure)
@@ -194,10 +207,10 @@ def _measure_and_publish(data_dir: Path, out_dir: Path, given_seed: str | None,
             "config": cfg.model_dump(mode="json"), "input_fingerprints": fingerprints,
             "input_checks": inputs.checks, "new_spending": plan.new_spending,
             "superseded": plan.superseded, "store_policy": plan.policy.as_dict(),
-            "store_chain": store_chain}, reference)
+            "store_chain": store_chain}, reference, recast_inputs)
         staging = new_staging(out_dir)
-        ledger, cells, flows, manifest, summary = post_processing(store_path, plan, cfg, reference,
-                                                         identity, record, staging)
+        ledger, cells, flows, manifest, summary = post_processing(
+            store_path, plan, cfg, reference, recast_inputs, identity, record, staging)
         record_release(audit, ledger, cells, flows, staging, fingerprints, manifest,
                        plan.summary())
         with PrivacyStore.open(store_path) as privacy_store:
@@ -215,21 +228,32 @@ def _measure_and_publish(data_dir: Path, out_dir: Path, given_seed: str | None,
 
 
 @flow(name="republish")
-def republish(store: Path, release_id: str, out_dir: Path) -> ReleaseResult:
+def republish(store: Path, release_id: str, out_dir: Path, cip_vintage: str | None = None,
+              reference_dir: Path | None = None) -> ReleaseResult:
     """Re-derive every public and internal file of a published release from the privacy
     store alone: no microdata, no new noise, no new spending. Byte-identical to the
-    original for the same code and configuration."""
+    original for the same code and configuration. A release of an earlier version published
+    its codes as measured (CIP-2010); `cip_vintage="2020"` publishes it in CIP-2020 codes,
+    recasting its stored measurements with the recast inputs of `reference_dir` (default:
+    the packaged ones)."""
     store_path = Path(store).resolve()
     out_dir = Path(out_dir)
     with PrivacyStore.open(store_path) as privacy_store:
         attempt, record = privacy_store.publication_record(release_id)
         reference = reference_from_record(privacy_store, record)
+        recast_inputs = recast_inputs_from_record(privacy_store, record)
         plan = recorded_plan(privacy_store, attempt, record)
     cfg = ReleaseConfig.model_validate(record["config"])
+    if cip_vintage == CIP_2020 and recast_inputs is None:
+        recast_inputs = load_recast(reference_dir, cfg.cip.switch_year)
+    elif cip_vintage not in (None, CIP_2020):
+        raise ValueError(f"--cip-vintage {cip_vintage}: releases are republished in CIP-2020 "
+                         "codes or as they were published")
     identity = ReleaseIdentity(**record["identity"])
     staging = new_staging(out_dir)
     try:
-        summary = post_processing(store_path, plan, cfg, reference, identity, record, staging)[-1]
+        summary = post_processing(store_path, plan, cfg, reference, recast_inputs, identity,
+                                  record, staging)[-1]
         publish(staging, out_dir)
     except BaseException:
         discard(staging)

@@ -34,6 +34,7 @@ def _release(args: argparse.Namespace) -> int:
     with prefect_api() as wait_until_ready:  # the server boots while the code below imports
         from pseo_das.config import ConfigError
         from pseo_das.flows.quarterly_release import quarterly_release
+        from pseo_das.tasks.cip_recast.recast import RecastError
         from pseo_das.tasks.audit.mlflow_run import TrackingStoreError
         from pseo_das.tasks.inputs.ingest import InputValidationError
         from pseo_das.tasks.privacy.mechanism import PrivacyBudgetExceeded
@@ -53,7 +54,7 @@ def _release(args: argparse.Namespace) -> int:
                                        args.supersede, args.remeasure, args.init_store)
         except (InputValidationError, ConfigError, PrivacyBudgetExceeded, LifetimeBudgetExceeded,
                 ReleaseConflict, DestinationExistsError, DestinationUnusable, StoreError,
-                TrackingStoreError, SeedError) as exc:
+                TrackingStoreError, SeedError, RecastError) as exc:
             print(f"\npseo-das release: FAILED, nothing was published.\n{exc}", file=sys.stderr)
             return EXIT_BAD_INPUT
         except ReleaseCheckFailed as exc:
@@ -84,13 +85,17 @@ def _republish(args: argparse.Namespace) -> int:
 
     with prefect_api() as wait_until_ready:
         from pseo_das.flows.quarterly_release import republish
+        from pseo_das.tasks.cip_recast.recast import RecastError
+        from pseo_das.tasks.inputs.ingest import InputValidationError
         from pseo_das.tasks.privacy.store import StoreError, resolve_store
         from pseo_das.tasks.publication.release_files import DestinationExistsError
 
         wait_until_ready()
         try:
-            result = republish(resolve_store(args.store), args.release, Path(args.out))
-        except (StoreError, DestinationExistsError) as exc:
+            result = republish(resolve_store(args.store), args.release, Path(args.out),
+                               args.cip_vintage,
+                               Path(args.reference) if args.reference else None)
+        except (StoreError, DestinationExistsError, InputValidationError, RecastError) as exc:
             print(f"\npseo-das republish: FAILED, nothing was written.\n{exc}", file=sys.stderr)
             return EXIT_BAD_INPUT
     print(f"\nRelease {result.release_id} re-derived from the privacy store into {result.out_dir} "
@@ -349,6 +354,12 @@ def parser() -> argparse.ArgumentParser:
     republish.add_argument("--store", help="the privacy store folder (default: $PSEO_DAS_STORE)")
     republish.add_argument("--release", required=True, help="the release id to re-derive")
     republish.add_argument("--out", required=True, help="release folder to create (must not exist)")
+    republish.add_argument("--cip-vintage", choices=["2020"],
+                           help="publish a release of an earlier version (CIP-2010 codes) in "
+                                "CIP-2020 codes, recast from its stored measurements")
+    republish.add_argument("--reference", help="folder with the CIP recast's inputs for "
+                           "--cip-vintage (nces/, ipeds/, cip_hard_coded_transitions.csv; "
+                           "default: the packaged ones)")
     republish.set_defaults(run=_republish)
 
     store = sub.add_parser("store", parents=[common], help="create, inspect, verify a privacy store or change "

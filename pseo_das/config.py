@@ -139,11 +139,19 @@ class FlowsConfig(_Strict):
         return [lvl for lvl in self.levels() if self.cip_levels[lvl] == "measure"]
 
 
+class CipConfig(_Strict):
+    """The CIP vintages of the data and the recast of CIP-2010 codes to CIP-2020 (technical
+    appendix B)."""
+    switch_year: int = Field(default=2020, ge=1990, le=2100)
+    unseen_transition_weight: float = Field(default=1e-6, gt=0, lt=1)
+
+
 class ReleaseConfig(_Strict):
     cells: CellsConfig
     earnings: EarningsConfig
     privacy: PrivacyConfig
     flows: FlowsConfig
+    cip: CipConfig = CipConfig()
 
     @model_validator(mode="after")
     def _budget(self) -> "ReleaseConfig":

@@ -53,3 +53,36 @@ def crosswalk_schema() -> pa.DataFrameSchema:
                 pa.Check(same_level, name="moved_codes_keep_their_level"),
                 pa.Check(unique_2010, name="unique_2010_code")],
         name="NCES CIP crosswalk")
+
+
+HARD_CODED_CHECK_COLUMNS = {"shares_of_a_code_sum_to_1": "cip2010, share",
+                            "a_crosswalk_transition": "cip2010, cip2020"}
+CIP_2_OR_4 = r"^\d{2}(\.\d{2})?$"
+
+
+def hard_coded_schema(transitions: set[tuple[str, str]]) -> pa.DataFrameSchema:
+    """Hard-coded transitions: one row per (2- or 4-digit CIP-2010 code, CIP-2020 code of the
+    same level the crosswalk allows), with a share in (0, 1]; a code's shares sum to 1."""
+    def sums_to_one(df: pd.DataFrame) -> pd.Series:
+        share = pd.to_numeric(df["share"], errors="coerce")
+        return (share.groupby(df["cip2010"]).transform("sum") - 1).abs() < 1e-9
+
+    def allowed(df: pd.DataFrame) -> pd.Series:
+        return pd.Series([pair in transitions for pair in zip(df["cip2010"], df["cip2020"])],
+                         index=df.index)
+
+    def share_in_range(s: pd.Series) -> pd.Series:
+        share = pd.to_numeric(s, errors="coerce")
+        return (share > 0) & (share <= 1)
+
+    return pa.DataFrameSchema(
+        {
+            "cip2010": pa.Column(str, pa.Check.str_matches(CIP_2_OR_4)),
+            "cip2020": pa.Column(str, pa.Check.str_matches(CIP_2_OR_4)),
+            "share": pa.Column(str, pa.Check(share_in_range, name="a number in (0, 1]")),
+            "source": pa.Column(str, nullable=True),
+        },
+        checks=[pa.Check(sums_to_one, name="shares_of_a_code_sum_to_1"),
+                pa.Check(allowed, name="a_crosswalk_transition")],
+        unique=["cip2010", "cip2020"],
+        name="hard-coded CIP transitions")

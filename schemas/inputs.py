@@ -19,6 +19,7 @@ OUTCOME_COLUMNS = ("person_id", "years_after", "earnings", "emp_state", "industr
 TABLE_CHECK_COLUMNS = {
     "unique_person_id_years_after": "person_id, years_after",
     "one_inst_state_per_institution": "institution, inst_state",
+    "cipcode_in_vintage_of_grad_year": "cipcode, grad_year",
 }
 CODE_COLUMNS = ("institution", "inst_state", "degree_level", "cipcode", "emp_state",
                 "industry")
@@ -43,9 +44,31 @@ def _code(pattern: str | None = None, allowed=None, nullable: bool = False) -> p
     return pa.Column("category", checks, nullable=nullable)
 
 
-def graduates_schema(first_year: int, last_year: int) -> pa.DataFrameSchema:
+class CipVintages:
+    """The CIP codes valid in each vintage, and the first graduation year coded in
+    CIP-2020: a graduate's code must exist in the vintage of their graduation year."""
+
+    def __init__(self, codes_2010: frozenset[str], codes_2020: frozenset[str], switch_year: int):
+        self.codes_2010, self.codes_2020, self.switch_year = codes_2010, codes_2020, switch_year
+
+    def check(self, df: pd.DataFrame) -> pd.Series:
+        codes = df["cipcode"]
+        valid = np.stack([codes.cat.categories.isin(list(self.codes_2010)),
+                          codes.cat.categories.isin(list(self.codes_2020))])
+        vintage = (df["grad_year"].to_numpy() >= self.switch_year).astype(np.intp)
+        known = codes.cat.codes.to_numpy()
+        ok = valid[vintage, np.maximum(known, 0)] & (known >= 0)
+        return pd.Series(ok, index=df.index)
+
+
+def graduates_schema(first_year: int, last_year: int,
+                     cip_vintages: CipVintages | None = None) -> pa.DataFrameSchema:
     """One row per graduate: the privacy unit. Duplicated person_id would put one
-    graduate in two cells of a tabulation and break its sensitivity of 1."""
+    graduate in two cells of a tabulation and break its sensitivity of 1. With
+    `cip_vintages`, each code must be a 6-digit code of the CIP vintage of its graduation
+    year (CIP-2010 before the switch year, CIP-2020 from it)."""
+    vintage_checks = [] if cip_vintages is None else [
+        pa.Check(cip_vintages.check, name="cipcode_in_vintage_of_grad_year")]
     return pa.DataFrameSchema(
         {
             "person_id": pa.Column("int64", pa.Check(_unique_values, name="unique")),
@@ -55,7 +78,8 @@ def graduates_schema(first_year: int, last_year: int) -> pa.DataFrameSchema:
             "cipcode": _code(CIP2010_PATTERN),
             "grad_year": pa.Column("int64", pa.Check.in_range(first_year, last_year)),
         },
-        checks=[pa.Check(_one_state_per_institution, name="one_inst_state_per_institution")],
+        checks=[pa.Check(_one_state_per_institution, name="one_inst_state_per_institution")]
+        + vintage_checks,
         name="graduates")
 
 

@@ -58,7 +58,7 @@ def test_shares_fall_back_through_the_four_levels():
         ("05", "A", 2007, "01.0309", 4),                                    # level 2 for A
         ("05", "C", 2001, "01.0301", 8),                                    # level 3: degree 05
         ("03", "C", 2001, "01.0309", 4)])                                   # level 4: all
-    counts = transition_counts(ipeds, CROSSWALK, 4)
+    counts = transition_counts(ipeds, CROSSWALK.six_digit, 4)
     cells = pd.DataFrame([("05", "A", 2001, "01.03"), ("05", "A", 2004, "01.03"),
                           ("05", "B", 2001, "01.03"), ("07", "B", 2001, "01.03"),
                           ("05", "C", 2001, "01.03"), ("05", "A", 2001, "15.05"),
@@ -95,7 +95,7 @@ def test_a_recast_table_keeps_every_population_total_and_follows_the_routes():
     hard_coded = pd.DataFrame([("15.05", "15.05", 0.6), ("15.05", "15.17", 0.4)],
                               columns=["cip2010", "cip2020", "share"])
     counts = transition_counts(completions([("05", "A", 2001, "01.0301", 3),
-                                            ("05", "A", 2001, "01.0309", 1)]), CROSSWALK, 4)
+                                            ("05", "A", 2001, "01.0309", 1)]), CROSSWALK.six_digit, 4)
     keyed = cells.rename(columns={"cipcode": "cip2010"})
     shares = transition_shares(keyed, counts, transitions)
     recast = recast_table(cells, values, transitions, hard_coded, shares, b"s" * 32,

@@ -14,15 +14,23 @@ the same in both vintages, value by value.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
-from pseo_das.tasks.inputs.cells import CELL_COLUMNS
+from pseo_das.config import CellsConfig
+from pseo_das.tasks.cip_recast.transition_shares import WIDTH, transition_counts, transition_shares
+from pseo_das.tasks.inputs.cells import CELL_COLUMNS, CIP_2010, CIP_2020
 from pseo_das.tasks.privacy.mechanism import LedgerEntry, post_processing_split
+
+if TYPE_CHECKING:
+    from pseo_das.tasks.cip_recast.recast_inputs import RecastInputs
+    from pseo_das.tasks.inputs.cells import CellFrame
 
 CELL_KEYS = ["degree_level", "institution", "grad_cohort", "cip2010"]
 DIRECT, HARD_CODED, SHARES = "direct", "hard-coded", "IPEDS shares"
+TEXT_KEYS = ("institution", "inst_state", "degree_level", "cipcode")
 
 
 class RecastError(ValueError):
@@ -35,6 +43,8 @@ class RecastTable:
     values: np.ndarray           # (cells, columns) int64
     how: pd.Series               # cells recast by each route (direct, hard-coded, shares)
     entry: LedgerEntry
+    share_levels: pd.Series = None   # cells split by IPEDS shares, by fallback level (1-5)
+    added_variance: float = 0.0  # sum over split values of |c| (1 - sum_j p_j^2)
 
 
 def recast_table(cells: pd.DataFrame, values: np.ndarray, transitions: pd.DataFrame,
@@ -85,5 +95,108 @@ def recast_table(cells: pd.DataFrame, values: np.ndarray, transitions: pd.DataFr
     summed = pd.concat([out_cells, pd.DataFrame(out_values)], axis=1) \
         .groupby(CELL_COLUMNS, as_index=False, sort=True).sum()
     how = pd.Series(route).value_counts()
+    level = frame.loc[route == SHARES, ["row"] + CELL_KEYS].merge(
+        shares[CELL_KEYS + ["level"]].drop_duplicates(CELL_KEYS), on=CELL_KEYS)["level"]
+    # the split's own variance: part j of |c| is Binomial(|c|, p_j), variance |c| p_j (1 - p_j)
+    spread = 1.0 - (matrix ** 2).sum(axis=1)
+    added = float((np.abs(values).sum(axis=1) * spread).sum())
     return RecastTable(summed[CELL_COLUMNS], summed.drop(columns=CELL_COLUMNS).to_numpy(np.int64),
-                       how, entry)
+                       how, entry, level.value_counts().sort_index(), added)
+
+
+def dotted(code: str) -> str:
+    """A cell's CIP code as the crosswalk writes it: '1107' -> '11.07'; '11' stays."""
+    return f"{code[:2]}.{code[2:]}" if len(code) == 4 else code
+
+
+@dataclass(frozen=True)
+class RecastContext:
+    """What the recast of one CIP level (2 or 4 digits) needs, from public inputs only."""
+    digits: int
+    transitions: pd.DataFrame    # cip2010, cip2020 (dotted)
+    hard_coded: pd.DataFrame     # cip2010, cip2020, share, at this level
+    counts: pd.DataFrame         # IPEDS transition counts (transition_counts)
+    unseen_weight: float
+
+
+def recast_context(inputs: "RecastInputs", cells_cfg: CellsConfig, cip_level: str,
+                   unseen_weight: float) -> RecastContext | None:
+    """The recast context of a CIP level; None for all fields ('00' in both vintages)."""
+    if cip_level not in ("2", "4"):
+        return None
+    digits = int(cip_level)
+    completions = inputs.completions
+    window = completions["degree_level"].map(cells_cfg.cohort_years).to_numpy(dtype=np.int64)
+    offset = completions["grad_year"].to_numpy(dtype=np.int64) - cells_cfg.first_cohort_year
+    keyed = completions.assign(grad_cohort=cells_cfg.first_cohort_year + offset // window * window)
+    six_digit = dict(zip(inputs.crosswalk["cip2010"], inputs.crosswalk["cip2020"]))
+    hard_coded = inputs.hard_coded[inputs.hard_coded["cip2010"].str.len() == WIDTH[digits]]
+    return RecastContext(digits, inputs.transitions(digits), hard_coded.reset_index(drop=True),
+                         transition_counts(keyed, six_digit, digits), unseen_weight)
+
+
+def as_coded(cells: pd.DataFrame, values: np.ndarray) -> tuple[pd.DataFrame, np.ndarray]:
+    """A measured table with its codes as measured (CELL_COLUMNS, sorted): cells of the two
+    vintages with the same code are added. Privacy cost: none (a sum)."""
+    return _summed(cells[CELL_COLUMNS].astype({c: str for c in TEXT_KEYS}), values)
+
+
+def _summed(cells: pd.DataFrame, values: np.ndarray) -> tuple[pd.DataFrame, np.ndarray]:
+    table = pd.concat([cells.reset_index(drop=True), pd.DataFrame(values)], axis=1) \
+        .groupby(CELL_COLUMNS, as_index=False, sort=True).sum()
+    return table[CELL_COLUMNS], table.drop(columns=CELL_COLUMNS).to_numpy(np.int64)
+
+
+def to_cip_2020(cells: pd.DataFrame, values: np.ndarray, context: RecastContext | None,
+                stream_seed: bytes, step_id: str, product: str, derived_from: str
+                ) -> tuple[pd.DataFrame, np.ndarray, RecastTable | None]:
+    """A measured table (MEASURED_CELL_COLUMNS: codes in each cell's vintage) -> the same
+    table in CIP-2020 codes (CELL_COLUMNS, sorted), recasting its CIP-2010 cells
+    (`recast_table`) and adding them to the CIP-2020 cells of the same population and
+    code. Returns the recast (None when no cell needed one). Privacy cost: none."""
+    old = (cells["cip_vintage"].astype(str) == CIP_2010).to_numpy()
+    if context is None or not old.any():
+        return cells[CELL_COLUMNS].reset_index(drop=True), values, None
+    source = cells.loc[old, CELL_COLUMNS].reset_index(drop=True)
+    source["cipcode"] = source["cipcode"].astype(str).map(dotted)
+    keyed = source.assign(institution=source["institution"].astype(str),
+                          degree_level=source["degree_level"].astype(str)) \
+        .rename(columns={"cipcode": "cip2010"})
+    shares = transition_shares(keyed, context.counts, context.transitions, context.unseen_weight)
+    recast = recast_table(source, values[old], context.transitions, context.hard_coded, shares,
+                          stream_seed, step_id, product, derived_from)
+    recast_cells = recast.cells.assign(cipcode=recast.cells["cipcode"].str.replace(".", "",
+                                                                                  regex=False))
+    kept = cells.loc[~old, CELL_COLUMNS].astype({c: str for c in TEXT_KEYS})
+    summed, summed_values = _summed(pd.concat([recast_cells, kept], ignore_index=True),
+                                    np.concatenate([recast.values, values[~old]]))
+    return summed, summed_values, recast
+
+
+def check_recastable(frames: dict[str, "CellFrame"], inputs: "RecastInputs") -> None:
+    """Refuse, before any noise, CIP-2010 codes of the measured cells that the crosswalk
+    and the hard-coded transitions give no CIP-2020 destination. Privacy cost: none."""
+    problems = []
+    for level, frame in frames.items():
+        if level not in ("2", "4"):
+            continue
+        cells = frame.cells[frame.cells["cip_vintage"].astype(str) == CIP_2010]
+        codes = set(cells["cipcode"].astype(str).map(dotted))
+        known = set(inputs.transitions(int(level))["cip2010"]) | set(inputs.hard_coded["cip2010"])
+        problems += [f"{code} ({level}-digit)" for code in sorted(codes - known)]
+    if problems:
+        raise RecastError("refused before any noise was drawn: graduates coded in CIP-2010 "
+                          f"under {', '.join(problems)} have no CIP-2020 destination in the "
+                          "crosswalk; give them one in cip_hard_coded_transitions.csv of the "
+                          "reference folder")
+
+
+def recast_notes(inputs: "RecastInputs | None", recasts: list[dict]) -> dict:
+    """What the release notes and the DRB report say about the recast."""
+    if inputs is None:
+        return {"published_vintage": "as measured", "tabulations": []}
+    return {"published_vintage": CIP_2020, "tabulations": recasts,
+            "packaged_inputs": list(inputs.packaged),
+            "ipeds_years": sorted({int(y) for y in inputs.completions["grad_year"]}),
+            "hard_coded": len(inputs.hard_coded),
+            "cells_recast": sum(r["cells_recast"] for r in recasts)}

@@ -16,9 +16,9 @@ one award) instead of zero. A code IPEDS never shows at any level splits by equa
 """
 from __future__ import annotations
 
-import pandas as pd
+from collections.abc import Mapping
 
-from pseo_das.tasks.inputs.cip_crosswalk import CipCrosswalk
+import pandas as pd
 
 LEVELS = {1: ["degree_level", "institution", "grad_cohort"], 2: ["degree_level", "institution"],
           3: ["degree_level"], 4: []}
@@ -26,13 +26,14 @@ DEFAULT_UNSEEN_WEIGHT = 1e-6
 WIDTH = {2: 2, 4: 5}
 
 
-def transition_counts(completions: pd.DataFrame, crosswalk: CipCrosswalk,
+def transition_counts(completions: pd.DataFrame, six_digit: Mapping[str, str | None],
                       digits: int) -> pd.DataFrame:
     """IPEDS awards by degree_level, institution, grad_cohort, cip2010, cip2020 (codes
     cut to `digits`). `completions`: degree_level, institution, grad_cohort, cipcode
-    (6-digit CIP-2010), awards; codes the crosswalk has no destination for are left out."""
+    (6-digit CIP-2010), awards; `six_digit`: the crosswalk's 6-digit map; codes it has no
+    destination for are left out."""
     width = WIDTH[digits]
-    destination = completions["cipcode"].map(crosswalk.six_digit)
+    destination = completions["cipcode"].map(six_digit)
     kept = completions[destination.notna()]
     counts = kept.assign(cip2010=kept["cipcode"].str[:width],
                          cip2020=destination[destination.notna()].str[:width])

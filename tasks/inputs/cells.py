@@ -6,6 +6,12 @@ that the whole cohort window can have by the last earnings year. Which programs 
 institution graduated students from, and in which years, is published by institutions
 through IPEDS completions, so the frame is treated as public: cells are never dropped
 because they have no earnings records, and every bin of every frame cell gets noise.
+
+Graduates are coded in the CIP vintage of their graduation year (CIP-2010 before the
+configured switch year, CIP-2020 from it), so a measured cell is also keyed by its
+`cip_vintage`: a cohort window that straddles the switch year has cells of both vintages,
+and each graduate is still in exactly one cell. The recast (tasks/cip_recast) turns the
+measured cells into CIP-2020 cells after the noise, from the noisy values only.
 """
 from __future__ import annotations
 
@@ -22,7 +28,12 @@ NATIONAL_INSTITUTION = "00000000"
 CELL_KEYS = ["institution", "degree_level", "cipcode", "grad_cohort"]
 POPULATION_KEYS = ["institution", "degree_level", "grad_cohort"]  # whom a measurement covers
 CELL_COLUMNS = ["institution", "inst_state", "degree_level", "cipcode", "grad_cohort",
-                "grad_cohort_years"]  # an institution-level cell as the frame holds it
+                "grad_cohort_years"]  # an institution-level cell, CIP-2020 codes
+CIP_2010, CIP_2020 = "2010", "2020"
+CIP_VINTAGES = (CIP_2010, CIP_2020)
+# a measured cell as the frame and the store hold it: codes in the vintage of graduation
+MEASURED_CELL_COLUMNS = CELL_COLUMNS + ["cip_vintage"]
+MEASURED_CELL_KEYS = ["institution", "degree_level", "cip_vintage", "cipcode", "grad_cohort"]
 
 
 def in_populations(cells: pd.DataFrame, populations: pd.DataFrame) -> np.ndarray:
@@ -38,7 +49,7 @@ def in_populations(cells: pd.DataFrame, populations: pd.DataFrame) -> np.ndarray
 class CellFrame:
     """Institution-level cells at one CIP level, in canonical (sorted) order."""
     cip_level: str
-    cells: pd.DataFrame          # institution, inst_state, degree_level, cipcode, grad_cohort, grad_cohort_years
+    cells: pd.DataFrame          # MEASURED_CELL_COLUMNS
     graduate_cell: np.ndarray    # each graduate's cell (row of `cells`)
 
     def observable(self, years_after: int, last_earnings_year: int) -> np.ndarray:
@@ -78,12 +89,12 @@ def dense_rank(key: np.ndarray, key_space: int) -> np.ndarray:
     return rank[key]
 
 
-def cip_code(cipcode_2010: str, level: str) -> str:
+def cip_code(cipcode: str, level: str) -> str:
     """'11.0701' -> '11' (2-digit), '1107' (4-digit), '00' (all fields)."""
     if level == "2":
-        return cipcode_2010[:2]
+        return cipcode[:2]
     if level == "4":
-        return cipcode_2010[:2] + cipcode_2010[3:5]
+        return cipcode[:2] + cipcode[3:5]
     return ALL_FIELDS_CIPCODE
 
 
@@ -114,8 +125,11 @@ def sum_to_coarser(cells: pd.DataFrame, counts: np.ndarray, inst_level: str, cip
     return summed[cells.columns], summed_counts
 
 
-def cohort_attributes(graduates: pd.DataFrame, cfg: CellsConfig) -> pd.DataFrame:
-    """Per graduate: institution, state, degree level, cohort window start and length."""
+def cohort_attributes(graduates: pd.DataFrame, cfg: CellsConfig,
+                      cip_switch_year: int | None = None) -> pd.DataFrame:
+    """Per graduate: institution, state, degree level, CIP code and its vintage (CIP-2020
+    from `cip_switch_year` on; CIP-2010 for everyone when None), cohort window start and
+    length."""
     degree = graduates["degree_level"]
     window_by_code = np.array([cfg.cohort_years(d) for d in degree.cat.categories], dtype=np.int64)
     window = window_by_code[degree.cat.codes.to_numpy()]
@@ -124,33 +138,41 @@ def cohort_attributes(graduates: pd.DataFrame, cfg: CellsConfig) -> pd.DataFrame
         "institution": graduates["institution"],
         "inst_state": graduates["inst_state"],
         "degree_level": degree,
-        "cipcode_2010": graduates["cipcode"],
+        "coded_cipcode": graduates["cipcode"],
+        "cip_vintage": pd.Categorical.from_codes(
+            (graduates["grad_year"].to_numpy() >= (cip_switch_year or np.iinfo(np.int64).max))
+            .astype(np.int8), categories=list(CIP_VINTAGES)),
         "grad_cohort": cfg.first_cohort_year + (offset // window) * window,
         "grad_cohort_years": window,
     })
 
 
 def cell_frame(attributes: pd.DataFrame, cip_level: str) -> CellFrame:
-    """Cells at `cip_level` with at least one graduate, sorted by CELL_KEYS."""
-    cip = map_codes(attributes["cipcode_2010"], lambda c: cip_code(c, cip_level))
-    keyed = attributes.drop(columns="cipcode_2010").assign(cipcode=cip)
+    """Cells at `cip_level` with at least one graduate, sorted by MEASURED_CELL_KEYS. All
+    fields ('00') is the same code in both vintages: its cells are not split by vintage."""
+    cip = map_codes(attributes["coded_cipcode"], lambda c: cip_code(c, cip_level))
+    keyed = attributes.drop(columns="coded_cipcode").assign(cipcode=cip)
+    if cip_level == "A":
+        keyed["cip_vintage"] = pd.Categorical.from_codes(np.ones(len(keyed), np.int8),
+                                                         categories=list(CIP_VINTAGES))
     # Sorted categories make category codes sort like the codes themselves, so one integer
-    # key per graduate sorts cells in canonical (institution, degree, CIP, cohort) order.
-    parts = [keyed[k].cat.codes.to_numpy().astype(np.int64) for k in CELL_KEYS[:3]]
+    # key per graduate sorts cells in canonical (institution, degree, vintage, CIP, cohort)
+    # order.
+    parts = [keyed[k].cat.codes.to_numpy().astype(np.int64) for k in MEASURED_CELL_KEYS[:4]]
     parts.append(keyed["grad_cohort"].to_numpy() - int(keyed["grad_cohort"].min()))
     key_space = [int(p.max()) + 1 for p in parts]
     graduate_cell = dense_rank(np.ravel_multi_index(parts, key_space), int(np.prod(key_space)))
     member = np.empty(graduate_cell.max() + 1, dtype=np.int64)
     member[graduate_cell] = np.arange(len(graduate_cell))
-    cells = keyed.iloc[member].reset_index(drop=True)[CELL_COLUMNS]
+    cells = keyed.iloc[member].reset_index(drop=True)[MEASURED_CELL_COLUMNS]
     return CellFrame(cip_level, cells, graduate_cell)
 
 
 @release_task("build cell frames")
-def build_cell_frames(graduates: pd.DataFrame, cfg: CellsConfig,
-                      cip_levels: list[str]) -> dict[str, CellFrame]:
+def build_cell_frames(graduates: pd.DataFrame, cfg: CellsConfig, cip_levels: list[str],
+                      cip_switch_year: int) -> dict[str, CellFrame]:
     """Cell frames of the measured CIP levels. Privacy cost: none."""
-    attributes = cohort_attributes(graduates, cfg)
+    attributes = cohort_attributes(graduates, cfg, cip_switch_year)
     frames = {level: cell_frame(attributes, level) for level in cip_levels}
     progress("cell frame: " + ", ".join(f"CIP level {k}: {len(f.cells):,} cells" for k, f in frames.items()))
     return frames

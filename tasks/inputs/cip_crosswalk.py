@@ -41,9 +41,24 @@ class CipCrosswalk:
     def transitions(self, digits: int) -> pd.DataFrame:
         """The possible (cip2010, cip2020) pairs at 2 or 4 digits ('11', '11.07'), implied
         by the 6-digit map; codes without a destination are left out."""
-        width = {2: 2, 4: 5}[digits]
-        pairs = {(old[:width], new[:width]) for old, new in self.six_digit.items() if new}
-        return pd.DataFrame(sorted(pairs), columns=["cip2010", "cip2020"])
+        return possible_transitions(pd.DataFrame(
+            [(old, new) for old, new in self.six_digit.items() if new],
+            columns=["cip2010", "cip2020"]), digits)
+
+    @property
+    def codes_2020(self) -> frozenset[str]:
+        """Every 6-digit CIP-2020 code (unchanged, moved or new; not the deleted ones)."""
+        six = self.rows[(self.rows["CIPCode2020"].str.len() == 7) & (self.rows["Action"] != DELETED)]
+        return frozenset(six["CIPCode2020"])
+
+
+def possible_transitions(six_digit: pd.DataFrame, digits: int) -> pd.DataFrame:
+    """The (cip2010, cip2020) pairs at 2 or 4 digits ('11', '11.07') implied by a 6-digit
+    map (columns cip2010, cip2020), sorted."""
+    width = {2: 2, 4: 5}[digits]
+    pairs = {(old[:width], new[:width]) for old, new in
+             zip(six_digit["cip2010"], six_digit["cip2020"])}
+    return pd.DataFrame(sorted(pairs), columns=["cip2010", "cip2020"])
 
 
 def _unwrap(values: pd.Series) -> pd.Series:

@@ -20,7 +20,8 @@ from pandera.errors import SchemaErrors
 
 from pseo_das.tasks import file_task, progress
 from pseo_das.schemas.inputs import (CODE_COLUMNS, GRADUATE_COLUMNS, OUTCOME_COLUMNS,
-                            TABLE_CHECK_COLUMNS, graduates_schema, outcomes_schema)
+                            TABLE_CHECK_COLUMNS, CipVintages, graduates_schema,
+                            outcomes_schema)
 
 MAX_EXAMPLES = 5
 DOLLAR_COLUMNS = {"earnings"}
@@ -256,11 +257,13 @@ def link_outcomes(grad_path: Path, out_path: Path, graduates: pd.DataFrame,
     return graduates, row
 
 
-def read_inputs(data_dir: Path, first_year: int, last_year: int) -> ValidatedInputs:
+def read_inputs(data_dir: Path, first_year: int, last_year: int,
+                cip_vintages: CipVintages | None = None) -> ValidatedInputs:
     """Read, validate and link graduates and outcomes. Privacy cost: none."""
     grad_path, out_path = find_input(data_dir, "graduates"), find_input(data_dir, "outcomes")
     problems, tables = [], []
-    for path, columns, schema in ((grad_path, GRADUATE_COLUMNS, graduates_schema(first_year, last_year)),
+    graduates_rules = graduates_schema(first_year, last_year, cip_vintages)
+    for path, columns, schema in ((grad_path, GRADUATE_COLUMNS, graduates_rules),
                                   (out_path, OUTCOME_COLUMNS, outcomes_schema())):
         try:  # check both files, so that one run reports every problem
             tables.append(validate(path, read_table(path, columns), schema))
@@ -280,10 +283,11 @@ def read_inputs(data_dir: Path, first_year: int, last_year: int) -> ValidatedInp
 
 
 @file_task("validate inputs")
-def validate_inputs(data_dir: Path, first_year: int, last_year: int) -> ValidatedInputs:
+def validate_inputs(data_dir: Path, first_year: int, last_year: int,
+                    cip_vintages: CipVintages | None = None) -> ValidatedInputs:
     started = time.perf_counter()
     progress(f"validating inputs in {data_dir}")
-    inputs = read_inputs(data_dir, first_year, last_year)
+    inputs = read_inputs(data_dir, first_year, last_year, cip_vintages)
     progress(f"inputs valid: {len(inputs.graduates):,} graduates, {len(inputs.outcomes):,} "
              f"outcome rows ({time.perf_counter() - started:.1f} s)")
     return inputs

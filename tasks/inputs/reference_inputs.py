@@ -150,12 +150,15 @@ def read_text_csv(path: Path, columns: tuple[str, ...]) -> pd.DataFrame:
     return df[list(columns)]
 
 
-def validate(path: Path, df: pd.DataFrame, schema: pa.DataFrameSchema) -> pd.DataFrame:
+def validate(path: Path, df: pd.DataFrame, schema: pa.DataFrameSchema,
+             check_columns: dict[str, str] = TABLE_CHECK_COLUMNS) -> pd.DataFrame:
+    """`df` validated by `schema`; bad rows named by file, column(s) and row
+    (`check_columns`: the columns each whole-table check reads)."""
     try:
         return schema.validate(df, lazy=True)
     except SchemaErrors as err:
         failures = err.failure_cases.copy()
-        named = failures["check"].astype(str).map(TABLE_CHECK_COLUMNS)
+        named = failures["check"].astype(str).map(check_columns)
         failures["column"] = failures["column"].astype(object).where(named.isna(), named)
         raise InputValidationError(describe_failures(path, failures)) from None
 

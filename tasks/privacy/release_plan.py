@@ -32,7 +32,12 @@ from pseo_das.tasks.privacy.store import (POPULATION_KEYS, ChainHead, LifetimeBu
                                           StoreError, StorePolicy, StorePolicyError,
                                           epsilon_text, exact_epsilon, question_sha256)
 
-CIP_VINTAGE = "2010"
+# How a measured tabulation codes fields: each cell carries the CIP vintage of its
+# graduates' codes (CIP-2010 before the switch year, CIP-2020 from it). Measurements of
+# earlier versions coded every graduate in CIP-2010; both are recast to CIP-2020 when
+# published, so either answers the same question and is reused.
+CIP_CODING = "vintage of graduation, per cell"
+LEGACY_CIP_CODING = "2010"
 
 
 @dataclass(frozen=True)
@@ -46,9 +51,9 @@ class Question:
     columns: int
     parameters: dict
 
-    def as_dict(self) -> dict:
+    def as_dict(self, cip_coding: str = CIP_CODING) -> dict:
         return {"tabulation_id": self.tabulation_id, "product": self.product,
-                "inst_level": "I", "cip_level": self.cip_level, "cip_vintage": CIP_VINTAGE,
+                "inst_level": "I", "cip_level": self.cip_level, "cip_vintage": cip_coding,
                 "years_after": self.years_after, "mechanism": GEOMETRIC,
                 "epsilon": epsilon_text(self.epsilon), "columns": self.columns,
                 **self.parameters}
@@ -57,6 +62,12 @@ class Question:
     def sha256(self) -> str:
         """Identifies the question: two measurements answer the same one only if equal."""
         return question_sha256(self.as_dict())
+
+    @property
+    def answered_by(self) -> tuple[str, ...]:
+        """The question SHA-256s whose measurements answer this one: its own, and the same
+        question coded all in CIP-2010 (earlier versions), recast alike when published."""
+        return (self.sha256, question_sha256(self.as_dict(LEGACY_CIP_CODING)))
 
 
 def release_questions(cfg: ReleaseConfig) -> list[Question]:
@@ -243,7 +254,7 @@ def _new_plan(store, release_id, seed_hex, inputs_sha256, config_sha256, cfg, fr
     for question in questions:
         populations = observable_populations(frames[question.cip_level], question.years_after,
                                              cfg.cells.last_earnings_year)
-        current = store.current_measurements(question.sha256)
+        current = store.current_measurements(question.answered_by)
         rows = populations.merge(current, on=POPULATION_KEYS, how="left")
         new = rows["measurement_id"].isna().to_numpy() | remeasure_mask(rows, remeasure)
         measurement_id = f"{question.tabulation_id}@{release_id}/{number}"

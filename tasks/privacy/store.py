@@ -48,7 +48,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pseo_das.tasks.inputs.cells import CELL_COLUMNS, POPULATION_KEYS
+from pseo_das.tasks.inputs.cells import CIP_2010, MEASURED_CELL_COLUMNS, POPULATION_KEYS
 from pseo_das.epsilon import epsilon_text, exact_epsilon
 
 STORE_ENV = "PSEO_DAS_STORE"
@@ -589,13 +589,15 @@ class PrivacyStore:
                              "were never stored (the release that planned it did not finish)")
         return read_measurement(self.get_object(stored.object_sha256, "parquet"))
 
-    def current_measurements(self, question_sha: str) -> pd.DataFrame:
-        """For each population with a measurement of the question: the latest one
-        (POPULATION_KEYS + measurement_id)."""
+    def current_measurements(self, question_shas: tuple[str, ...]) -> pd.DataFrame:
+        """For each population with a measurement of the question (any of the SHA-256s
+        that answer it): the latest one (POPULATION_KEYS + measurement_id)."""
+        marks = ", ".join("?" * len(question_shas))
         return pd.read_sql_query(
             "SELECT p.institution, p.degree_level, p.grad_cohort, p.measurement_id "
             "FROM measurement_populations p JOIN measurements m USING (measurement_id) "
-            "WHERE m.question_sha256 = ? ORDER BY m.rowid", self._db, params=(question_sha,)) \
+            f"WHERE m.question_sha256 IN ({marks}) ORDER BY m.rowid", self._db,
+            params=tuple(question_shas)) \
             .drop_duplicates(POPULATION_KEYS, keep="last").reset_index(drop=True)
 
     def spends(self) -> pd.DataFrame:
@@ -684,22 +686,27 @@ def table_bytes(table: pa.Table) -> bytes:
     return sink.getvalue()
 
 
-TEXT_COLUMNS = {"institution", "inst_state", "degree_level", "cipcode"}
+TEXT_COLUMNS = {"institution", "inst_state", "degree_level", "cipcode", "cip_vintage"}
 
 
 def measurement_bytes(cells: pd.DataFrame, values: np.ndarray) -> bytes:
-    """Cells (text codes) and their noisy values (a fixed-size list per cell) as Parquet."""
+    """Cells (text codes, with the CIP vintage of their codes) and their noisy values (a
+    fixed-size list per cell) as Parquet."""
     columns = {c: pa.array(cells[c].astype(str).to_numpy(dtype=object), pa.string())
                if c in TEXT_COLUMNS else pa.array(cells[c].to_numpy(dtype=np.int64))
-               for c in CELL_COLUMNS}
+               for c in MEASURED_CELL_COLUMNS if c in cells.columns}
     flat = pa.array(np.ascontiguousarray(values, dtype=np.int64).ravel())
     columns["noisy"] = pa.FixedSizeListArray.from_arrays(flat, values.shape[1])
     return table_bytes(pa.table(columns))
 
 
 def read_measurement(data: bytes) -> tuple[pd.DataFrame, np.ndarray]:
+    """Cells and values; measurements of earlier versions have no `cip_vintage` column
+    (their codes are CIP-2010)."""
     table = pq.read_table(io.BytesIO(data))
     noisy = table.column("noisy").combine_chunks()
     values = noisy.flatten().to_numpy(zero_copy_only=False).astype(np.int64)
-    cells = table.select(CELL_COLUMNS).to_pandas()
+    cells = table.select([c for c in MEASURED_CELL_COLUMNS if c in table.column_names]).to_pandas()
+    if "cip_vintage" not in cells.columns:
+        cells["cip_vintage"] = CIP_2010
     return cells, values.reshape(len(cells), noisy.type.list_size)

@@ -6,6 +6,7 @@ they are retried on failure.
 from __future__ import annotations
 
 import hashlib
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +19,11 @@ from pseo_das.tasks.earnings.noisy_histograms import NoisyHistograms
 from pseo_das.tasks.employment_flows.noisy_flows import NoisyFlows
 from pseo_das.tasks.inputs.cells import CELL_COLUMNS, CELL_KEYS, in_populations
 from pseo_das.tasks.inputs.reference_inputs import ReferenceInputs
-from pseo_das.tasks.privacy.mechanism import GEOMETRIC, LedgerEntry, NoisyMeasurement, stream_key
+from pseo_das.tasks.cip_recast.recast import RecastContext, RecastTable, as_coded, to_cip_2020
+from pseo_das.tasks.cip_recast.recast_inputs import RecastInputs
+from pseo_das.tasks.privacy.mechanism import (GEOMETRIC, LedgerEntry, NoisyMeasurement,
+                                              geometric_variance, post_processing_seed,
+                                              stream_key)
 from pseo_das.tasks.privacy.release_plan import Question, release_questions
 from pseo_das.tasks.privacy.store import PrivacyStore
 
@@ -47,15 +52,28 @@ def _categorical_cells(cells: pd.DataFrame) -> pd.DataFrame:
     return out.assign(noise_terms=1)
 
 
-def _question_table(store: PrivacyStore, question: Question, rows: pd.DataFrame
-                    ) -> tuple[pd.DataFrame, np.ndarray, tuple[str, ...], LedgerEntry]:
-    """The release's cells of one tabulation, read from the measurements its plan names."""
-    parts, sources, streams = [], [], []
+def _question_table(store: PrivacyStore, question: Question, rows: pd.DataFrame,
+                    recast: RecastContext | None | bool
+                    ) -> tuple[pd.DataFrame, np.ndarray, tuple[str, ...], list[LedgerEntry],
+                               dict | None]:
+    """The release's cells of one tabulation, read from the measurements its plan names,
+    in CIP-2020 codes (each measurement recast as a whole, so that its split is the same
+    in every release that reuses it), or as measured when `recast` is False. Returns the
+    cells, values, sources, ledger entries (measured, recast) and the recast's summary."""
+    parts, sources, streams, recasts = [], [], [], []
+    step_id = f"cip-recast.{question.tabulation_id}"
     for measurement_id, members in rows.groupby("measurement_id", sort=True):
         stored = store.measurement(measurement_id)
         cells, values = store.measured_values(measurement_id)
+        if recast is False:
+            cells, values = as_coded(cells, values)
+        else:
+            cells, values, done = to_cip_2020(
+                cells, values, recast, post_processing_seed((stored.object_sha256,)), step_id,
+                question.product, question.tabulation_id)
+            recasts += [done] if done is not None else []
         mine = in_populations(cells, members)
-        parts.append((cells[mine], values[mine]))
+        parts.append((cells.loc[mine, CELL_COLUMNS], values[mine]))
         sources.append(stored.object_sha256)
         seed = bytes.fromhex(store.attempt(stored.attempt).seed_hex)
         streams.append(hashlib.sha256(stream_key(seed, measurement_id)).hexdigest())
@@ -68,23 +86,52 @@ def _question_table(store: PrivacyStore, question: Question, rows: pd.DataFrame
     values = np.concatenate([v for _, v in parts])
     order = cells.sort_values(CELL_KEYS, kind="stable").index.to_numpy()
     values = values[order]
-    entry = LedgerEntry(question.tabulation_id, question.product, GEOMETRIC,
-                        question.epsilon, 1, len(cells), question.columns, COMPOSITION, "",
-                        ";".join(streams))
-    return _categorical_cells(cells), values, tuple(sources), entry
+    entries = [LedgerEntry(question.tabulation_id, question.product, GEOMETRIC,
+                           question.epsilon, 1, len(cells), question.columns, COMPOSITION, "",
+                           ";".join(streams))]
+    summary = None
+    if recasts:
+        first = recasts[0].entry
+        entries.append(replace(first, n_cells=sum(r.entry.n_cells for r in recasts),
+                               noise_stream=";".join(r.entry.noise_stream for r in recasts)))
+        summary = recast_summary(question, recasts)
+    return _categorical_cells(cells), values, tuple(sources), entries, summary
+
+
+def recast_summary(question: Question, recasts: list[RecastTable]) -> dict:
+    """How a tabulation's CIP-2010 cells were recast: cells by route and by the level the
+    IPEDS shares came from, and the variance the random split adds (per recast value, next
+    to the variance of the noise each value already carries)."""
+    routes = pd.concat([r.how for r in recasts]).groupby(level=0).sum()
+    levels = pd.concat([r.share_levels for r in recasts]).groupby(level=0).sum()
+    values = sum(r.entry.n_cells * r.entry.n_bins for r in recasts)
+    added = sum(r.added_variance for r in recasts)
+    return {"tabulation_id": question.tabulation_id, "product": question.product,
+            "cells_recast": int(routes.sum()),
+            "routes": {str(k): int(v) for k, v in routes.items()},
+            "share_levels": {str(k): int(v) for k, v in levels.items()},
+            "added_variance": round(added, 3),
+            "added_variance_per_value": round(added / values, 4) if values else 0.0,
+            "noise_variance_per_value": round(geometric_variance(float(question.epsilon)), 4)}
 
 
 @file_task("read the release's measurements from the store")
-def stored_tables(store_path: Path, plan: pd.DataFrame, cfg: ReleaseConfig
-                  ) -> tuple[list[NoisyHistograms], list[NoisyFlows], list[LedgerEntry]]:
+def stored_tables(store_path: Path, plan: pd.DataFrame, cfg: ReleaseConfig,
+                  recast: dict[str, RecastContext | None] | None
+                  ) -> tuple[list[NoisyHistograms], list[NoisyFlows], list[LedgerEntry],
+                             list[dict]]:
     """The measured noisy tables of a release (its plan's measurements, its populations
-    only) and their ledger entries. Reads no microdata. Privacy cost: none (the spends
-    were recorded when the measurements were taken)."""
-    histograms, flows, entries = [], [], []
+    only) in CIP-2020 codes (`recast`: the context of each CIP level; None publishes the
+    codes as measured, as releases of earlier versions did), their ledger entries and the
+    recast summaries. Reads no microdata. Privacy cost: none (the spends were recorded when
+    the measurements were taken; the recast is post-processing)."""
+    histograms, flows, entries, summaries = [], [], [], []
     with PrivacyStore.open(store_path) as store:
         for question in release_questions(cfg):
             rows = plan[plan["tabulation_id"] == question.tabulation_id]
-            cells, values, sources, entry = _question_table(store, question, rows)
+            context = False if recast is None else recast.get(question.cip_level)
+            cells, values, sources, found, summary = _question_table(store, question, rows,
+                                                                     context)
             tab = question.tabulation_id
             if question.product == EARNINGS_PRODUCT:
                 histograms.append(NoisyHistograms(tab, "I", question.cip_level,
@@ -93,26 +140,44 @@ def stored_tables(store_path: Path, plan: pd.DataFrame, cfg: ReleaseConfig
             else:
                 flows.append(NoisyFlows(tab, question.cip_level, question.years_after, cells,
                                         values, (tab,), sources))
-            entries.append(entry)
-    progress(f"read {len(entries)} measured tables from the privacy store "
-             f"({sum(e.n_cells for e in entries):,} cells)")
-    return histograms, flows, entries
+            entries += found
+            summaries += [summary] if summary else []
+    progress(f"read {len(histograms) + len(flows)} measured tables from the privacy store "
+             f"({sum(e.n_cells for e in entries if e.epsilon > 0):,} cells)"
+             + (f"; recast {sum(s['cells_recast'] for s in summaries):,} CIP-2010 cells to "
+                "CIP-2020 (zero epsilon)" if summaries else ""))
+    return histograms, flows, entries, summaries
 
 
 @file_task("keep publication record")
-def keep_publication_record(store_path: Path, record: dict,
-                            reference: ReferenceInputs) -> dict:
+def keep_publication_record(store_path: Path, record: dict, reference: ReferenceInputs,
+                            recast: RecastInputs) -> dict:
     """Everything post-processing needs besides the measurements (configuration, identity,
-    input checks, the public reference tables), kept in the store so that `republish`
-    needs no microdata. Returns the record with the reference tables' addresses."""
+    input checks, the public reference tables and the CIP recast's inputs), kept in the
+    store so that `republish` needs no microdata. Returns the record with the tables'
+    addresses."""
     with PrivacyStore.open(store_path) as store:
         tables = {name: store.put_frame(getattr(reference, name))
                   for name in ("j2j", "qcew", "coverage")}
+        recast_tables = {name: store.put_frame(getattr(recast, name))
+                         for name in ("crosswalk", "completions", "hard_coded")}
     return {**record, "reference_tables": tables,
-            "reference_fingerprints": dict(reference.fingerprints)}
+            "reference_fingerprints": dict(reference.fingerprints),
+            "recast_tables": recast_tables, "recast_fingerprints": dict(recast.fingerprints),
+            "recast_packaged": list(recast.packaged)}
 
 
 def reference_from_record(store: PrivacyStore, record: dict) -> ReferenceInputs:
     tables = {name: store.get_frame(sha) for name, sha in record["reference_tables"].items()}
     return ReferenceInputs(tables["j2j"], tables["qcew"], tables["coverage"],
                            record["reference_fingerprints"])
+
+
+def recast_inputs_from_record(store: PrivacyStore, record: dict) -> RecastInputs | None:
+    """The recast inputs a release used; None for a release of an earlier version, which
+    published its codes as measured."""
+    if "recast_tables" not in record:
+        return None
+    tables = {name: store.get_frame(sha) for name, sha in record["recast_tables"].items()}
+    return RecastInputs(tables["crosswalk"], tables["completions"], tables["hard_coded"],
+                        record["recast_fingerprints"], tuple(record["recast_packaged"]))

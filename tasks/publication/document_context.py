@@ -27,7 +27,7 @@ def pseoe_layout(cfg: ReleaseConfig) -> list[tuple[str, str]]:
         ("institution", "8-digit OPEID; state cells 000000 + state FIPS; national 00000000"),
         ("degree_level", "PSEO degree level code"),
         ("cip_level", "2 (2-digit CIP), 4 (4-digit CIP), A (all fields)"),
-        ("cipcode", "CIP-2010 code without the dot; 00 for all fields"),
+        ("cipcode", "CIP code (CIP-2020 for every year; see Fields of study) without the dot; 00 for all fields"),
         ("grad_cohort", "first graduation year of the cohort window"),
         ("grad_cohort_years", "length of the cohort window in years"),
     ]

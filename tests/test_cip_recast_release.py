@@ -1,0 +1,155 @@
+"""The CIP recast as a release task, on a release of synthetic data with mixed vintages
+(graduates before 2020 coded in CIP-2010, later ones in CIP-2020): only CIP-2020 codes are
+published, each one a code of the LEHD schema at its level; the recast keeps every
+population's totals value by value, spends nothing, and is recorded in the ledger and the
+documents; `republish --cip-vintage 2020` recasts a release published as measured."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import run_release, store_beside
+from pseo_das.config import ReleaseConfig, load_config
+from pseo_das.tasks.cip_recast.recast import RecastError, check_recastable, recast_context
+from pseo_das.tasks.cip_recast.recast_inputs import load_recast_inputs
+from pseo_das.tasks.inputs.cells import POPULATION_KEYS, cell_frame, cohort_attributes
+from pseo_das.tasks.privacy.store import PrivacyStore, measurement_bytes, read_measurement
+from pseo_das.tasks.privacy.stored_tables import stored_tables
+
+LABELS = Path(__file__).resolve().parent.parent / "pseo_das" / "reference" / \
+    "lehd-schema-v4.14.0" / "label_cipcode.csv"
+
+
+def schema_code(cipcode: str) -> str:
+    """A published code ('1107', '11', '00') as the schema writes it ('11.07')."""
+    return f"{cipcode[:2]}.{cipcode[2:]}" if len(cipcode) == 4 else cipcode
+
+
+def test_a_mixed_vintage_release_publishes_only_schema_cip_2020_codes(releases, synthetic_dir):
+    graduates = pd.read_parquet(synthetic_dir / "graduates.parquet")
+    before = graduates[graduates["grad_year"] < 2020]["cipcode"].astype(str)
+    after = graduates[graduates["grad_year"] >= 2020]["cipcode"].astype(str)
+    inputs = load_recast_inputs(None, 2020)
+    moved = {old for old, new in zip(inputs.crosswalk["cip2010"], inputs.crosswalk["cip2020"])
+             if old != new}
+    assert set(before) & moved, "the data have CIP-2010 codes that CIP-2020 moved"
+    assert not set(after) & (moved - set(inputs.crosswalk["cip2020"]))
+    labels = pd.read_csv(LABELS, dtype=str)
+    valid = set(zip(labels["cipcode"], labels["cip_level"]))
+    root, _ = releases
+    for name in ("pseoe.csv", "pseoh.csv", "pseof.csv"):
+        table = pd.read_csv(root / "a" / "public" / name, dtype=str)
+        published = set(zip(table["cipcode"].map(schema_code), table["cip_level"]))
+        assert published and published <= valid, (name, sorted(published - valid)[:5])
+    pseoe = pd.read_csv(root / "a" / "public" / "pseoe.csv", dtype=str)
+    assert not set(pseoe["cipcode"]) & {c[:2] + c[3:5] for c in moved
+                                        if c[:5] not in set(inputs.transitions(4)["cip2020"])}
+
+
+def _tables(store: Path, release_id: str, recast: bool):
+    with PrivacyStore.open(store) as privacy_store:
+        attempt, record = privacy_store.publication_record(release_id)
+        plan = privacy_store.get_frame(attempt.plan_sha256)
+    cfg = ReleaseConfig.model_validate(record["config"])
+    contexts = None
+    if recast:
+        inputs = load_recast_inputs(None, cfg.cip.switch_year)
+        contexts = {level: recast_context(inputs, cfg.cells, level,
+                                          cfg.cip.unseen_transition_weight)
+                    for level in ("4", "2")}
+    return stored_tables.fn(store, plan, cfg, contexts)
+
+
+def test_the_recast_keeps_every_population_total_value_by_value(releases):
+    root, uri = releases
+    as_measured = _tables(store_beside(uri), "2026Q4-test", recast=False)
+    recast = _tables(store_beside(uri), "2026Q4-test", recast=True)
+    assert as_measured[3] == [] and len(recast[3]) == 6
+    for kind in (0, 1):
+        for old, new in zip(as_measured[kind], recast[kind]):
+            values = old.counts if kind == 0 else old.noisy
+            recast_values = new.counts if kind == 0 else new.noisy
+
+            def totals(cells, array):
+                keys = cells[POPULATION_KEYS].astype(str).agg("|".join, axis=1)
+                return pd.DataFrame(array).groupby(keys.to_numpy()).sum().sort_index()
+            pd.testing.assert_frame_equal(totals(old.cells, values),
+                                          totals(new.cells, recast_values))
+            assert set(new.cells["cipcode"].astype(str)) != set(old.cells["cipcode"].astype(str))
+    routes = pd.DataFrame([s["routes"] for s in recast[3]]).fillna(0)
+    assert (routes["direct"] > 0).all() and (routes["IPEDS shares"] > 0).all()
+    assert routes.get("hard-coded", pd.Series([0])).sum() > 0
+
+
+def test_the_recast_spends_nothing_and_is_in_the_ledger_and_documents(releases):
+    root, _ = releases
+    ledger = pd.read_csv(root / "a" / "internal" / "ledger.csv", dtype={"epsilon": str})
+    recast = ledger[ledger["tabulation_id"].str.startswith("cip-recast.")]
+    assert len(recast) == 6 and (recast["epsilon"] == "0").all()
+    assert set(recast["derived_from"]) == set(ledger.loc[ledger["mechanism"] ==
+                                                         "two-sided geometric", "tabulation_id"])
+    assert recast["noise_stream"].str.fullmatch(r"[0-9a-f]{64}(;[0-9a-f]{64})*").all()
+    summary = json.loads((root / "a" / "internal" / "release_summary.json").read_text())
+    assert summary["new_epsilon"] == "7.5"        # the measurements' epsilon only
+    for document in ("public/release_notes.md", "internal/drb_report.md"):
+        text = (root / "a" / document).read_text()
+        assert "Every year is published in **CIP-2020** codes" in text
+        assert "| cip-recast" not in text and "| earnings.I.cip4.y1 |" in text
+        assert "SYNTHETIC demo files" in text
+
+
+def test_old_measurements_without_a_vintage_read_as_cip_2010():
+    cells = pd.DataFrame({"institution": ["00100000"], "inst_state": ["26"],
+                          "degree_level": ["05"], "cipcode": ["5108"], "grad_cohort": [2001],
+                          "grad_cohort_years": [3]})
+    read, values = read_measurement(measurement_bytes(cells, np.array([[1, -2]])))
+    assert read["cip_vintage"].tolist() == ["2010"] and values.tolist() == [[1, -2]]
+
+
+def test_a_code_without_destination_is_refused_before_any_noise(synthetic_dir):
+    graduates = pd.read_parquet(synthetic_dir / "graduates.parquet")
+    frame = cell_frame(cohort_attributes(graduates, load_config().cells, 2020), "4")
+    inputs = load_recast_inputs(None, 2020)
+    check_recastable({"4": frame}, inputs)
+    codes = frame.cells["cipcode"].cat.add_categories(["6004", "9801"])
+    frame.cells["cipcode"] = codes
+    old = frame.cells.index[frame.cells["cip_vintage"] == "2010"]
+    frame.cells.loc[old[:2], "cipcode"] = "6004"     # residencies: hard-coded transitions
+    check_recastable({"4": frame}, inputs)
+    frame.cells.loc[old[2:4], "cipcode"] = "9801"    # no such CIP-2010 family
+    with pytest.raises(RecastError, match=r"refused before any noise.* 98\.01 \(4-digit\) "
+                                          r"have no CIP-2020 destination"):
+        check_recastable({"4": frame}, inputs)
+
+
+def test_republish_recasts_a_release_published_as_measured(synthetic_dir, tmp_path,
+                                                            tracking_uri, monkeypatch):
+    """A release of an earlier version has no recast inputs in its record: republished as
+    it was (codes as measured), or in CIP-2020 with --cip-vintage 2020, which gives the
+    files a release of this version publishes."""
+    import pseo_das.flows.quarterly_release as release_flow
+    from pseo_das.cli import main
+    from pseo_das.tasks.privacy import stored_tables as kept
+
+    def legacy_record(store_path, record, reference, recast):
+        full = kept.keep_publication_record.fn(store_path, record, reference, recast)
+        return {k: v for k, v in full.items() if not k.startswith("recast_")}
+    monkeypatch.setattr(release_flow, "keep_publication_record", legacy_record)
+    assert run_release(synthetic_dir, tmp_path / "legacy", "ab" * 32, tracking_uri,
+                       "2026Q4-legacy") == 0
+    for vintage, out in ((None, "as-measured"), ("2020", "recast")):
+        with pytest.raises(SystemExit) as stop:
+            main(["republish", "--store", str(store_beside(tracking_uri)), "--release",
+                  "2026Q4-legacy", "--out", str(tmp_path / out)]
+                 + (["--cip-vintage", vintage] if vintage else []))
+        assert stop.value.code == 0
+    public = {name: pd.read_csv(tmp_path / name / "public" / "pseoe.csv", dtype=str)
+              for name in ("legacy", "as-measured", "recast")}
+    pd.testing.assert_frame_equal(public["recast"], public["legacy"])
+    assert set(public["as-measured"]["cipcode"]) - set(public["recast"]["cipcode"])
+    assert "CIP codes the measurements were taken in" in \
+        (tmp_path / "as-measured" / "public" / "release_notes.md").read_text()
