@@ -9,7 +9,17 @@ made-up but realistic universe:
   Zipf-like, and each institution offers only a subset of degree levels and programs,
   so an institution x degree x CIP x cohort table has many small cells and a few large
   ones.
-* 130 real CIP-2010 codes from 32 two-digit families and the PSEO degree levels.
+* 138 real CIP-2010 codes from 32 two-digit families and the PSEO degree levels.
+* Two CIP vintages, as in the real data: graduates before `cip_switch_year` (default
+  2020, when IPEDS moved to CIP-2020) carry the CIP-2010 code of their program, later
+  graduates its CIP-2020 code from the packaged NCES crosswalk
+  (`read_crosswalk().six_digit`). Eight programs change code: five move to another
+  4-digit series of their family (01.0309 -> 01.1004, 15.0503 -> 15.1701, 43.0106 ->
+  43.0406, 43.0116 -> 43.0403, 51.3817 -> 51.3203; 43.01 thus splits into 43.01 and
+  43.04) and three to another family (51.0808 -> 01.8301, 51.1104 -> 01.1302, 51.2501
+  -> 01.8101). Only the code written depends on the vintage: a graduate's draws,
+  earnings and industry are those of the program, so the files for two switch years
+  differ only in the cipcode of the graduates between them.
 * Log-normal earnings built from field, degree, institution, state, industry,
   experience (1, 5, 10 years after graduation) and calendar-year (Great Recession)
   effects, a persistent person effect and a transitory shock. About 7% of person-years
@@ -31,15 +41,17 @@ bounded and the same arguments give byte-identical files.
 Size: with cohorts 2001-2020 and last_data_year 2022, every cohort has a 1-year
 outcome, cohorts up to 2017 a 5-year one and up to 2012 a 10-year one; enrollment grows
 over time, so there are about 2.35 outcome rows per graduate (measured with the
-default seed: 200,000 graduates -> 471,083 outcome rows; 425,000 -> 1,000,453;
-4,500,000 -> 10,589,217). Ten million outcome rows need about 4.25 million graduates;
-4.5 million take about 11 s and 390 MB peak RSS.
+default seed: 200,000 graduates -> 465,901 outcome rows; 425,000 -> 989,833;
+4,500,000 -> 10,478,701). Ten million outcome rows need about 4.3 million graduates;
+4.5 million take about 11 s and 490 MB peak RSS (including Prefect, which reading the
+crosswalk imports).
 
 Chunk k's draws depend only on (seed, k), so with one seed a smaller data set is
 exactly the first graduates (and their outcomes) of a larger one.
 """
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,7 +62,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-__all__ = ["write_synthetic"]
+__all__ = ["write_synthetic", "make_universe", "cip_vintages", "CIP_SWITCH_YEAR"]
 
 # Which states' earnings records exist in which years: the packaged demo coverage.
 COVERAGE_FILE = Path(__file__).with_name("reference") / "state_coverage.csv"
@@ -60,6 +72,7 @@ LAST_COHORT = 2020
 COHORTS = np.arange(FIRST_COHORT, LAST_COHORT + 1)
 YEARS_AFTER = (1, 5, 10)
 CHUNK_GRADUATES = 250_000
+CIP_SWITCH_YEAR = 2020  # first cohort written in CIP-2020 codes (IPEDS: from 2020-21)
 
 UNIVERSE_STREAM = 0  # SeedSequence spawn keys: (0,) universe, (1, k) graduate chunk k
 CHUNK_STREAM = 1
@@ -145,9 +158,16 @@ INSTITUTION_KINDS = {
 ZIPF_EXPONENT = 1.0
 PROGRAM_SIZE_SD = 0.75  # sd of log program size around its popularity
 
-# Real CIP-2010 codes: (code, degree levels at which it is awarded, popularity).
+# Real CIP-2010 codes: (code, degree levels at which it is awarded, popularity). Most keep
+# their code in CIP-2020; eight move (crosswalk `Moved to`): within their 4-digit series
+# (none here), to another 4-digit series of the family (01.0309 -> 01.1004, 15.0503 ->
+# 15.1701, 43.0106 -> 43.0406, 43.0116 -> 43.0403, 51.3817 -> 51.3203) or to another
+# family (51.0808 -> 01.8301, 51.1104 -> 01.1302, 51.2501 -> 01.8101). A graduate's
+# program, earnings and industry are those of the CIP-2010 code, whatever the vintage
+# written (see `cip_vintages`).
 PROGRAMS = (
-    ("01.0101", "01 02 03 05 07", 1.0), ("01.0601", "01 02 03 05", 0.6),
+    ("01.0101", "01 02 03 05 07", 1.0), ("01.0309", "01 02 03 05", 0.15),
+    ("01.0601", "01 02 03 05", 0.6),
     ("01.0901", "03 05 07 17", 0.8), ("01.1101", "05 07 17", 0.5),
     ("03.0101", "05 07", 0.5), ("03.0104", "03 05 07 17", 0.8),
     ("03.0506", "05 07 17", 0.3), ("03.0601", "05 07 17", 0.4),
@@ -165,7 +185,8 @@ PROGRAMS = (
     ("14.0701", "05 07 17", 0.5), ("14.0801", "05 07 17", 0.9),
     ("14.0901", "05 07 17", 0.5), ("14.1001", "05 07 17", 1.0),
     ("14.1901", "05 07 17", 1.3),
-    ("15.0303", "02 03 05", 0.6), ("15.0805", "02 03", 0.4), ("15.1301", "01 02 03", 0.5),
+    ("15.0303", "02 03 05", 0.6), ("15.0503", "01 02 03", 0.25), ("15.0805", "02 03", 0.4),
+    ("15.1301", "01 02 03", 0.5),
     ("16.0101", "05 07 17", 0.3), ("16.0901", "05 07 17", 0.2), ("16.0905", "05 07 17", 0.5),
     ("19.0701", "05 07 17", 0.6), ("19.0706", "01 02 03 05", 0.6),
     ("22.0101", "18", 1.0), ("22.0302", "01 02 03", 0.6),
@@ -182,7 +203,8 @@ PROGRAMS = (
     ("40.0601", "05 07 17", 0.3), ("40.0801", "05 07 17", 0.4),
     ("42.0101", "03 05 07 17", 3.0), ("42.2801", "07 17", 0.3), ("42.2803", "07 17", 0.3),
     ("42.2804", "07 17", 0.2),
-    ("43.0104", "02 03 05 07", 1.5), ("43.0107", "01 02 03 05", 1.2),
+    ("43.0104", "02 03 05 07", 1.5), ("43.0106", "02 03 05 07", 0.5),
+    ("43.0107", "01 02 03 05", 1.2), ("43.0116", "01 02 03 05 07", 0.25),
     ("43.0203", "01 02 03 05", 0.5),
     ("44.0401", "06 07", 0.8), ("44.0501", "07 17", 0.2), ("44.0701", "03 05 07 17", 1.2),
     ("45.0201", "05 07 17", 0.5), ("45.0601", "05 07 17", 1.0), ("45.0701", "05 07", 0.3),
@@ -194,10 +216,13 @@ PROGRAMS = (
     ("50.0409", "02 03 05", 0.8), ("50.0501", "05 07", 0.5), ("50.0602", "02 03 05", 0.3),
     ("50.0701", "03 05 07", 1.0), ("50.0901", "05 07 17", 0.6),
     ("51.0401", "18", 0.3), ("51.0602", "03 05", 0.6), ("51.0707", "01 02 03 05", 0.6),
-    ("51.0801", "01 02 03", 1.8), ("51.0904", "01 02 03", 1.2), ("51.0911", "02 03 05", 0.6),
-    ("51.0912", "07", 0.4), ("51.1005", "02 03 05", 0.3), ("51.1201", "18", 0.6),
+    ("51.0801", "01 02 03", 1.8), ("51.0808", "01 02 03 05", 0.5),
+    ("51.0904", "01 02 03", 1.2), ("51.0911", "02 03 05", 0.6),
+    ("51.0912", "07", 0.4), ("51.1005", "02 03 05", 0.3), ("51.1104", "02 05", 0.15),
+    ("51.1201", "18", 0.6),
     ("51.2001", "18", 0.4), ("51.2201", "05 06 07 17", 0.6), ("51.2306", "07 18", 0.3),
-    ("51.2308", "18", 0.4), ("51.3801", "03 05 06 07 08", 5.0), ("51.3818", "18", 0.3),
+    ("51.2308", "18", 0.4), ("51.2501", "07 17", 0.15),
+    ("51.3801", "03 05 06 07 08", 5.0), ("51.3817", "06 07 08 17", 0.2), ("51.3818", "18", 0.3),
     ("51.3901", "01 02", 1.5), ("51.3902", "01", 1.2),
     ("52.0101", "02 03 05", 2.0), ("52.0201", "01 02 03 05 06 07", 6.0),
     ("52.0204", "01 02 03", 0.5), ("52.0301", "02 03 05 06 07", 2.5),
@@ -216,7 +241,8 @@ FAMILY_EFFECT = {
     "52": 0.12, "54": -0.15,
 }
 PROGRAM_EFFECT = {"45.0601": 0.22, "51.3801": 0.12, "51.0801": -0.35, "51.3902": -0.40,
-                  "51.1201": 0.35, "51.2001": 0.25, "22.0101": 0.25, "52.0801": 0.1}
+                  "51.1201": 0.35, "51.2001": 0.25, "22.0101": 0.25, "52.0801": 0.1,
+                  "51.0808": -0.40, "51.1104": -0.15, "51.2501": 0.20, "51.3817": 0.05}
 PROGRAM_EFFECT_SD = 0.05  # seed-specific jitter of each program's effect
 
 NAICS_SECTORS = ("11", "21", "22", "23", "31-33", "42", "44-45", "48-49", "51", "52",
@@ -284,6 +310,7 @@ class Universe:
     probabilities say how graduates spread over cells.
     """
     opeid: np.ndarray              # str, per institution
+    inst_kind: np.ndarray          # str, key of INSTITUTION_KINDS, per institution
     inst_state: np.ndarray         # index into INST_STATE_CODES, per institution
     inst_effect: np.ndarray        # log-earnings effect, per institution
     cip_effect: np.ndarray         # log-earnings effect, per CIP code
@@ -301,9 +328,9 @@ def make_universe(seed: int) -> Universe:
     kinds, opeid, inst_state, inst_size, inst_effect = _make_institutions(rng)
     program_weight = _program_weights(rng, kinds, inst_size)
     cells = _make_cells(rng, program_weight)
-    return Universe(opeid=opeid, inst_state=inst_state, inst_effect=inst_effect,
-                    cip_effect=_cip_effects(rng), cip_industry_cdf=_cip_industry_cdf(),
-                    **cells)
+    return Universe(opeid=opeid, inst_kind=kinds, inst_state=inst_state,
+                    inst_effect=inst_effect, cip_effect=_cip_effects(rng),
+                    cip_industry_cdf=_cip_industry_cdf(), **cells)
 
 
 def _generator(seed: int, *stream: int) -> np.random.Generator:
@@ -403,6 +430,22 @@ def _cip_industry_cdf() -> np.ndarray:
             * mix(FIELD_INDUSTRIES[FAMILY_INDUSTRIES[f]]) for f in CIP_FAMILIES]
     cdf = np.cumsum(rows, axis=1)
     return cdf / cdf[:, -1:]
+
+
+@functools.lru_cache(maxsize=1)
+def cip_vintages() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """CIP codes of both vintages: (labels, cip2010, cip2020) where `labels` are the
+    sorted CIP-2010 and CIP-2020 codes of the programs and, per program (CIP_CODES order),
+    `cip2010` / `cip2020` index its code of that vintage in `labels`. The CIP-2020 code is
+    the packaged NCES crosswalk's (`read_crosswalk().six_digit`)."""
+    from pseo_das.tasks.inputs.cip_crosswalk import read_crosswalk  # imports Prefect: lazily
+    six_digit = read_crosswalk().six_digit
+    new = [six_digit.get(code) for code in CIP_CODES]
+    lost = [code for code, dest in zip(CIP_CODES, new) if dest is None]
+    if lost:
+        raise ValueError(f"PROGRAMS code(s) without a CIP-2020 code in the crosswalk: {lost}")
+    labels = np.array(sorted(set(CIP_CODES) | set(new)))
+    return labels, np.searchsorted(labels, CIP_CODES), np.searchsorted(labels, new)
 
 
 # ----------------------------------------------------------------------------------
@@ -577,13 +620,17 @@ def code_array(index: np.ndarray, labels: np.ndarray) -> pa.DictionaryArray:
     return pa.DictionaryArray.from_arrays(indices, pa.array(labels[used], pa.string()))
 
 
-def graduates_table(universe: Universe, grads: GraduateChunk) -> pa.Table:
-    """A chunk of graduates as an Arrow table with GRADUATES_SCHEMA."""
+def graduates_table(universe: Universe, grads: GraduateChunk,
+                    cip_switch_year: int = CIP_SWITCH_YEAR) -> pa.Table:
+    """A chunk of graduates as an Arrow table with GRADUATES_SCHEMA; graduates of
+    `cip_switch_year` and later carry the CIP-2020 code of their program."""
+    labels, cip2010, cip2020 = cip_vintages()
+    cip = np.where(grads.grad_year >= cip_switch_year, cip2020[grads.cip], cip2010[grads.cip])
     columns = [pa.array(grads.person_id),
                code_array(grads.institution, universe.opeid),
                code_array(universe.inst_state[grads.institution], INST_STATE_CODES),
                code_array(grads.degree, DEGREE_CODES),
-               code_array(grads.cip, CIP_CODES),
+               code_array(cip, labels),
                pa.array(grads.grad_year.astype(np.int16))]
     return pa.Table.from_arrays(columns, schema=GRADUATES_SCHEMA)
 
@@ -601,13 +648,16 @@ def outcomes_table(outcomes: OutcomeChunk) -> pa.Table:
 
 def write_synthetic(out_dir: Path, graduates: int = 200_000, seed: int = 20240101,
                     last_data_year: int = 2022,
-                    progress: Callable[[str], None] = print) -> dict[str, int]:
+                    progress: Callable[[str], None] = print,
+                    cip_switch_year: int = CIP_SWITCH_YEAR) -> dict[str, int]:
     """Write graduates.parquet and outcomes.parquet to out_dir; return {"graduates": n, "outcomes": m}.
 
     The same arguments always give byte-identical files. Files are written under
     temporary names and renamed at the end, so a failed run leaves no partial
     graduates.parquet or outcomes.parquet behind. `progress` gets one line per chunk
-    of 250,000 graduates.
+    of 250,000 graduates. Graduates with grad_year < `cip_switch_year` carry their
+    program's CIP-2010 code, the others its CIP-2020 code (the vintage changes nothing
+    else: the same draws, earnings and industries).
     """
     if graduates < 1:
         raise ValueError(f"graduates must be positive, got {graduates}")
@@ -615,6 +665,7 @@ def write_synthetic(out_dir: Path, graduates: int = 200_000, seed: int = 2024010
     out_dir.mkdir(parents=True, exist_ok=True)
     universe = make_universe(seed)
     coverage = state_coverage()
+    cip_vintages()  # read the crosswalk before any file is opened
     final = {name: out_dir / f"{name}.parquet" for name in ("graduates", "outcomes")}
     partial = {name: out_dir / f".{name}.parquet.partial" for name in final}
     counts = {"graduates": 0, "outcomes": 0}
@@ -626,7 +677,7 @@ def write_synthetic(out_dir: Path, graduates: int = 200_000, seed: int = 2024010
                 n = min(CHUNK_GRADUATES, graduates - first)
                 grads = draw_graduates(universe, rng, first + 1, n)
                 outcomes = draw_outcomes(universe, grads, rng, last_data_year, coverage)
-                grad_writer.write_table(graduates_table(universe, grads))
+                grad_writer.write_table(graduates_table(universe, grads, cip_switch_year))
                 out_writer.write_table(outcomes_table(outcomes))
                 counts["graduates"] += n
                 counts["outcomes"] += len(outcomes.person_id)

@@ -252,3 +252,76 @@ def test_crash_leaves_no_output_files(tmp_path):
     with pytest.raises(RuntimeError, match="interrupted"):
         write_synthetic(tmp_path, graduates=1_000, progress=crash)
     assert list(tmp_path.iterdir()) == []
+
+
+# --- CIP vintages: CIP-2010 codes before the switch year, CIP-2020 from it -------
+
+@pytest.fixture(scope="module")
+def crosswalk():
+    from pseo_das.tasks.inputs.cip_crosswalk import read_crosswalk
+    return read_crosswalk()
+
+
+def _codes_by_vintage(graduates: pd.DataFrame, switch_year: int) -> tuple[set, set]:
+    cip = _text(graduates["cipcode"])
+    before = graduates["grad_year"] < switch_year
+    return set(cip[before]), set(cip[~before])
+
+
+def test_codes_before_the_switch_are_cip2010_codes(graduates, crosswalk):
+    before, _ = _codes_by_vintage(graduates, 2020)
+    assert before <= set(crosswalk.six_digit)
+
+
+def test_codes_from_the_switch_are_cip2020_codes(graduates, crosswalk):
+    _, after = _codes_by_vintage(graduates, 2020)
+    rows = crosswalk.rows
+    six = rows[(rows["CIPCode2010"].str.len() == 7) & (rows["Action"] != "Deleted")]
+    assert after and after <= set(six["CIPCode2020"])
+
+
+def test_each_program_keeps_its_crosswalk_code(crosswalk):
+    from pseo_das.synth import CIP_CODES, cip_vintages
+    labels, cip2010, cip2020 = cip_vintages()
+    assert list(labels[cip2010]) == list(CIP_CODES)
+    assert [crosswalk.six_digit[c] for c in CIP_CODES] == list(labels[cip2020])
+
+
+def test_some_programs_change_family_in_cip2020(tmp_path, data_dir):
+    # The same graduates with the switch in 2001: every graduate's program can be seen in
+    # both vintages, row by row.
+    write_synthetic(tmp_path, graduates=GRADUATES, cip_switch_year=2001, progress=_quiet)
+    assert ((tmp_path / "outcomes.parquet").read_bytes()
+            == (data_dir / "outcomes.parquet").read_bytes())
+    new = pd.read_parquet(tmp_path / "graduates.parquet")
+    old = pd.read_parquet(data_dir / "graduates.parquet")
+    old_cip, new_cip = _text(old["cipcode"]), _text(new["cipcode"])
+    assert (old["person_id"] == new["person_id"]).all()
+    early = (old["grad_year"] < 2020).to_numpy()
+    pairs = set(zip(old_cip[early], new_cip[early]))
+    moved = {(a, b) for a, b in pairs if a != b}
+    assert any(a[:2] == b[:2] and a[:5] != b[:5] for a, b in moved)  # across 4-digit series
+    assert any(a[:2] != b[:2] for a, b in moved)                      # across families
+    assert ("51.0808", "01.8301") in moved and ("43.0106", "43.0406") in moved
+    # Nothing but the code depends on the vintage.
+    for col in ("person_id", "institution", "inst_state", "degree_level", "grad_year"):
+        assert (_text(old[col]) == _text(new[col])).all(), col
+
+
+def test_switch_year_moves_the_boundary(tmp_path, data_dir, graduates, crosswalk):
+    write_synthetic(tmp_path, graduates=GRADUATES, cip_switch_year=2015, progress=_quiet)
+    moved = pd.read_parquet(tmp_path / "graduates.parquet")
+    cip2010 = set(crosswalk.six_digit)
+    renamed = {c for c, n in crosswalk.six_digit.items() if n and n != c}
+    old, new = _text(graduates["cipcode"]), _text(moved["cipcode"])
+    for df, cip, switch in ((graduates, old, 2020), (moved, new, 2015)):
+        before = (df["grad_year"] < switch).to_numpy()
+        assert set(cip[before]) <= cip2010
+        assert not set(cip[~before]) & renamed          # no 2010-only code after the switch
+        assert set(cip[before]) & renamed                # some renamed code before it
+    years = graduates["grad_year"].to_numpy()
+    same = (years < 2015) | (years >= 2020)
+    assert (old[same] == new[same]).all()
+    assert (old[~same] != new[~same]).any()
+    assert ((tmp_path / "outcomes.parquet").read_bytes()
+            == (data_dir / "outcomes.parquet").read_bytes())
