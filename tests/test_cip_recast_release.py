@@ -79,7 +79,8 @@ def test_the_recast_keeps_every_population_total_value_by_value(releases):
                 return pd.DataFrame(array).groupby(keys.to_numpy()).sum().sort_index()
             pd.testing.assert_frame_equal(totals(old.cells, values),
                                           totals(new.cells, recast_values))
-            assert set(new.cells["cipcode"].astype(str)) != set(old.cells["cipcode"].astype(str))
+            if kind == 0:    # 4-digit CIP-2010 series that CIP-2020 does not have are gone
+                assert set(old.cells["cipcode"].astype(str)) - set(new.cells["cipcode"].astype(str))
     routes = pd.DataFrame([s["routes"] for s in recast[3]]).fillna(0)
     assert (routes["direct"] > 0).all() and (routes["IPEDS shares"] > 0).all()
     assert routes.get("hard-coded", pd.Series([0])).sum() > 0

@@ -36,7 +36,7 @@ class RecastInputs:
     completions: pd.DataFrame    # institution, degree_level, grad_year, cipcode (6-digit CIP-2010), awards
     hard_coded: pd.DataFrame     # cip2010, cip2020, share (2- and 4-digit dotted codes)
     fingerprints: dict[str, str]
-    packaged: tuple[str, ...] = ()  # the inputs that came from the package (not the folder)
+    packaged: tuple[str, ...] = ()  # the SYNTHETIC demo inputs of the package that were used
     codes: tuple[frozenset[str], frozenset[str]] = (frozenset(), frozenset())  # 2010, 2020
 
     def transitions(self, digits: int) -> pd.DataFrame:
@@ -112,8 +112,9 @@ def load_recast_inputs(reference_dir: Path | None, switch_year: int) -> RecastIn
     hard_coded = read_hard_coded(found["hard-coded transitions"], map_frame)
     prints.update({f"nces/{CROSSWALK_FILE}": crosswalk.sha256,
                    HARD_CODED_FILE: sha256_file(found["hard-coded transitions"])})
-    return RecastInputs(map_frame, completions, hard_coded, prints,
-                        tuple(n for n in packaged if n != "crosswalk"),
+    demo = tuple(name for name in ("IPEDS", "hard-coded transitions")
+                 if found[name].resolve().is_relative_to(packaged_dir.resolve()))
+    return RecastInputs(map_frame, completions, hard_coded, prints, demo,
                         (frozenset(crosswalk.six_digit), crosswalk.codes_2020))
 
 
