@@ -21,7 +21,8 @@ def _quiet_prefect_defaults() -> None:
 def _synth(args: argparse.Namespace) -> int:
     from pseo_das.synth import write_synthetic
     started = time.perf_counter()
-    counts = write_synthetic(Path(args.out), graduates=args.graduates, seed=args.seed)
+    counts = write_synthetic(Path(args.out), graduates=args.graduates, seed=args.seed,
+                             cip_switch_year=args.cip_switch_year)
     print(f"synthetic data: {counts['graduates']:,} graduates, {counts['outcomes']:,} outcome rows "
           f"in {args.out} ({time.perf_counter() - started:.1f} s)")
     return 0
@@ -321,6 +322,9 @@ def parser() -> argparse.ArgumentParser:
     synth.add_argument("--out", required=True, help="folder for graduates.parquet and outcomes.parquet")
     synth.add_argument("--graduates", type=int, default=200_000, help="number of graduates (default 200,000)")
     synth.add_argument("--seed", type=int, default=20240101, help="random seed (default 20240101)")
+    synth.add_argument("--cip-switch-year", type=int, default=2020,
+                       help="first graduation year coded in CIP-2020; earlier graduates carry "
+                            "CIP-2010 codes (default 2020, as cip.switch_year)")
     synth.set_defaults(run=_synth)
 
     release = sub.add_parser("release", parents=[common], help="run a quarterly release (earnings and employment flows)")

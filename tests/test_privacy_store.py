@@ -71,6 +71,25 @@ def test_a_second_release_reuses_every_measurement_at_zero_epsilon(store, frames
     assert (second.populations["after"] == second.populations["before"]).all()
 
 
+def test_measurements_coded_all_in_cip_2010_answer_the_same_questions(store, frames,
+                                                                     monkeypatch):
+    """Earlier versions coded every graduate in CIP-2010 (question cip_vintage "2010"); the
+    recast publishes those in CIP-2020 like the new ones, so they are reused, not retaken."""
+    from pseo_das.tasks.privacy import release_plan
+    current = release_plan.Question.as_dict
+    monkeypatch.setattr(release_plan.Question, "as_dict",
+                        lambda self, cip_coding="2010": current(self, cip_coding))
+    plan(store, frames, "R1", SEED)
+    monkeypatch.undo()
+    recorded = store.table("SELECT question FROM measurements")["question"]
+    assert {json.loads(q)["cip_vintage"] for q in recorded} == {"2010"}
+    second = plan(store, frames, "R2")
+    assert second.new_epsilon == 0 and not second.plan["new"].any()
+    other = load_config().model_copy(update={"cip": load_config().cip.model_copy(
+        update={"switch_year": 2015})})
+    assert plan(store, frames, "R3", cfg=other).new_epsilon == 0   # the switch year is data
+
+
 def test_remeasure_spends_again_supersedes_and_respects_the_cap(store, frames, tmp_path):
     first = plan(store, frames, "R1", SEED)
     institution = first.plan["institution"].iloc[0]

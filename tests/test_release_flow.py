@@ -123,7 +123,8 @@ def test_ledger_and_budget(releases):
     assert ledger["epsilon"].sum() <= CFG.privacy.epsilon_cap
     derived = ledger[ledger["epsilon"] == 0]
     assert derived["derived_from"].isin(ledger["tabulation_id"]).all()
-    assert len(derived) == 24 + 3 + 6  # earnings sums; flows all-fields sums; flows corrections
+    # earnings sums; flows all-fields sums; flows corrections; CIP recasts
+    assert len(derived) == 24 + 3 + 6 + 6
     drb = (root / "a" / "internal" / "drb_report.md").read_text()
     assert "noisy values drawn = noisy values recorded in the ledger | passed" in drb
     assert "FAILED" not in drb

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pseo_das.tasks.audit.audit_target import AuditedRelease
+from pseo_das.tasks.cip_recast.recast_inputs import is_recast_input
 from pseo_das.tasks.inputs.ingest import sha256_file
 from pseo_das.tasks.inputs.reference_inputs import REFERENCE_FILES, default_reference_dir
 from pseo_das.tasks.publication.release_files import fingerprints
@@ -122,7 +123,10 @@ def check_inputs(release: AuditedRelease, locations: InputLocations,
                            [f"the run {release.run_id} logged no input fingerprints"])
     matching, findings, missing = [], [], []
     for name, expected in sorted(logged.items()):
-        folder = locations.reference_dir if name in REFERENCE_FILES else locations.data_dir
+        public = name in REFERENCE_FILES or is_recast_input(name)
+        folder = locations.reference_dir if public else locations.data_dir
+        if public and not (folder / name).is_file():   # the run took it from the package
+            folder = default_reference_dir()
         path = folder / name
         if not path.is_file():
             missing.append(str(path))

@@ -30,6 +30,12 @@ HARD_CODED_FILE = "cip_hard_coded_transitions.csv"
 HARD_CODED_COLUMNS = ("cip2010", "cip2020", "share", "source")
 
 
+def is_recast_input(name: str) -> bool:
+    """Whether an input fingerprint's name (relative to the reference folder) is one of the
+    recast's files."""
+    return name == HARD_CODED_FILE or name.startswith(("nces/", f"{IPEDS_FOLDER}/"))
+
+
 @dataclass(frozen=True)
 class RecastInputs:
     crosswalk: pd.DataFrame      # cip2010, cip2020: every 6-digit CIP-2010 code with a destination
