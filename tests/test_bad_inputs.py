@@ -136,6 +136,16 @@ def a_file_named(name: str, options: Callable[[Path], dict[str, Path]]) -> Make:
     return make
 
 
+def coded(row: int, cipcode: str) -> Breaks:
+    """Graduate `row` of a Parquet graduates file gets `cipcode`."""
+    def breaks(path: Path) -> None:
+        graduates = pd.read_parquet(path)
+        graduates["cipcode"] = graduates["cipcode"].astype(str)
+        graduates.loc[row, "cipcode"] = cipcode
+        graduates.to_parquet(path, index=False)
+    return breaks
+
+
 def reference(**broken: Breaks) -> Make:
     """A copy of the packaged reference files, then each named file broken."""
     def make(root: Path) -> dict[str, Path]:
@@ -304,6 +314,24 @@ CASES = [
     pytest.param(reference(**{J2J_FILE: empty}),
                  [f"{{root}}/reference/{J2J_FILE}: cannot read: the file is empty (0 bytes)"],
                  id="reference-j2j-empty"),
+    # CIP vintages and the recast's inputs
+    pytest.param(data(graduates=coded(5, "51.0808")),   # grad_year 2020: a CIP-2010-only code
+                 ["{root}/parquet-data/graduates.parquet: input rejected",
+                  "column cipcode, grad_year: check cipcode_in_vintage_of_grad_year failed, 1 "
+                  "bad row(s); e.g. row 5"],
+                 id="cip-code-of-the-other-vintage"),
+    pytest.param(reference(**{"cip_hard_coded_transitions.csv": replace(b"43.04,0.15",
+                                                                        b"43.04,0.25")}),
+                 ["{root}/reference/cip_hard_coded_transitions.csv: input rejected",
+                  "column cip2010, share: check shares_of_a_code_sum_to_1 failed, 2 bad row(s)"],
+                 id="cip-hard-coded-shares-not-summing-to-1"),
+    pytest.param(reference(**{"ipeds/C2015_A.csv": replace(b'"01.0101",1,5,', b'"01.0101",1,9,')}),
+                 ["{root}/reference/ipeds/C2015_A.csv: input rejected",
+                  "column AWLEVEL: check isin", "row 0: '9'"],
+                 id="ipeds-unknown-award-level"),
+    pytest.param(reference(**{"ipeds/HD2019.csv": lambda path: path.unlink()}),
+                 ["{root}/reference/ipeds/HD2019.csv: IPEDS directory file not found"],
+                 id="ipeds-directory-missing"),
     pytest.param(reference(**{COVERAGE_FILE: replace(b"\n06,", b"\n0\xe9,")}),
                  [f"{{root}}/reference/{COVERAGE_FILE}: cannot read: not UTF-8 text: byte 0xe9"],
                  id="reference-coverage-latin1"),

@@ -114,6 +114,12 @@ def test_a_recast_table_keeps_every_population_total_and_follows_the_routes():
     assert set(recast.cells["cipcode"]) <= {"01.03", "01.10", "19.10", "15.05", "15.17"}
     assert dict(recast.how) == {"IPEDS shares": 2, "direct": 1, "hard-coded": 1}
     assert recast.entry.epsilon == 0 and recast.entry.derived_from == "earnings.I.cip4.y1"
+    # the split's variance: |c| (1 - sum p^2) per value; 01.03 by 3/4 and 1/4 (A's IPEDS
+    # awards, level 1 for A and level 3 for B), 15.05 by 0.6 / 0.4, 19.00 not split
+    spread = np.array([1 - (0.75 ** 2 + 0.25 ** 2), 0, 1 - (0.6 ** 2 + 0.4 ** 2),
+                       1 - (0.75 ** 2 + 0.25 ** 2)])
+    assert recast.added_variance == pytest.approx((np.abs(values).sum(axis=1) * spread).sum())
+    assert dict(recast.share_levels) == {1: 1, 3: 1}
     unknown = cells.assign(cipcode=["01.03", "19.00", "98.01", "01.03"])     # not in the crosswalk
     with pytest.raises(RecastError, match="98.01 have no CIP-2020 destination"):
         recast_table(unknown, values, transitions, hard_coded, shares, b"s" * 32,

@@ -18,8 +18,8 @@ import pandas as pd
 from pseo_das.schemas.cip import HARD_CODED_CHECK_COLUMNS, hard_coded_schema
 from pseo_das.schemas.inputs import CipVintages
 from pseo_das.tasks import file_task, progress
-from pseo_das.tasks.inputs.cip_crosswalk import (CROSSWALK_FILE, default_crosswalk_path,
-                                                 possible_transitions, read_crosswalk)
+from pseo_das.tasks.inputs.cip_crosswalk import (CROSSWALK_FILE, possible_transitions,
+                                                 read_crosswalk)
 from pseo_das.tasks.inputs.ingest import InputValidationError, sha256_file
 from pseo_das.tasks.inputs.ipeds import read_completions, read_directory, year_of
 from pseo_das.tasks.inputs.reference_inputs import (default_reference_dir, read_text_csv,
@@ -109,9 +109,7 @@ def load_recast_inputs(reference_dir: Path | None, switch_year: int) -> RecastIn
         progress(f"{given} has no {', '.join(str(locations[n]) for n in packaged)}: using the "
                  "packaged file(s) (the crosswalk is the real NCES file; the IPEDS and "
                  "hard-coded transitions files are SYNTHETIC demo files)")
-    crosswalk_path = found["crosswalk"] if found["crosswalk"].is_file() \
-        else default_crosswalk_path()
-    crosswalk = read_crosswalk(crosswalk_path)
+    crosswalk = read_crosswalk(found["crosswalk"])
     map_frame = pd.DataFrame(sorted((old, new) for old, new in crosswalk.six_digit.items() if new),
                              columns=["cip2010", "cip2020"])
     completions, prints = read_ipeds(found["IPEDS"], switch_year)

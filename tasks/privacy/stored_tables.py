@@ -19,7 +19,8 @@ from pseo_das.tasks.earnings.noisy_histograms import NoisyHistograms
 from pseo_das.tasks.employment_flows.noisy_flows import NoisyFlows
 from pseo_das.tasks.inputs.cells import CELL_COLUMNS, CELL_KEYS, in_populations
 from pseo_das.tasks.inputs.reference_inputs import ReferenceInputs
-from pseo_das.tasks.cip_recast.recast import RecastContext, RecastTable, as_coded, to_cip_2020
+from pseo_das.tasks.cip_recast.recast import (DIRECT, RecastContext, RecastTable, as_coded,
+                                             to_cip_2020)
 from pseo_das.tasks.cip_recast.recast_inputs import RecastInputs
 from pseo_das.tasks.privacy.mechanism import (GEOMETRIC, LedgerEntry, NoisyMeasurement,
                                               geometric_variance, post_processing_seed,
@@ -100,18 +101,18 @@ def _question_table(store: PrivacyStore, question: Question, rows: pd.DataFrame,
 
 def recast_summary(question: Question, recasts: list[RecastTable]) -> dict:
     """How a tabulation's CIP-2010 cells were recast: cells by route and by the level the
-    IPEDS shares came from, and the variance the random split adds (per recast value, next
-    to the variance of the noise each value already carries)."""
+    IPEDS shares came from, and the variance the random split adds (per value of the cells
+    split, next to the variance of the noise each measured value carries)."""
     routes = pd.concat([r.how for r in recasts]).groupby(level=0).sum()
     levels = pd.concat([r.share_levels for r in recasts]).groupby(level=0).sum()
-    values = sum(r.entry.n_cells * r.entry.n_bins for r in recasts)
+    split = int(routes.sum() - routes.get(DIRECT, 0)) * question.columns   # values split
     added = sum(r.added_variance for r in recasts)
     return {"tabulation_id": question.tabulation_id, "product": question.product,
             "cells_recast": int(routes.sum()),
             "routes": {str(k): int(v) for k, v in routes.items()},
             "share_levels": {str(k): int(v) for k, v in levels.items()},
             "added_variance": round(added, 3),
-            "added_variance_per_value": round(added / values, 4) if values else 0.0,
+            "added_variance_per_split_value": round(added / split, 4) if split else 0.0,
             "noise_variance_per_value": round(geometric_variance(float(question.epsilon)), 4)}
 
 
