@@ -43,7 +43,7 @@ outcome, cohorts up to 2017 a 5-year one and up to 2012 a 10-year one; enrollmen
 over time, so there are about 2.35 outcome rows per graduate (measured with the
 default seed: 200,000 graduates -> 465,901 outcome rows; 425,000 -> 989,833;
 4,500,000 -> 10,478,701). Ten million outcome rows need about 4.3 million graduates;
-4.5 million take about 11 s and 490 MB peak RSS (including Prefect, which reading the
+4.5 million take 11-16 s and 470-490 MB peak RSS (including Prefect, which reading the
 crosswalk imports).
 
 Chunk k's draws depend only on (seed, k), so with one seed a smaller data set is
