@@ -15,6 +15,8 @@ from pseo_das.tasks.study.accuracy_findings import Finding
 from pseo_das.tasks.study.accuracy_grid import (DEFAULT_STUDY_SEED, FULL_GRID, QUICK_GRID, StudyGrid,
                                  evaluate_epsilon, prepare_study, study_seed)
 from pseo_das.tasks.study.accuracy_outputs import write_study_outputs
+from pseo_das.tasks.inputs.constant_dollars import in_constant_dollars
+from pseo_das.tasks.inputs.cpi import read_cpi
 from pseo_das.tasks.inputs.ingest import validate_inputs
 from pseo_das.tasks.study.study_sample import build_study_sample
 
@@ -43,6 +45,7 @@ def accuracy_study(data_dir: Path, out_dir: Path, quick: bool = False,
     seed = study_seed(seed_hex)
     cfg = load_config()
     inputs = validate_inputs(Path(data_dir), cfg.cells.first_cohort_year, cfg.cells.last_earnings_year)
+    inputs = in_constant_dollars(inputs, read_cpi(), cfg.earnings.dollar_year)  # as a release
     sample = build_study_sample(inputs, cfg)
     prepared = prepare_study(sample, grid)
     results = [evaluate_epsilon(prepared, grid, eps, seed, step, started)

@@ -35,6 +35,8 @@ from pseo_das.tasks.employment_flows.noisy_flows import derive_all_flows, measur
 from pseo_das.tasks.cip_recast.recast import check_recastable, recast_context, recast_notes
 from pseo_das.tasks.cip_recast.recast_inputs import RecastInputs, load_recast
 from pseo_das.tasks.inputs.cells import CIP_2020, build_cell_frames
+from pseo_das.tasks.inputs.constant_dollars import DollarYears, dollar_years, in_constant_dollars
+from pseo_das.tasks.inputs.cpi import find_cpi, read_cpi
 from pseo_das.tasks.inputs.ingest import validate_inputs
 from pseo_das.tasks.inputs.reference_inputs import (ReferenceInputs, default_reference_dir,
                                                     load_reference)
@@ -91,7 +93,8 @@ def post_processing(store_path: Path, plan: ReleasePlan, cfg: ReleaseConfig,
     earnings_measured, flows_measured, measured_entries, recasts = stored_tables(
         store_path, plan.plan, cfg, contexts)
     tables, earnings_entries = derive_earnings(earnings_measured, cfg)
-    pseoe, pseoh, cells, checks = build_publication_tables(tables, cfg)
+    dollars = DollarYears(**record["dollars"]) if "dollars" in record else None
+    pseoe, pseoh, cells, checks = build_publication_tables(tables, cfg, dollars)
     flows_tables, flows_entries = derive_all_flows(flows_measured, cfg)
     corrected, correction, correction_entries = correct_flows(
         flows_tables, reference, cfg.flows.nonemployed_weight)
@@ -103,7 +106,8 @@ def post_processing(store_path: Path, plan: ReleasePlan, cfg: ReleaseConfig,
     lifetime = lifetime_figures(store_path, plan, record)
     manifest = write_release(staging, identity, cfg, ledger, tables, pseoe, pseoh, cells, flows,
                              lifetime, record["input_checks"] + checks,
-                             record["input_fingerprints"], recast_notes(recast_inputs, recasts))
+                             record["input_fingerprints"], recast_notes(recast_inputs, recasts),
+                             record.get("dollars"))
     return ledger, cells, flows, manifest, lifetime.release_summary
 
 
@@ -173,9 +177,12 @@ def _measure_and_publish(data_dir: Path, out_dir: Path, given_seed: str | None,
         inputs = validate_inputs(Path(data_dir), cfg.cells.first_cohort_year,
                                  cfg.cells.last_earnings_year,
                                  recast_inputs.vintages(cfg.cip.switch_year))
+        cpi = read_cpi(find_cpi(reference_dir))
+        inputs = in_constant_dollars(inputs, cpi, cfg.earnings.dollar_year)
+        dollars = dollar_years(cpi, cfg.earnings.dollar_year, cfg.earnings.publication_dollar_year)
         reference = load_reference(reference_dir)
         fingerprints = {**inputs.fingerprints, **reference.fingerprints,
-                        **recast_inputs.fingerprints}
+                        **recast_inputs.fingerprints, f"bls/{cpi.path.name}": cpi.sha256}
         levels = sorted(set(cfg.privacy.measured_levels()) | set(cfg.flows.measured_levels()))
         frames = build_cell_frames(inputs.graduates, cfg.cells, levels, cfg.cip.switch_year)
         check_recastable(frames, recast_inputs)
@@ -207,7 +214,7 @@ def _measure_and_publish(data_dir: Path, out_dir: Path, given_seed: str | None,
             "config": cfg.model_dump(mode="json"), "input_fingerprints": fingerprints,
             "input_checks": inputs.checks, "new_spending": plan.new_spending,
             "superseded": plan.superseded, "store_policy": plan.policy.as_dict(),
-            "store_chain": store_chain}, reference, recast_inputs)
+            "store_chain": store_chain, "dollars": dollars.as_dict()}, reference, recast_inputs)
         staging = new_staging(out_dir)
         ledger, cells, flows, manifest, summary = post_processing(
             store_path, plan, cfg, reference, recast_inputs, identity, record, staging)

@@ -73,6 +73,8 @@ class EarningsConfig(_Strict):
     top_bin_upper: int
     percentiles: tuple[int, ...] = Field(min_length=1)
     min_publish_count: int = Field(ge=1)
+    dollar_year: int = Field(default=2016, ge=1997, le=2100)  # of the floor, edges and bound
+    publication_dollar_year: int = Field(default=2023, ge=1997, le=2100)
 
     @model_validator(mode="after")
     def _bins_increase(self) -> "EarningsConfig":

@@ -25,7 +25,9 @@ made-up but realistic universe:
   effects, a persistent person effect and a transitory shock. About 7% of person-years
   have no job (null earnings, state and industry) and a few percent are part-year or
   part-time jobs, many earning under $10,000. Bachelor's graduates five years out
-  have mean log earnings of about 11.0 with a standard deviation of about 0.75.
+  have mean log earnings of about 11.0 with a standard deviation of about 0.75, in 2016
+  dollars; the files carry nominal dollars of the earnings year (times CPI-U(year) /
+  CPI-U(2016), the packaged BLS annual averages), as the real data do.
 * The state of the main job is mostly the institution's state; movers keep moving
   (a graduate out of state at 5 years is out of state at 10 years).
 * Jobs in a state and year without earnings records (the packaged demo
@@ -73,6 +75,7 @@ COHORTS = np.arange(FIRST_COHORT, LAST_COHORT + 1)
 YEARS_AFTER = (1, 5, 10)
 CHUNK_GRADUATES = 250_000
 CIP_SWITCH_YEAR = 2020  # first cohort written in CIP-2020 codes (IPEDS: from 2020-21)
+EARNINGS_DOLLAR_YEAR = 2016  # the model's earnings are in these dollars; files are nominal
 
 UNIVERSE_STREAM = 0  # SeedSequence spawn keys: (0,) universe, (1, k) graduate chunk k
 CHUNK_STREAM = 1
@@ -433,6 +436,25 @@ def _cip_industry_cdf() -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=1)
+def _price_levels() -> np.ndarray:
+    """CPI-U(year) / CPI-U(EARNINGS_DOLLAR_YEAR) by calendar year (the packaged BLS annual
+    averages), indexed by year."""
+    from pseo_das.tasks.inputs.cpi import read_cpi  # imports Prefect: lazily
+    annual = read_cpi().annual
+    levels = np.full(max(annual) + 1, np.nan)
+    for year, value in annual.items():
+        levels[year] = float(value / annual[EARNINGS_DOLLAR_YEAR])
+    return levels
+
+
+def price_level(calendar_year: np.ndarray) -> np.ndarray:
+    """Nominal dollars per EARNINGS_DOLLAR_YEAR dollar in each calendar year: the model's
+    earnings are real (that year's dollars) and the files carry nominal earnings, as the
+    real data do."""
+    return _price_levels()[calendar_year]
+
+
+@functools.lru_cache(maxsize=1)
 def cip_vintages() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """CIP codes of both vintages: (labels, cip2010, cip2020) where `labels` are the
     sorted CIP-2010 and CIP-2020 codes of the programs and, per program (CIP_CODES order),
@@ -521,7 +543,8 @@ def draw_outcomes(universe: Universe, grads: GraduateChunk, rng: np.random.Gener
                     + INDUSTRY_EFFECT_ARRAY[industry]
                     + person["earnings"][who]
                     + rng.normal(0.0, TRANSITORY_SD, len(who)))
-    earnings = np.round(np.exp(log_earnings) * _part_year_factor(rng, k, industry))
+    earnings = np.round(np.exp(log_earnings) * _part_year_factor(rng, k, industry)
+                        * price_level(calendar_year))
     first, last = coverage
     no_job |= (calendar_year < first[emp_state]) | (calendar_year > last[emp_state])
     earnings[no_job] = np.nan

@@ -332,6 +332,11 @@ CASES = [
     pytest.param(reference(**{"ipeds/HD2019.csv": lambda path: path.unlink()}),
                  ["{root}/reference/ipeds/HD2019.csv: IPEDS directory file not found"],
                  id="ipeds-directory-missing"),
+    pytest.param(reference(**{"bls/cu.data.annual.AllItems.txt": replace(
+                     b"CUUR0000SA0      \t2016\tM13\t     240.007\t\n", b"")}),
+                 ["{root}/reference/bls/cu.data.annual.AllItems.txt: no CPI-U annual average "
+                  "(CUUR0000SA0, M13) for 2016"],
+                 id="cpi-without-the-bins-dollar-year"),
     pytest.param(reference(**{COVERAGE_FILE: replace(b"\n06,", b"\n0\xe9,")}),
                  [f"{{root}}/reference/{COVERAGE_FILE}: cannot read: not UTF-8 text: byte 0xe9"],
                  id="reference-coverage-latin1"),

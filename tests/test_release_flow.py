@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from fractions import Fraction
 from pathlib import Path
 
 import mlflow
@@ -48,8 +49,13 @@ def test_outputs_exist_and_pass_output_schemas(releases):
     assert not list(root.glob(".*staging*"))
 
 
+# 2023 dollars per 2016 dollar: the BLS CPI-U annual averages (CUUR0000SA0, M13)
+DOLLARS_2016_TO_2023 = float(Fraction("304.702") / Fraction("240.007"))
+
+
 def hand_percentile(q: list[int], lower: list[int], upper: list[int], y: int) -> float:
-    """The published rule written out longhand, one bin at a time."""
+    """The published rule written out longhand, one bin at a time: the percentile in the
+    bins' 2016 dollars, then in 2023 dollars, rounded."""
     total = sum(q)
     cumulative = 0
     for j in range(len(q)):
@@ -57,7 +63,7 @@ def hand_percentile(q: list[int], lower: list[int], upper: list[int], y: int) ->
         cumulative += q[j]
         if before / total < y / 100 <= cumulative / total:
             value = lower[j] + (upper[j] - lower[j]) * (y / 100 * total - before) / q[j]
-            return int(np.floor(value + 0.5))
+            return int(np.floor(DOLLARS_2016_TO_2023 * value + 0.5))
     raise AssertionError("no bin found")
 
 
@@ -80,6 +86,13 @@ def test_published_percentiles_recompute_by_hand_from_published_histograms(relea
                 assert getattr(row, f"y{k}_p{p}_earnings") == hand_percentile(q, lo, hi, p)
             checked += 1
     assert checked > 100
+
+
+def test_the_notes_state_both_dollar_years_and_the_cpi_values(releases):
+    root, _ = releases
+    notes = (root / "a" / "public" / "release_notes.md").read_text()
+    assert "are in **2016 dollars**" in notes and "are in **2023 dollars**" in notes
+    assert "CPI-U(2023) / CPI-U(2016) = 304.702 / 240.007" in notes
 
 
 def test_same_seed_same_bytes_other_seed_other_bytes(releases):

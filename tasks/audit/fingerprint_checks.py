@@ -123,7 +123,7 @@ def check_inputs(release: AuditedRelease, locations: InputLocations,
                            [f"the run {release.run_id} logged no input fingerprints"])
     matching, findings, missing = [], [], []
     for name, expected in sorted(logged.items()):
-        public = name in REFERENCE_FILES or is_recast_input(name)
+        public = name in REFERENCE_FILES or is_recast_input(name) or name.startswith("bls/")
         folder = locations.reference_dir if public else locations.data_dir
         if public and not (folder / name).is_file():   # the run took it from the package
             folder = default_reference_dir()

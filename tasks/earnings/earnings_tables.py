@@ -18,6 +18,7 @@ from pseo_das.schemas.outputs import pseoe_schema, pseoh_schema
 from pseo_das.tasks import progress, release_task
 from pseo_das.tasks.earnings.noisy_histograms import NoisyHistograms
 from pseo_das.tasks.earnings.percentiles import protected_percentiles, round_dollars
+from pseo_das.tasks.inputs.constant_dollars import DollarYears
 
 ID_COLUMNS = ["inst_level", "institution", "degree_level", "cip_level", "cipcode",
               "grad_cohort", "grad_cohort_years"]
@@ -25,11 +26,12 @@ INST_LEVEL_ORDER = ["I", "S", "N"]
 CIP_LEVEL_ORDER = ["A", "2", "4"]
 
 
-def cell_years(table: NoisyHistograms, cfg: EarningsConfig) -> pd.DataFrame:
-    """One row per cell of `table`: identifiers, noisy count, percentiles, published flag."""
+def cell_years(table: NoisyHistograms, cfg: EarningsConfig, dollar_factor: float) -> pd.DataFrame:
+    """One row per cell of `table`: identifiers, noisy count, percentiles (converted by
+    `dollar_factor` to the publication year's dollars, then rounded), published flag."""
     total = table.counts.sum(axis=1)
     published = total >= cfg.min_publish_count
-    values = round_dollars(protected_percentiles(
+    values = round_dollars(dollar_factor * protected_percentiles(
         table.counts, np.array(cfg.bin_edges), np.array(cfg.bin_upper), cfg.percentiles))
     cells = table.cells
     frame = pd.DataFrame({
@@ -95,23 +97,25 @@ def histogram_table(tables: list[NoisyHistograms], cfg: EarningsConfig,
 
 
 def publication_tables(tables: list[NoisyHistograms], cfg: EarningsConfig,
-                       years_after: tuple[int, ...]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+                       years_after: tuple[int, ...], dollar_factor: float = 1.0
+                       ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """(pseoe, pseoh, per-cell summary for the audit report)."""
-    cells = pd.concat([cell_years(t, cfg) for t in tables], ignore_index=True)
+    cells = pd.concat([cell_years(t, cfg, dollar_factor) for t in tables], ignore_index=True)
     return earnings_table(cells, cfg, years_after), histogram_table(tables, cfg, cells), cells
 
 
 def recheck_percentiles(pseoe: pd.DataFrame, pseoh: pd.DataFrame, cfg: EarningsConfig,
-                        years_after: tuple[int, ...]) -> int:
+                        years_after: tuple[int, ...], dollar_factor: float = 1.0) -> int:
     """Recompute every published percentile and count from the published histograms, as a
-    user would; return the number of disagreeing values (0 expected)."""
+    user would (percentiles in the bins' dollars times `dollar_factor`); return the number
+    of disagreeing values (0 expected)."""
     n_bins = cfg.n_bins
     if not (pseoh["bin"].to_numpy() == np.tile(np.arange(1, n_bins + 1), len(pseoh) // n_bins)).all():
         raise RuntimeError("pseoh.csv is not in blocks of bins 1..n per cell")
     counts = pseoh["noisy_count"].to_numpy().reshape(-1, n_bins)
     keys = pseoh.iloc[::n_bins][ID_COLUMNS + ["years_after"]].reset_index(drop=True)
-    values = round_dollars(protected_percentiles(counts, np.array(cfg.bin_edges),
-                                                 np.array(cfg.bin_upper), cfg.percentiles))
+    values = round_dollars(dollar_factor * protected_percentiles(
+        counts, np.array(cfg.bin_edges), np.array(cfg.bin_upper), cfg.percentiles))
     recomputed = keys.assign(grads_earn=counts.sum(axis=1),
                              **{f"p{p}_earnings": values[:, i] for i, p in enumerate(cfg.percentiles)})
     mismatches = 0
@@ -125,15 +129,19 @@ def recheck_percentiles(pseoe: pd.DataFrame, pseoh: pd.DataFrame, cfg: EarningsC
 
 
 @release_task("build public earnings tables")
-def build_publication_tables(tables: list[NoisyHistograms], cfg: ReleaseConfig
+def build_publication_tables(tables: list[NoisyHistograms], cfg: ReleaseConfig,
+                             dollars: DollarYears | None
                              ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, list[dict]]:
-    """pseoe, pseoh, the per-cell summary, and the checks run on them. Privacy cost: none."""
+    """pseoe, pseoh, the per-cell summary, and the checks run on them; percentiles in the
+    dollars of `dollars.publication_year` (None: in the bins' dollars, as releases of
+    earlier versions published them). Privacy cost: none."""
     started = time.perf_counter()
     years_after = tuple(cfg.cells.years_after)
-    pseoe, pseoh, cells = publication_tables(tables, cfg.earnings, years_after)
+    factor = float(dollars.factor) if dollars is not None else 1.0
+    pseoe, pseoh, cells = publication_tables(tables, cfg.earnings, years_after, factor)
     pseoe_schema(years_after, cfg.earnings.percentiles).validate(pseoe, lazy=True)
     pseoh_schema().validate(pseoh, lazy=True)
-    mismatches = recheck_percentiles(pseoe, pseoh, cfg.earnings, years_after)
+    mismatches = recheck_percentiles(pseoe, pseoh, cfg.earnings, years_after, factor)
     if mismatches:
         raise RuntimeError(f"{mismatches} published values differ from their recomputation "
                            "from the published histograms")

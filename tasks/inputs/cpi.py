@@ -20,6 +20,17 @@ from pseo_das.tasks.inputs.reference_inputs import validate
 CPI_FILE = "cu.data.annual.AllItems.txt"
 
 
+def find_cpi(reference_dir: Path | None) -> Path:
+    """The CPI file of the reference folder (`bls/cu.data*`, one file), else the packaged
+    extract."""
+    folder = Path(reference_dir) / "bls" if reference_dir is not None else None
+    found = sorted(folder.glob("cu.data*")) if folder is not None and folder.is_dir() else []
+    if len(found) > 1:
+        raise InputValidationError(f"{folder}: {len(found)} CPI files ({', '.join(p.name for p in found)}); "
+                                   "keep the one to use")
+    return found[0] if found else default_cpi_path()
+
+
 def default_cpi_path() -> Path:
     """The packaged extract (real BLS values; see its README)."""
     import pseo_das

@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from pseo_das.config import ReleaseConfig
+from pseo_das.schemas.cpi import CPI_U_SERIES
 from pseo_das.tasks import progress, release_task
 from pseo_das.tasks.employment_flows.flow_counts import N_DESTINATIONS
 from pseo_das.tasks.employment_flows.noisy_flows import PRODUCT as FLOWS_PRODUCT
@@ -75,9 +76,10 @@ def release_questions(cfg: ReleaseConfig) -> list[Question]:
     cohorts = {"first_cohort_year": cfg.cells.first_cohort_year,
                "default_cohort_years": cfg.cells.default_cohort_years,
                "cohort_years_by_degree": dict(sorted(cfg.cells.cohort_years_by_degree.items()))}
+    dollars = f"{cfg.earnings.dollar_year} dollars (CPI-U {CPI_U_SERIES} annual averages)"
     earnings = {"sample_floor": cfg.earnings.sample_floor,
-                "bin_edges": list(cfg.earnings.bin_edges), "cohorts": cohorts}
-    flows = {"sample_floor": cfg.earnings.sample_floor, "cohorts": cohorts}
+                "bin_edges": list(cfg.earnings.bin_edges), "cohorts": cohorts, "dollars": dollars}
+    flows = {"sample_floor": cfg.earnings.sample_floor, "cohorts": cohorts, "dollars": dollars}
     return ([Question(earnings_tabulation_id("I", level, k), EARNINGS_PRODUCT, level, k,
                       exact_epsilon(cfg.privacy.epsilon_per_tabulation), cfg.earnings.n_bins,
                       earnings)

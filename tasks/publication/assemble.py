@@ -111,7 +111,8 @@ def write_release(staging: Path, identity: ReleaseIdentity, cfg: ReleaseConfig,
                   ledger: PrivacyLedger, tables: list[NoisyHistograms], pseoe: pd.DataFrame,
                   pseoh: pd.DataFrame, cells: pd.DataFrame, flows: FlowsRelease,
                   lifetime: LifetimeFigures, checks: list[dict],
-                  input_fingerprints: dict[str, str], cip_recast: dict) -> dict[str, str]:
+                  input_fingerprints: dict[str, str], cip_recast: dict,
+                  dollars: dict | None) -> dict[str, str]:
     """Write every file of the release into `staging`; return the manifest."""
     public, internal = staging / "public", staging / "internal"
     write_code_table(pseoe, public / "pseoe.csv")
@@ -129,6 +130,7 @@ def write_release(staging: Path, identity: ReleaseIdentity, cfg: ReleaseConfig,
         "populations_reused")}
     context["lifetime_epsilon_cap"] = lifetime.summary["lifetime_epsilon_cap"]
     context["cip_recast"] = cip_recast
+    context["dollars"] = dollars
     notes = render_markdown("release_notes.md.j2", context)
     (public / "release_notes.md").write_text(notes)
     (public / "release_notes.html").write_text(

@@ -15,7 +15,7 @@ PSEOH_LAYOUT = [
     ("inst_level ... grad_cohort_years", "cell identifiers, as in pseoe.csv"),
     ("years_after", "years after graduation (1, 5 or 10)"),
     ("bin", "earnings bin, 1 = lowest"),
-    ("bin_lower", "lower bound of the bin in dollars (inclusive)"),
+    ("bin_lower", "lower bound of the bin in the bins' dollars (inclusive; see Dollars)"),
     ("bin_upper", "upper bound of the bin in dollars (exclusive); for the last bin, the bound used for interpolation"),
     ("noisy_count", "noisy number of graduates with earnings in the bin; may be negative"),
 ]
@@ -33,7 +33,7 @@ def pseoe_layout(cfg: ReleaseConfig) -> list[tuple[str, str]]:
     ]
     for k in cfg.cells.years_after:
         for p in cfg.earnings.percentiles:
-            layout.append((f"y{k}_p{p}_earnings", f"{p}th percentile of annual earnings {k} year(s) after graduation, dollars"))
+            layout.append((f"y{k}_p{p}_earnings", f"{p}th percentile of annual earnings {k} year(s) after graduation, publication-year dollars (see Dollars)"))
         layout.append((f"y{k}_grads_earn", f"noisy number of graduates with earnings {k} year(s) after graduation"))
     for k in cfg.cells.years_after:
         layout.append((f"status_y{k}_earnings", "status flag of the percentiles (1, -1, 5)"))
