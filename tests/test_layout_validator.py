@@ -316,6 +316,29 @@ def test_a_missing_file_or_folder_is_refused(tmp_path, valid):
         check_public_folder(valid)
 
 
+def _cli(*args: str) -> int:
+    from pseo_das.cli import main
+    with pytest.raises(SystemExit) as stop:
+        main(["validate-layout", *args])
+    return stop.value.code
+
+
+def test_the_command(valid, tmp_path, capsys):
+    assert _cli(str(valid)) == 0
+    out = capsys.readouterr().out
+    assert "layout valid: pseoe_all.csv 48 rows, pseof_all.csv 128 rows" in out
+
+    _corrupt(valid, PSEOF, lambda f: f["geo_level"] == "D", "geography", "01")
+    assert _cli(str(valid)) == 1
+    out = capsys.readouterr().out
+    assert "pseof_all.csv: geography:" in out and "geography='01'" in out
+    assert "layout valid" not in out
+
+    assert _cli(str(tmp_path / "nowhere")) == 2
+    captured = capsys.readouterr()
+    assert "no such folder" in captured.err and "Traceback" not in captured.err
+
+
 def test_every_level_of_both_products_is_in_the_valid_folder(valid):
     for product, name in [(Product.PSEOE, PSEOE), (Product.PSEOF, PSEOF)]:
         frame = _read(valid, name)
