@@ -1,5 +1,5 @@
 """Command line: `pseo-das synth`, `release`, `republish`, `store`, `schedule`, `audit`,
-`noise-sample` and `evaluate`."""
+`noise-sample`, `evaluate` and `validate-layout`."""
 from __future__ import annotations
 
 import argparse
@@ -280,6 +280,24 @@ class SeedError(ValueError):
     """The release seed given is unusable."""
 
 
+def _validate_layout(args: argparse.Namespace) -> int:
+    from pseo_das.schemas.pseo_layout import (SCHEMA_VERSION, LayoutInputMissing,
+                                              check_public_folder)
+    try:
+        report = check_public_folder(Path(args.public_dir))
+    except LayoutInputMissing as exc:
+        print(f"pseo-das validate-layout: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    counts = ", ".join(f"{name} {rows:,} rows" for name, rows in report.rows.items())
+    if report.ok:
+        print(f"layout valid: {counts} (LEHD Public Use Schema {SCHEMA_VERSION})")
+        return 0
+    print("\n".join(str(problem) for problem in report.problems))
+    print(f"layout INVALID: {len(report.problems)} problem(s) in {report.folder} ({counts}; "
+          f"LEHD Public Use Schema {SCHEMA_VERSION})")
+    return EXIT_CHECK_FAILED
+
+
 def _seed_hex(text: str) -> str:
     digits = text.strip().lower().removeprefix("0x")
     if len(digits) != 64 or any(c not in "0123456789abcdef" for c in digits):
@@ -439,6 +457,12 @@ def parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--seed", type=_seed_hex, help="simulation seed, 64 hex digits "
                           "(default: a fixed public seed, so the study is repeatable)")
     evaluate.set_defaults(run=_evaluate)
+
+    layout = sub.add_parser("validate-layout", parents=[common], help="check a release's public "
+                            "pseoe_all.csv and pseof_all.csv against the LEHD Public Use Schema "
+                            "V4.14 (exit 0 valid, 1 problems, 2 missing folder or file)")
+    layout.add_argument("public_dir", metavar="PUBLIC_DIR", help="the folder holding the files")
+    layout.set_defaults(run=_validate_layout)
     return main
 
 

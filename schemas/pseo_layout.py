@@ -1,0 +1,484 @@
+"""The layout of the official PSEO public-use files, `pseoe_all.csv` and `pseof_all.csv`,
+as the LEHD Public Use Schema V4.14.0 defines it, and a validator of a release's public folder.
+
+Everything comes from the schema's own files, shipped unchanged in
+`pseo_das/reference/lehd-schema-v4.14.0/` (see its README), except the rules the schema
+document (`lehd_public_use_schema.asciidoc`) states only in prose, which are the constants
+below, each with its source:
+
+* columns: the identifiers (`lehd_identifiers_pseo.csv`), then the product's indicators in
+  order (`variables_pseoe.csv` / `variables_pseof.csv`), then their status flags in order
+  of first appearance (indicators share a flag: the three earnings percentiles of a year);
+* a row's `agg_level_pseo` is a level of `label_agg_level_pseo.csv` flagged 1 for the
+  product, and its identifiers are as that level says (cip / inst / geo / ind level,
+  `by_grad_cohort`, `by_degree_level`); every level flagged for the product appears;
+* status flags: "Currently, the J2J and PSEO tables only contain status flags '-1', '1',
+  '5'"; the IPEDS counts' flags take the values of `label_flags_ipeds_count.csv`. A value is
+  published exactly when its flag says so: 1 (OK) of the standard flags; 1, 2 and 4 of the
+  IPEDS flags (as reported, edited, partially missing: "the counts are released but
+  flagged"), not 3 (not available);
+* "Restricted 4-Digit CIP Tabulations in Earnings Data (PSEOE)": degree levels 07 and 17 at
+  4-digit CIP have rows, but every measure is suppressed (standard flags 5; the IPEDS counts'
+  flag 3, not available, the only IPEDS flag that withholds a count), every value empty;
+* grad_cohort 0000 for all cohorts; grad_cohort_years 3 for bachelor's degrees (05), 5 for
+  every other degree level ("will take a value (3,5)").
+
+Every value is read as text (codes keep their leading zeros; `1107` is not `11.07`, `1234.0`
+is not an integer). Rows are numbered from 0, the first data row.
+"""
+from __future__ import annotations
+
+import csv
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+import pseo_das
+
+SCHEMA_VERSION = "V4.14.0"
+SCHEMA_DIR = Path(pseo_das.__file__).parent / "reference" / "lehd-schema-v4.14.0"
+
+
+class Product(StrEnum):
+    PSEOE = "pseoe"   # earnings
+    PSEOF = "pseof"   # employment flows
+
+    @property
+    def file_name(self) -> str:   # lehd_csv_naming: pseoe_[institution state/all].csv
+        return f"{self.value}_all.csv"
+
+
+# Prose rules of lehd_public_use_schema.asciidoc (see the module docstring).
+STATUS_FLAGS = ("-1", "1", "5")            # section Status Flags: the only values in PSEO
+FLAG_PUBLISHED = "1"                       # label_flags: 1 OK (-1 not available, 5 suppressed)
+FLAG_SUPPRESSED = "5"
+IPEDS_FLAG_NOT_AVAILABLE = "3"             # label_flags_ipeds_count: "IPEDS counts not available"
+RESTRICTED_DEGREE_LEVELS = ("07", "17")    # Restricted 4-Digit CIP Tabulations (PSEOE)
+RESTRICTED_CIP_LEVEL = "4"
+RESTRICTED_PRODUCTS = (Product.PSEOE,)
+ALL_COHORTS = "0000"                       # section Grad Cohort
+ALL_DEGREE_LEVELS = "00"                   # label_degree_level: All Degree Levels
+COHORT_YEARS_BY_DEGREE = {"05": "3"}       # section Grad Cohort Years: bachelor's 3 years,
+DEFAULT_COHORT_YEARS = "5"                 # every other degree level 5
+ALL_INDUSTRIES = "00"                      # label_industry, ind_level A: All NAICS Sectors
+UNCLASSIFIED_DIVISION = "Z"                # label_geography_division: not a PSEO destination
+# label_institution.csv (not shipped, 4 MB) codes inst_level S by the 2-digit state FIPS
+# code of the 50 states and DC: label_fipsnum's states without these two.
+NO_INSTITUTION_STATE_ROWS = ("72", "78")
+OPEID = r"\d{8}"                           # institution at inst_level I: an 8-digit OPEID
+YEAR = r"\d{4}"
+COUNT = r"0|[1-9]\d*"                      # Units Count: a non-negative integer
+DOLLARS = r"0|-?[1-9]\d*"                  # Units Dollars: an integer
+POSITIVE_INTEGER = r"[1-9]\d*"
+EXAMPLES = 5                               # example rows a problem shows
+
+
+@dataclass(frozen=True)
+class Indicator:
+    name: str
+    status_flag: str
+    units: str             # "Count" or "Dollars" (variables_*.csv)
+    ipeds: bool            # an IPEDS count: its flag takes label_flags_ipeds_count values
+
+    @property
+    def pattern(self) -> str:
+        return DOLLARS if self.units == "Dollars" else COUNT
+
+
+@dataclass(frozen=True, eq=False)
+class ProductLayout:
+    product: Product
+    identifiers: tuple[str, ...]
+    indicators: tuple[Indicator, ...]
+    levels: pd.DataFrame          # the rows of label_agg_level_pseo flagged 1 for the product
+
+    @property
+    def status_flags(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(i.status_flag for i in self.indicators))
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return self.identifiers + tuple(i.name for i in self.indicators) + self.status_flags
+
+
+@dataclass(frozen=True, eq=False)
+class CodeLists:
+    """The codes an identifier may take, from the schema's label files."""
+    cipcodes: dict[str, frozenset[str]]       # cip_level -> cipcodes (label_cipcode)
+    degree_levels: frozenset[str]             # label_degree_level
+    institution_states: frozenset[str]        # 50 states + DC, 2-digit FIPS
+    nation: frozenset[str]                    # label_fipsnum geo_level N: 00
+    divisions: frozenset[str]                 # label_geography_division: 1-9
+    sectors: frozenset[str]                   # label_industry ind_level S
+    status_flags: frozenset[str]              # -1, 1, 5 (checked against label_flags)
+    ipeds_flags: frozenset[str]               # label_flags_ipeds_count
+    ipeds_published: frozenset[str]           # the IPEDS flags that publish a count
+
+
+def _read(name: str) -> pd.DataFrame:
+    frame = pd.read_csv(SCHEMA_DIR / name, dtype=str, keep_default_na=False, encoding="utf-8-sig")
+    return frame.apply(lambda column: column.str.strip())   # label_flags writes " 1"
+
+
+@cache
+def code_lists() -> CodeLists:
+    cip = _read("label_cipcode.csv")
+    fips = _read("label_fipsnum.csv")
+    division = _read("label_geography_division.csv")
+    industry = _read("label_industry.csv")
+    flags = set(_read("label_flags.csv")["flag"])
+    ipeds = set(_read("label_flags_ipeds_count.csv")["flag"])
+    assert set(STATUS_FLAGS) <= flags and {FLAG_PUBLISHED, FLAG_SUPPRESSED} <= set(STATUS_FLAGS)
+    assert IPEDS_FLAG_NOT_AVAILABLE in ipeds
+    assert ALL_INDUSTRIES in set(industry.loc[industry["ind_level"] == "A", "industry"])
+    return CodeLists(
+        cipcodes={level: frozenset(codes) for level, codes in cip.groupby("cip_level")["cipcode"]},
+        degree_levels=frozenset(_read("label_degree_level.csv")["degree_level"]),
+        institution_states=frozenset(set(fips.loc[fips["geo_level"] == "S", "geography"])
+                                     - set(NO_INSTITUTION_STATE_ROWS)),
+        nation=frozenset(fips.loc[fips["geo_level"] == "N", "geography"]),
+        divisions=frozenset(set(division["geography"]) - {UNCLASSIFIED_DIVISION}),
+        sectors=frozenset(industry.loc[industry["ind_level"] == "S", "industry"]),
+        status_flags=frozenset(STATUS_FLAGS),
+        ipeds_flags=frozenset(ipeds),
+        ipeds_published=frozenset(ipeds - {IPEDS_FLAG_NOT_AVAILABLE}))
+
+
+def _isin(codes: frozenset[str]) -> Callable[[pd.Series], pd.Series]:
+    return lambda values: values.isin(codes)
+
+
+def _matches(pattern: str) -> Callable[[pd.Series], pd.Series]:
+    return lambda values: values.str.fullmatch(pattern)
+
+
+@cache
+def _level_rules() -> dict[str, tuple[str, dict[str, Callable[[pd.Series], pd.Series]]]]:
+    """Per level column of label_agg_level_pseo: the identifier it governs and, per level
+    code, what that identifier must be."""
+    codes = code_lists()
+    return {
+        "inst_level": ("institution", {"I": _matches(OPEID), "S": _isin(codes.institution_states)}),
+        "cip_level": ("cipcode", {level: _isin(c) for level, c in codes.cipcodes.items()}),
+        "geo_level": ("geography", {"N": _isin(codes.nation), "D": _isin(codes.divisions)}),
+        "ind_level": ("industry", {"A": _isin(frozenset({ALL_INDUSTRIES})),
+                                   "S": _isin(codes.sectors)}),
+    }
+
+
+_LEVEL_RULE_TEXT = {
+    "institution": "an 8-digit OPEID at inst_level I, a 2-digit state FIPS code (50 states + DC) "
+                   "at inst_level S",
+    "cipcode": "a CIP-2020 code of label_cipcode.csv at the level's cip_level (A: 00, 2: 11, "
+               "4: 11.07)",
+    "geography": "00 at geo_level N, a Census division 1-9 of label_geography_division.csv "
+                 "at geo_level D",
+    "industry": "00 at ind_level A, a NAICS sector of label_industry.csv at ind_level S",
+}
+
+
+@cache
+def layout(product: Product | str) -> ProductLayout:
+    product = Product(product)
+    identifiers = tuple(_read("lehd_identifiers_pseo.csv")["Variable"])
+    variables = _read(f"variables_{product.value}.csv")
+    indicators = tuple(Indicator(row["Indicator Variable"], row["Status Flag"], row["Units"],
+                                 row["Indicator Variable"].endswith("_ipeds_count"))
+                       for _, row in variables.iterrows())
+    levels = _read("label_agg_level_pseo.csv")
+    vocabulary = {"cip_level": "label_cip_level.csv", "inst_level": "label_inst_level.csv",
+                  "geo_level": "label_geo_level.csv", "ind_level": "label_ind_level.csv"}
+    for column, name in vocabulary.items():
+        unknown = set(levels[column]) - set(_read(name)[column])
+        assert not unknown, f"label_agg_level_pseo.csv: {column} {unknown} not in {name}"
+    levels = levels[levels[product.value] == "1"].reset_index(drop=True)
+    for column, (_, rules) in _level_rules().items():   # a level the validator cannot check
+        unchecked = set(levels[column]) - set(rules)
+        assert not unchecked, f"no rule for {column} {unchecked} of {product.value}"
+    return ProductLayout(product, identifiers, indicators, levels)
+
+
+def expected_columns(product: Product | str) -> tuple[str, ...]:
+    return layout(product).columns
+
+
+def aggregation_levels(product: Product | str) -> tuple[str, ...]:
+    """The agg_level_pseo values flagged 1 for the product, as written in the files."""
+    return tuple(layout(product).levels["agg_level_pseo"])
+
+
+# --- the validator --------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class LayoutProblem:
+    file: str
+    columns: tuple[str, ...]
+    rule: str
+    rows: int                                   # data rows that break it (0: header / file)
+    examples: tuple[tuple[int, str], ...] = ()  # (row, offending values), at most EXAMPLES
+
+    def __str__(self) -> str:
+        where = f"{self.rows:,} row{'s' if self.rows != 1 else ''}" if self.rows else "whole file"
+        shown = "; ".join(f"row {row}: {values}" for row, values in self.examples)
+        return (f"{self.file}: {', '.join(self.columns)}: {self.rule} [{where}]"
+                + (f"\n    e.g. {shown}" if shown else ""))
+
+
+@dataclass(frozen=True)
+class LayoutReport:
+    folder: Path
+    rows: dict[str, int]                        # file name -> data rows
+    problems: list[LayoutProblem] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+class LayoutInputMissing(Exception):
+    """The public folder or one of its official files does not exist."""
+
+
+def check_public_folder(folder: Path) -> LayoutReport:
+    """Check `pseoe_all.csv` and `pseof_all.csv` of `folder` against the schema. Raises
+    LayoutInputMissing when the folder or a file is missing."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise LayoutInputMissing(f"{folder}: no such folder")
+    missing = [p.file_name for p in Product if not (folder / p.file_name).is_file()]
+    if missing:
+        raise LayoutInputMissing(f"{folder}: missing {', '.join(missing)} (the official "
+                                 f"files are {', '.join(p.file_name for p in Product)})")
+    rows, problems = {}, []
+    for product in Product:
+        count, found = check_file(folder / product.file_name, product)
+        rows[product.file_name] = count
+        problems += found
+    return LayoutReport(folder, rows, problems)
+
+
+def check_file(path: Path, product: Product | str) -> tuple[int, list[LayoutProblem]]:
+    """(data rows, problems) of one file of the product."""
+    product = Product(product)
+    name = Path(path).name
+    try:
+        header, widths = _structure(path)
+    except (UnicodeDecodeError, csv.Error) as exc:
+        return 0, [LayoutProblem(name, ("*",), f"not a UTF-8 CSV file ({exc})", 0)]
+    if header is None:
+        return 0, [LayoutProblem(name, ("*",), "empty file: no header", 0)]
+    problems = _check_header(name, header, layout(product).columns)
+    ragged = widths != len(header)
+    if ragged.any():   # the columns of these rows cannot be trusted: stop here
+        rows = np.flatnonzero(ragged)
+        problems.append(LayoutProblem(
+            name, ("*",), f"every row has the header's {len(header)} fields", len(rows),
+            tuple((int(r), f"{widths[r]} fields") for r in rows[:EXAMPLES])))
+        return len(widths), problems
+    frame = pd.read_csv(path, dtype=str, keep_default_na=False, skip_blank_lines=False,
+                        index_col=False, encoding="utf-8")
+    frame.columns = header                      # duplicates are reported, not renamed
+    frame = frame.loc[:, ~frame.columns.duplicated()]
+    return len(frame), problems + _RowChecks(name, layout(product), frame).run()
+
+
+def _structure(path: Path) -> tuple[list[str] | None, np.ndarray]:
+    with open(path, newline="", encoding="utf-8") as handle:
+        reader = csv.reader(handle)
+        header = next(reader, None)
+        widths = np.fromiter((len(row) for row in reader), dtype=np.int64)
+    return header, widths
+
+
+def _check_header(name: str, header: list[str], expected: tuple[str, ...]) -> list[LayoutProblem]:
+    if tuple(header) == expected:
+        return []
+    problems = []
+    missing = [c for c in expected if c not in header]
+    extra = [c for c in dict.fromkeys(header) if c not in expected]
+    twice = [c for c in dict.fromkeys(header) if header.count(c) > 1]
+    if missing:
+        problems.append(LayoutProblem(name, tuple(missing), "missing column(s)", 0))
+    if extra:
+        problems.append(LayoutProblem(name, tuple(extra), "column(s) not in the schema", 0))
+    if twice:
+        problems.append(LayoutProblem(name, tuple(twice), "column(s) appear more than once", 0))
+    present = [c for c in dict.fromkeys(header) if c in expected]
+    in_order = [c for c in expected if c in present]
+    if present != in_order:
+        moved = tuple(c for c, want in zip(present, in_order) if c != want)
+        problems.append(LayoutProblem(
+            name, moved, "columns out of the schema's order (expected "
+            + ", ".join(expected) + ")", 0))
+    return problems
+
+
+class _RowChecks:
+    """The row checks of one file, every one vectorised over the rows."""
+
+    def __init__(self, name: str, product_layout: ProductLayout, frame: pd.DataFrame):
+        self.name, self.layout, self.frame = name, product_layout, frame
+        self.product = product_layout.product
+        self.codes = code_lists()
+        self.problems: list[LayoutProblem] = []
+        levels = product_layout.levels.set_index("agg_level_pseo")
+        if "agg_level_pseo" in frame:
+            self.level = levels.reindex(frame["agg_level_pseo"]).set_axis(frame.index)
+        else:
+            self.level = pd.DataFrame(index=frame.index, columns=levels.columns, dtype=object)
+        self.known_level = self.level["inst_level"].notna()
+
+    def run(self) -> list[LayoutProblem]:
+        self._aggregation_level()
+        self._identifiers()
+        self._flags_and_values()
+        if self.product in RESTRICTED_PRODUCTS:
+            self._restricted_cip()
+        self._unique_cells()
+        return self.problems
+
+    def has(self, *columns: str) -> bool:
+        return all(c in self.frame for c in columns)
+
+    def report(self, columns: tuple[str, ...], rule: str, bad: pd.Series,
+               show: tuple[str, ...] | None = None) -> None:
+        rows = np.flatnonzero(bad.to_numpy(dtype=bool))
+        if len(rows) == 0:
+            return
+        show = tuple(c for c in (show or columns) if c in self.frame)
+        examples = tuple((int(r), ", ".join(f"{c}={self.frame[c].iat[r]!r}" for c in show))
+                         for r in rows[:EXAMPLES])
+        self.problems.append(LayoutProblem(self.name, columns, rule, len(rows), examples))
+
+    # -- aggregation levels --
+    def _aggregation_level(self) -> None:
+        if not self.has("agg_level_pseo"):
+            return
+        value = self.frame["agg_level_pseo"]
+        every = _read("label_agg_level_pseo.csv")
+        flagged = set(self.layout.levels["agg_level_pseo"])
+        other_product = value.isin(set(every["agg_level_pseo"]) - flagged)
+        self.report(("agg_level_pseo",), "an aggregation level of label_agg_level_pseo.csv",
+                    ~value.isin(set(every["agg_level_pseo"])))
+        self.report(("agg_level_pseo",), f"a level flagged 1 for {self.product.value} in "
+                    f"label_agg_level_pseo.csv (this one is flagged 0)", other_product)
+        absent = sorted(flagged - set(value.unique()), key=int)
+        if absent:
+            self.problems.append(LayoutProblem(
+                self.name, ("agg_level_pseo",), f"every level flagged for {self.product.value} "
+                f"appears at least once; absent: {', '.join(absent)}", 0))
+
+    # -- identifiers --
+    def _identifiers(self) -> None:
+        known = self.known_level
+        for level_column, (identifier, rules) in _level_rules().items():
+            expected = self.level[level_column]
+            if self.has(level_column):
+                self.report((level_column,), f"{level_column} as label_agg_level_pseo.csv "
+                            "gives it for the row's agg_level_pseo",
+                            known & (self.frame[level_column] != expected),
+                            ("agg_level_pseo", level_column))
+            if self.has(identifier):
+                ok = pd.Series(False, index=self.frame.index)
+                for code, rule in rules.items():
+                    at = known & (expected == code)
+                    if at.any():
+                        ok[at] = rule(self.frame.loc[at, identifier]).to_numpy(dtype=bool)
+                self.report((identifier,), _LEVEL_RULE_TEXT[identifier], known & ~ok,
+                            ("agg_level_pseo", identifier))
+        if self.has("grad_cohort"):
+            cohort = self.frame["grad_cohort"]
+            by_cohort = self.level["by_grad_cohort"]
+            self.report(("grad_cohort",), f"{ALL_COHORTS} at a level without graduation cohorts",
+                        known & (by_cohort == "0") & (cohort != ALL_COHORTS),
+                        ("agg_level_pseo", "grad_cohort"))
+            self.report(("grad_cohort",), f"a 4-digit year (not {ALL_COHORTS}) at a level by "
+                        "graduation cohort", known & (by_cohort == "1")
+                        & ~(cohort.str.fullmatch(YEAR) & (cohort != ALL_COHORTS)),
+                        ("agg_level_pseo", "grad_cohort"))
+        if self.has("degree_level"):
+            degree = self.frame["degree_level"]
+            by_degree = self.level["by_degree_level"]
+            self.report(("degree_level",), f"{ALL_DEGREE_LEVELS} at a level without degree levels",
+                        known & (by_degree == "0") & (degree != ALL_DEGREE_LEVELS),
+                        ("agg_level_pseo", "degree_level"))
+            self.report(("degree_level",), "a degree level of label_degree_level.csv (not "
+                        f"{ALL_DEGREE_LEVELS} at a level by degree level)",
+                        (known & (by_degree == "1")
+                         & ~degree.isin(self.codes.degree_levels - {ALL_DEGREE_LEVELS}))
+                        | (~known & ~degree.isin(self.codes.degree_levels)),
+                        ("agg_level_pseo", "degree_level"))
+        if self.has("grad_cohort_years"):
+            years = self.frame["grad_cohort_years"]
+            self.report(("grad_cohort_years",), "a positive integer",
+                        ~years.str.fullmatch(POSITIVE_INTEGER))
+            if self.has("degree_level"):
+                expected = self.frame["degree_level"].map(COHORT_YEARS_BY_DEGREE)\
+                    .fillna(DEFAULT_COHORT_YEARS)
+                self.report(("grad_cohort_years", "degree_level"), "3 for bachelor's degrees "
+                            "(05), 5 for every other degree level (schema: Grad Cohort Years)",
+                            years.str.fullmatch(POSITIVE_INTEGER) & (years != expected))
+
+    # -- status flags and measures --
+    def _flags_and_values(self) -> None:
+        for flag in self.layout.status_flags:
+            ipeds = any(i.ipeds for i in self.layout.indicators if i.status_flag == flag)
+            allowed = self.codes.ipeds_flags if ipeds else self.codes.status_flags
+            if self.has(flag):
+                self.report((flag,), "a flag of " + ("label_flags_ipeds_count.csv ("
+                            if ipeds else "the PSEO tables (") + ", ".join(sorted(allowed, key=int))
+                            + ")", ~self.frame[flag].isin(allowed))
+        for indicator in self.layout.indicators:
+            if not self.has(indicator.name):
+                continue
+            value = self.frame[indicator.name]
+            empty = value == ""
+            what = ("an integer (dollars)" if indicator.units == "Dollars"
+                    else "a non-negative integer (count)")
+            self.report((indicator.name,), f"{what} or empty",
+                        ~empty & ~value.str.fullmatch(indicator.pattern))
+            if not self.has(indicator.status_flag):
+                continue
+            flag = self.frame[indicator.status_flag]
+            published = (flag.isin(self.codes.ipeds_published) if indicator.ipeds
+                         else flag == FLAG_PUBLISHED)
+            valid = flag.isin(self.codes.ipeds_flags if indicator.ipeds
+                              else self.codes.status_flags)
+            columns = (indicator.name, indicator.status_flag)
+            self.report(columns, "a value where the flag publishes one", valid & published & empty)
+            self.report(columns, "empty where the flag withholds the value",
+                        valid & ~published & ~empty)
+
+    def _restricted_cip(self) -> None:
+        if not self.has("degree_level"):
+            return
+        restricted = (self.known_level & (self.level["cip_level"] == RESTRICTED_CIP_LEVEL)
+                      & self.frame["degree_level"].isin(RESTRICTED_DEGREE_LEVELS))
+        if not restricted.any():
+            return
+        rule = ("degree levels " + " and ".join(RESTRICTED_DEGREE_LEVELS)
+                + " at 4-digit CIP: every measure suppressed (schema: Restricted 4-Digit CIP "
+                "Tabulations); ")
+        for flag in self.layout.status_flags:
+            if not self.has(flag):
+                continue
+            ipeds = any(i.ipeds for i in self.layout.indicators if i.status_flag == flag)
+            want = IPEDS_FLAG_NOT_AVAILABLE if ipeds else FLAG_SUPPRESSED
+            self.report((flag,), rule + f"flag {want}", restricted & (self.frame[flag] != want),
+                        ("agg_level_pseo", "degree_level", "cipcode", flag))
+        for indicator in self.layout.indicators:
+            if self.has(indicator.name):
+                self.report((indicator.name,), rule + "no value",
+                            restricted & (self.frame[indicator.name] != ""),
+                            ("agg_level_pseo", "degree_level", "cipcode", indicator.name))
+
+    def _unique_cells(self) -> None:
+        keys = [c for c in self.layout.identifiers if c in self.frame]
+        if len(keys) == len(self.layout.identifiers):
+            self.report(tuple(keys), "one row per cell (the identifiers are unique)",
+                        self.frame.duplicated(keys, keep="first"), ("agg_level_pseo",))

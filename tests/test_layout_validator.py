@@ -1,0 +1,346 @@
+"""The layout validator of the official PSEO public-use files (LEHD Public Use Schema V4.14):
+a small valid folder passes; each corruption fails with a problem naming the file and column."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from pseo_das.schemas.pseo_layout import (LayoutInputMissing, LayoutProblem, Product,
+                                          aggregation_levels, check_public_folder, code_lists,
+                                          expected_columns, layout)
+
+IDENTIFIERS = ["agg_level_pseo", "inst_level", "institution", "degree_level", "cip_level",
+               "cipcode", "grad_cohort", "grad_cohort_years", "geo_level", "geography",
+               "ind_level", "industry"]
+PSEOE, PSEOF = "pseoe_all.csv", "pseof_all.csv"
+
+# Real codes of the label files, per level of each identifier.
+INSTITUTIONS = {"I": ["00123400", "00987600"], "S": ["08", "26"]}   # OPEIDs; CO, MI
+CIPCODES = {"A": ["00"], "2": ["11", "52"], "4": ["11.07", "52.02"]}
+GEOGRAPHIES = {"N": ["00"], "D": ["8", "5"]}                        # Mountain, South Atlantic
+INDUSTRIES = {"A": ["00"], "S": ["31-33", "54"]}
+DEGREES = {"05": "3", "07": "5"}                                    # bachelor's, master's
+COHORTS = {"0": ["0000"], "1": ["2016", "2019"]}
+
+
+def _pick(codes: list[str], i: int) -> str:
+    return codes[i % len(codes)]
+
+
+def _cells(level: pd.Series):
+    """Identifier tuples of one aggregation level: two of each varying code, every
+    degree level of DEGREES (so master's at 4-digit CIP, the restricted cells, are there)."""
+    for k, (degree, years) in enumerate(DEGREES.items()):
+        for j in range(2):
+            pick = (j + k) % 2
+            yield {"agg_level_pseo": level["agg_level_pseo"],
+                   "inst_level": level["inst_level"],
+                   "institution": INSTITUTIONS[level["inst_level"]][j],
+                   "degree_level": degree, "cip_level": level["cip_level"],
+                   "cipcode": _pick(CIPCODES[level["cip_level"]], pick),
+                   "grad_cohort": _pick(COHORTS[level["by_grad_cohort"]], pick),
+                   "grad_cohort_years": years,
+                   "geo_level": level["geo_level"],
+                   "geography": _pick(GEOGRAPHIES[level["geo_level"]], pick),
+                   "ind_level": level["ind_level"],
+                   "industry": _pick(INDUSTRIES[level["ind_level"]], j)}
+
+
+def _measures(product: Product, row: dict, n: int) -> dict:
+    """Values and flags of one row: published, suppressed (5) and not available (-1)
+    by turns; the restricted cells (07 / 17 at 4-digit CIP, earnings) all suppressed."""
+    out = {}
+    lay = layout(product)
+    restricted = (product is Product.PSEOE and row["cip_level"] == "4"
+                  and row["degree_level"] in ("07", "17"))
+    for flag in lay.status_flags:
+        ipeds = flag.endswith("_ipeds_count")
+        if restricted:
+            out[flag] = "3" if ipeds else "5"
+        elif ipeds:
+            out[flag] = ["1", "2", "3", "4"][(n + len(out)) % 4]
+        else:
+            out[flag] = ["1", "1", "5", "-1"][(n + len(out)) % 4]
+    for i, indicator in enumerate(lay.indicators):
+        flag = out[indicator.status_flag]
+        published = flag in ("1", "2", "4") if indicator.ipeds else flag == "1"
+        value = (30_000 + 1_000 * (n % 7) + 10_000 * (i % 3) if indicator.units == "Dollars"
+                 else n % 50 + i)           # a count of 0 is fine
+        out[indicator.name] = str(value) if published else ""
+    return out
+
+
+def write_valid_folder(folder: Path) -> Path:
+    """pseoe_all.csv and pseof_all.csv: rows for every aggregation level of each product,
+    consistent identifiers, real codes, published, suppressed and unavailable values."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for product in Product:
+        rows = []
+        for _, level in layout(product).levels.iterrows():
+            for cell in _cells(level):
+                rows.append(cell | _measures(product, cell, len(rows)))
+        frame = pd.DataFrame(rows, columns=list(expected_columns(product)))
+        frame.to_csv(folder / product.file_name, index=False)
+    return folder
+
+
+@pytest.fixture
+def valid(tmp_path) -> Path:
+    return write_valid_folder(tmp_path / "public")
+
+
+def _read(folder: Path, name: str) -> pd.DataFrame:
+    return pd.read_csv(folder / name, dtype=str, keep_default_na=False)
+
+
+def _write(frame: pd.DataFrame, folder: Path, name: str) -> None:
+    frame.to_csv(folder / name, index=False)
+
+
+def _only(folder: Path, file: str, column: str, words: str) -> LayoutProblem:
+    """The problems of the folder: at least one, all in `file`; returns the one that names
+    `column` and whose rule says `words`."""
+    report = check_public_folder(folder)
+    assert not report.ok
+    assert {p.file for p in report.problems} == {file}, report.problems
+    found = [p for p in report.problems if column in p.columns and words in p.rule]
+    assert found, "\n".join(map(str, report.problems))
+    return found[0]
+
+
+# --- the expected layout ---------------------------------------------------------------------
+
+def test_columns_come_from_the_schema_files():
+    pseoe, pseof = expected_columns("pseoe"), expected_columns("pseof")
+    assert (len(pseoe), len(pseof)) == (36, 30)
+    assert list(pseoe[:12]) == IDENTIFIERS and list(pseof[:12]) == IDENTIFIERS
+    assert pseoe[12:16] == ("y1_p25_earnings", "y1_p50_earnings", "y1_p75_earnings",
+                            "y1_grads_earn")
+    # flags after the indicators, in order of first appearance (the percentiles share one)
+    assert pseoe[27:] == ("status_y1_earnings", "status_y1_grads_earn", "status_y5_earnings",
+                          "status_y5_grads_earn", "status_y10_earnings",
+                          "status_y10_grads_earn", "status_y1_ipeds_count",
+                          "status_y5_ipeds_count", "status_y10_ipeds_count")
+    assert pseof[12:15] == ("y1_grads_emp", "y1_grads_emp_instate", "y5_grads_emp")
+    assert pseof[21:] == tuple("status_" + c for c in pseof[12:21])
+
+
+def test_aggregation_levels_and_code_lists():
+    pseoe, pseof = aggregation_levels("pseoe"), aggregation_levels("pseof")
+    assert pseoe == ("26", "28", "30", "32", "34", "36", "38", "40", "42", "44", "46", "48")
+    assert len(pseof) == 32 and "30" not in pseof and {"74", "122", "192"} - set(pseof) == {"192"}
+    codes = code_lists()
+    assert codes.divisions == frozenset("123456789")
+    assert "31-33" in codes.sectors and "00" not in codes.sectors
+    assert len(codes.institution_states) == 51 and "72" not in codes.institution_states
+    assert "11.07" in codes.cipcodes["4"] and "51.25" not in codes.cipcodes["4"]
+    assert codes.status_flags == frozenset({"-1", "1", "5"})
+    assert codes.ipeds_flags == frozenset({"1", "2", "3", "4"})
+
+
+# --- the valid folder ------------------------------------------------------------------------
+
+def test_the_valid_folder_passes(valid):
+    report = check_public_folder(valid)
+    assert report.problems == []
+    assert report.rows == {PSEOE: 12 * 4, PSEOF: 32 * 4}
+    pseoe = _read(valid, PSEOE)
+    restricted = (pseoe["cip_level"] == "4") & (pseoe["degree_level"] == "07")
+    assert restricted.sum() == 4 * 2            # four 4-digit CIP levels, two master's cells
+    assert (pseoe.loc[restricted, "status_y1_earnings"] == "5").all()
+    assert (pseoe.loc[restricted, "y1_p50_earnings"] == "").all()
+    unrestricted = ~restricted
+    for flag in ("status_y1_earnings", "status_y5_grads_earn"):  # every kind of flag is there
+        assert set(pseoe.loc[unrestricted, flag]) == {"1", "5", "-1"}
+    assert set(pseoe["status_y1_ipeds_count"]) == {"1", "2", "3", "4"}
+
+
+# --- header ----------------------------------------------------------------------------------
+
+def test_a_missing_column(valid):
+    _write(_read(valid, PSEOE).drop(columns="y5_grads_earn"), valid, PSEOE)
+    problem = _only(valid, PSEOE, "y5_grads_earn", "missing")
+    assert problem.rows == 0
+
+
+def test_two_swapped_columns(valid):
+    frame = _read(valid, PSEOF)
+    columns = list(frame.columns)
+    i, j = columns.index("institution"), columns.index("degree_level")
+    columns[i], columns[j] = columns[j], columns[i]
+    _write(frame[columns], valid, PSEOF)
+    problem = _only(valid, PSEOF, "institution", "order")
+    assert set(problem.columns) == {"institution", "degree_level"}
+
+
+def test_a_ragged_row(valid):
+    with open(valid / PSEOF, "a") as handle:
+        handle.write("26,S,08\n")
+    problem = _only(valid, PSEOF, "*", "fields")
+    assert problem.rows == 1 and problem.examples == ((32 * 4, "3 fields"),)
+
+
+# --- identifiers -----------------------------------------------------------------------------
+
+def _corrupt(folder: Path, name: str, where, column: str, value: str) -> list[int]:
+    frame = _read(folder, name)
+    rows = frame.index[where(frame)][:3]
+    assert len(rows) > 0
+    frame.loc[rows, column] = value
+    _write(frame, folder, name)
+    return list(rows)
+
+
+@pytest.mark.parametrize("code", ["01", "Z"])   # a state's FIPS width; Z is Unclassified
+def test_a_division_coded_01(valid, code):
+    rows = _corrupt(valid, PSEOF, lambda f: f["geo_level"] == "D", "geography", code)
+    problem = _only(valid, PSEOF, "geography", "division")
+    assert problem.rows == 3
+    assert [row for row, _ in problem.examples] == rows
+    assert f"geography={code!r}" in problem.examples[0][1]
+
+
+def test_an_inst_level_n_row(valid):
+    _corrupt(valid, PSEOE, lambda f: f["inst_level"] == "S", "inst_level", "N")
+    problem = _only(valid, PSEOE, "inst_level", "agg_level_pseo")
+    assert "inst_level='N'" in problem.examples[0][1]
+
+
+def test_a_four_digit_cipcode_without_its_dot(valid):
+    _corrupt(valid, PSEOE, lambda f: f["cipcode"] == "11.07", "cipcode", "1107")
+    problem = _only(valid, PSEOE, "cipcode", "CIP-2020")
+    assert "cipcode='1107'" in problem.examples[0][1]
+
+
+def test_a_cip_2010_only_code(valid):
+    _corrupt(valid, PSEOE, lambda f: (f["cip_level"] == "4") & (f["degree_level"] == "05"),
+             "cipcode", "51.25")
+    problem = _only(valid, PSEOE, "cipcode", "CIP-2020")
+    assert problem.rows == 3 and "51.25" in str(problem)
+
+
+def test_a_state_institution_coded_as_in_the_old_files(valid):
+    _corrupt(valid, PSEOE, lambda f: f["inst_level"] == "S", "institution", "00000008")
+    _only(valid, PSEOE, "institution", "state FIPS")
+
+
+def test_grad_cohort_and_cohort_years(valid):
+    _corrupt(valid, PSEOE, lambda f: f["agg_level_pseo"] == "26", "grad_cohort", "2016")
+    _corrupt(valid, PSEOF, lambda f: f["degree_level"] == "05", "grad_cohort_years", "5")
+    report = check_public_folder(valid)
+    assert {(p.file, p.columns[0]) for p in report.problems} == {
+        (PSEOE, "grad_cohort"), (PSEOF, "grad_cohort_years")}
+
+
+def test_a_duplicated_cell(valid):
+    frame = _read(valid, PSEOF)
+    _write(pd.concat([frame, frame.iloc[[5]]], ignore_index=True), valid, PSEOF)
+    problem = _only(valid, PSEOF, "agg_level_pseo", "unique")
+    assert problem.examples[0][0] == len(frame)
+
+
+# --- aggregation levels ----------------------------------------------------------------------
+
+def test_an_aggregation_level_missing(valid):
+    frame = _read(valid, PSEOF)
+    _write(frame[frame["agg_level_pseo"] != "40"], valid, PSEOF)
+    problem = _only(valid, PSEOF, "agg_level_pseo", "absent: 40")
+    assert problem.rows == 0
+
+
+def test_a_level_flagged_0_for_the_product(valid):
+    frame = _read(valid, PSEOF)
+    row = frame[frame["agg_level_pseo"] == "28"].iloc[[0]].copy()   # CIP 2-digit x state
+    row[["agg_level_pseo", "cip_level", "cipcode"]] = ["30", "4", "11.07"]
+    _write(pd.concat([frame, row], ignore_index=True), valid, PSEOF)
+    problem = _only(valid, PSEOF, "agg_level_pseo", "flagged 0")
+    assert problem.rows == 1 and problem.examples == ((len(frame), "agg_level_pseo='30'"),)
+
+
+# --- flags and measures ----------------------------------------------------------------------
+
+def test_a_published_four_digit_value_for_masters(valid):
+    frame = _read(valid, PSEOE)
+    at = frame.index[(frame["cip_level"] == "4") & (frame["degree_level"] == "07")][0]
+    frame.loc[at, ["y5_p50_earnings", "y5_p25_earnings", "y5_p75_earnings"]] = "52000"
+    frame.loc[at, "status_y5_earnings"] = "1"
+    _write(frame, valid, PSEOE)
+    value = _only(valid, PSEOE, "y5_p50_earnings", "Restricted 4-Digit CIP")
+    flag = _only(valid, PSEOE, "status_y5_earnings", "Restricted 4-Digit CIP")
+    assert value.examples[0][0] == flag.examples[0][0] == at
+
+
+def test_a_status_flag_2(valid):
+    rows = _corrupt(valid, PSEOF, lambda f: f["status_y5_grads_nme"] == "5",
+                    "status_y5_grads_nme", "2")
+    problem = _only(valid, PSEOF, "status_y5_grads_nme", "-1, 1, 5")
+    assert problem.examples[0] == (rows[0], "status_y5_grads_nme='2'")
+
+
+def test_an_ipeds_flag_outside_its_list(valid):
+    _corrupt(valid, PSEOE, lambda f: f["status_y1_ipeds_count"] == "2",
+             "status_y1_ipeds_count", "5")
+    _only(valid, PSEOE, "status_y1_ipeds_count", "label_flags_ipeds_count")
+
+
+@pytest.mark.parametrize("flag, value, words", [
+    ("5", "17", "withholds"),      # a suppressed value that is published
+    ("1", "", "publishes"),        # an OK flag without its value
+])
+def test_a_value_must_follow_its_flag(valid, flag, value, words):
+    frame = _read(valid, PSEOF)
+    at = frame.index[frame["status_y10_grads_emp"] != flag][0]
+    frame.loc[at, ["status_y10_grads_emp", "y10_grads_emp"]] = [flag, value]
+    _write(frame, valid, PSEOF)
+    problem = _only(valid, PSEOF, "y10_grads_emp", words)
+    assert problem.rows == 1 and problem.examples[0][0] == at
+
+
+@pytest.mark.parametrize("column, value", [("y1_grads_earn", "-3"), ("y1_grads_earn", "12.0"),
+                                           ("y1_p50_earnings", "41000.5"),
+                                           ("y1_p50_earnings", "041000")])
+def test_measures_are_integers_and_counts_not_negative(valid, column, value):
+    _corrupt(valid, PSEOE, lambda f: f[column] != "", column, value)
+    _only(valid, PSEOE, column, "integer")
+
+
+# --- the folder and the command ------------------------------------------------------------
+
+def test_a_missing_file_or_folder_is_refused(tmp_path, valid):
+    with pytest.raises(LayoutInputMissing, match="no such folder"):
+        check_public_folder(tmp_path / "nowhere")
+    (valid / PSEOF).unlink()
+    with pytest.raises(LayoutInputMissing, match=PSEOF):
+        check_public_folder(valid)
+
+
+def _cli(*args: str) -> int:
+    from pseo_das.cli import main
+    with pytest.raises(SystemExit) as stop:
+        main(["validate-layout", *args])
+    return stop.value.code
+
+
+def test_the_command(valid, tmp_path, capsys):
+    assert _cli(str(valid)) == 0
+    out = capsys.readouterr().out
+    assert "layout valid: pseoe_all.csv 48 rows, pseof_all.csv 128 rows" in out
+
+    _corrupt(valid, PSEOF, lambda f: f["geo_level"] == "D", "geography", "01")
+    assert _cli(str(valid)) == 1
+    out = capsys.readouterr().out
+    assert "pseof_all.csv: geography:" in out and "geography='01'" in out
+    assert "layout valid" not in out
+
+    assert _cli(str(tmp_path / "nowhere")) == 2
+    captured = capsys.readouterr()
+    assert "no such folder" in captured.err and "Traceback" not in captured.err
+
+
+def test_every_level_of_both_products_is_in_the_valid_folder(valid):
+    for product, name in [(Product.PSEOE, PSEOE), (Product.PSEOF, PSEOF)]:
+        frame = _read(valid, name)
+        assert tuple(frame.columns) == expected_columns(product)
+        assert set(frame["agg_level_pseo"]) == set(aggregation_levels(product))
