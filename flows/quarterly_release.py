@@ -37,9 +37,9 @@ from pseo_das.tasks.cip_recast.recast_inputs import RecastInputs, load_recast
 from pseo_das.tasks.inputs.cells import CIP_2020, build_cell_frames
 from pseo_das.tasks.inputs.constant_dollars import DollarYears, dollar_years, in_constant_dollars
 from pseo_das.tasks.inputs.cpi import find_cpi, read_cpi
-from pseo_das.tasks.inputs.ingest import validate_inputs
+from pseo_das.tasks.inputs.ingest import InputValidationError, validate_inputs
 from pseo_das.tasks.inputs.reference_inputs import (ReferenceInputs, default_reference_dir,
-                                                    load_reference)
+                                                    demo_flows_inputs, load_reference)
 from pseo_das.tasks.privacy.mechanism import PrivacyLedger, seed_sha256
 from pseo_das.tasks.privacy.release_plan import ReleasePlan, record_release_plan, recorded_plan
 from pseo_das.tasks.privacy.store import (PrivacyStore, check_store_writable, init_store,
@@ -63,6 +63,15 @@ class ReleaseResult:
     tracking_uri: str
     summary: dict                 # release_summary.json
     already_published: bool = False
+
+
+def refuse_demo_in_production(cfg: ReleaseConfig, demo: list[str]) -> None:
+    """A production release (`release.production`) never uses the packaged demo files."""
+    if cfg.release.production and demo:
+        raise InputValidationError(
+            f"release.production = true, but the {', '.join(demo)} file(s) are the packaged "
+            "SYNTHETIC demo files: nothing was read or spent. Give --reference DIR with the real "
+            "files (README, Inputs).")
 
 
 def seed_hex(release_seed: SecretStr | None) -> str | None:
@@ -181,6 +190,8 @@ def _measure_and_publish(data_dir: Path, out_dir: Path, given_seed: str | None,
         inputs = in_constant_dollars(inputs, cpi, cfg.earnings.dollar_year)
         dollars = dollar_years(cpi, cfg.earnings.dollar_year, cfg.earnings.publication_dollar_year)
         reference = load_reference(reference_dir)
+        demo = demo_flows_inputs(reference_dir) + list(recast_inputs.packaged)
+        refuse_demo_in_production(cfg, demo)
         fingerprints = {**inputs.fingerprints, **reference.fingerprints,
                         **recast_inputs.fingerprints, f"bls/{cpi.path.name}": cpi.sha256}
         levels = sorted(set(cfg.privacy.measured_levels()) | set(cfg.flows.measured_levels()))
@@ -214,7 +225,8 @@ def _measure_and_publish(data_dir: Path, out_dir: Path, given_seed: str | None,
             "config": cfg.model_dump(mode="json"), "input_fingerprints": fingerprints,
             "input_checks": inputs.checks, "new_spending": plan.new_spending,
             "superseded": plan.superseded, "store_policy": plan.policy.as_dict(),
-            "store_chain": store_chain, "dollars": dollars.as_dict()}, reference, recast_inputs)
+            "store_chain": store_chain, "dollars": dollars.as_dict(), "demo_inputs": demo},
+            reference, recast_inputs)
         staging = new_staging(out_dir)
         ledger, cells, flows, manifest, summary = post_processing(
             store_path, plan, cfg, reference, recast_inputs, identity, record, staging)

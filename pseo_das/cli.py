@@ -71,13 +71,22 @@ Release {result.release_id} published: new epsilon {summary['new_epsilon']} \
 ({summary['new_measurements']:,} tabulation x population units measured for \
 {summary['populations_measured']:,} populations, {summary['reused_measurements']:,} reused from \
 the store for {summary['populations_reused']:,} populations at zero epsilon); largest lifetime \
-epsilon of any population {summary['max_lifetime_epsilon']} of {summary['lifetime_epsilon_cap']}.
+epsilon of any population {summary['max_lifetime_epsilon']} of {summary['lifetime_epsilon_cap']}.{demo_line(summary)}
   public files:    {out / 'public'}  (pseoe.csv, pseoh.csv, pseof.csv, release_notes.html/.md)
   internal files:  {out / 'internal'}  (release_summary.json, ledger.csv, lifetime_budget.csv, flows_state.csv, drb_report.html, manifest.json, config.json)
   privacy store:   {summary['store']}  (see it: pseo-das store show {summary['store']})
   audit run:       MLflow run {result.mlflow_run_id} in {result.tracking_uri}
   see the audit:   mlflow ui --backend-store-uri {result.tracking_uri}""")
     return 0
+
+
+def demo_line(summary: dict) -> str:
+    """The final message's warning when the packaged SYNTHETIC demo inputs were used."""
+    demo = summary.get("demo_inputs") or []
+    if not demo:
+        return ""
+    return (f"\n  DEMO INPUTS:     the packaged SYNTHETIC {', '.join(demo)} file(s) were used: not "
+            "fit for publication (give --reference DIR; release.production = true refuses them)")
 
 
 def _republish(args: argparse.Namespace) -> int:

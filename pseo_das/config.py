@@ -148,12 +148,18 @@ class CipConfig(_Strict):
     unseen_transition_weight: float = Field(default=1e-6, gt=0, lt=1)
 
 
+class ReleaseSection(_Strict):
+    """What kind of release this is."""
+    production: bool = False   # refuse the packaged SYNTHETIC demo reference files
+
+
 class ReleaseConfig(_Strict):
     cells: CellsConfig
     earnings: EarningsConfig
     privacy: PrivacyConfig
     flows: FlowsConfig
     cip: CipConfig = CipConfig()
+    release: ReleaseSection = ReleaseSection()
 
     @model_validator(mode="after")
     def _budget(self) -> "ReleaseConfig":

@@ -88,6 +88,17 @@ def test_published_percentiles_recompute_by_hand_from_published_histograms(relea
     assert checked > 100
 
 
+def test_demo_inputs_announce_themselves(releases):
+    root, _ = releases
+    summary = json.loads((root / "a" / "internal" / "release_summary.json").read_text())
+    assert summary["demo_inputs"] == ["J2J", "QCEW", "state coverage", "IPEDS",
+                                      "hard-coded transitions"]
+    for document in ("public/release_notes.md", "internal/drb_report.md"):
+        text = (root / "a" / document).read_text()
+        assert "> **Demo inputs.** This release used the packaged **SYNTHETIC** demo files for: " \
+               "J2J, QCEW, state coverage, IPEDS, hard-coded transitions." in text
+
+
 def test_the_notes_state_both_dollar_years_and_the_cpi_values(releases):
     root, _ = releases
     notes = (root / "a" / "public" / "release_notes.md").read_text()
@@ -211,6 +222,8 @@ def test_console_script_without_a_prefect_server(tmp_path):
                           env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "published: new epsilon 7.5 (" in done.stdout
+    assert "DEMO INPUTS:     the packaged SYNTHETIC J2J, QCEW, state coverage, IPEDS, " \
+           "hard-coded transitions file(s) were used" in done.stdout
     assert (tmp_path / "r" / "public" / "pseoe.csv").exists()
     assert "Error logging to API" not in done.stderr
 

@@ -102,6 +102,15 @@ class ReferenceInputs:
         return result
 
 
+DEMO_FLOWS_FILES = ("J2J", "QCEW", "state coverage")   # the packaged ones are SYNTHETIC
+
+
+def demo_flows_inputs(directory: Path) -> list[str]:
+    """The flows' reference files that are the packaged SYNTHETIC demo files."""
+    same = Path(directory).resolve() == default_reference_dir().resolve()
+    return list(DEMO_FLOWS_FILES) if same else []
+
+
 def default_reference_dir() -> Path:
     """The packaged SYNTHETIC demo reference files (pseo_das/reference/)."""
     import pseo_das

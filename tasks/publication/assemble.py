@@ -100,7 +100,8 @@ def lifetime_figures(store_path: Path, plan: ReleasePlan, record: dict) -> Lifet
     release_summary = {"release_id": identity["release_id"],
                        **{key: summary[key] for key in RELEASE_SUMMARY_FIGURES},
                        "store": identity["store"], "store_chain": record["store_chain"],
-                       "mlflow_run_id": identity["mlflow_run_id"]}
+                       "mlflow_run_id": identity["mlflow_run_id"],
+                       "demo_inputs": record.get("demo_inputs", [])}
     populations = table.assign(**{column: table[column].map(epsilon_text)
                                   for column in ("before", "this_release", "after")})
     return LifetimeFigures(populations, summary, release_summary)
@@ -131,6 +132,7 @@ def write_release(staging: Path, identity: ReleaseIdentity, cfg: ReleaseConfig,
     context["lifetime_epsilon_cap"] = lifetime.summary["lifetime_epsilon_cap"]
     context["cip_recast"] = cip_recast
     context["dollars"] = dollars
+    context["demo_inputs"] = lifetime.release_summary["demo_inputs"]
     notes = render_markdown("release_notes.md.j2", context)
     (public / "release_notes.md").write_text(notes)
     (public / "release_notes.html").write_text(
