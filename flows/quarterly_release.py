@@ -70,7 +70,7 @@ def refuse_demo_in_production(cfg: ReleaseConfig, demo: list[str]) -> None:
     if cfg.release.production and demo:
         raise InputValidationError(
             f"release.production = true, but the {', '.join(demo)} file(s) are the packaged "
-            "SYNTHETIC demo files: nothing was read or spent. Give --reference DIR with the real "
+            "SYNTHETIC demo files: no microdata was read and nothing was spent. Give --reference DIR with the real "
             "files (README, Inputs).")
 
 
@@ -183,6 +183,8 @@ def _measure_and_publish(data_dir: Path, out_dir: Path, given_seed: str | None,
             raise DestinationExistsError(f"{out_dir} holds release {release_id}; a new plan "
                                          "is published to a new folder")
         recast_inputs = load_recast(reference_dir, cfg.cip.switch_year)
+        demo = demo_flows_inputs(reference_dir) + list(recast_inputs.packaged)
+        refuse_demo_in_production(cfg, demo)
         inputs = validate_inputs(Path(data_dir), cfg.cells.first_cohort_year,
                                  cfg.cells.last_earnings_year,
                                  recast_inputs.vintages(cfg.cip.switch_year))
@@ -190,8 +192,6 @@ def _measure_and_publish(data_dir: Path, out_dir: Path, given_seed: str | None,
         inputs = in_constant_dollars(inputs, cpi, cfg.earnings.dollar_year)
         dollars = dollar_years(cpi, cfg.earnings.dollar_year, cfg.earnings.publication_dollar_year)
         reference = load_reference(reference_dir)
-        demo = demo_flows_inputs(reference_dir) + list(recast_inputs.packaged)
-        refuse_demo_in_production(cfg, demo)
         fingerprints = {**inputs.fingerprints, **reference.fingerprints,
                         **recast_inputs.fingerprints, f"bls/{cpi.path.name}": cpi.sha256}
         levels = sorted(set(cfg.privacy.measured_levels()) | set(cfg.flows.measured_levels()))

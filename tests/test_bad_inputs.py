@@ -316,8 +316,8 @@ CASES = [
                  id="reference-j2j-empty"),
     pytest.param(config("[release]\nproduction = true\n"),
                  ["release.production = true, but the J2J, QCEW, state coverage, IPEDS, "
-                  "hard-coded transitions file(s) are the packaged SYNTHETIC demo files: nothing "
-                  "was read or spent"],
+                  "hard-coded transitions file(s) are the packaged SYNTHETIC demo files: no "
+                  "microdata was read and nothing was spent"],
                  id="production-with-demo-inputs"),
     # CIP vintages and the recast's inputs
     pytest.param(data(graduates=coded(5, "51.0808")),   # grad_year 2020: a CIP-2010-only code
