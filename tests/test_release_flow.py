@@ -102,7 +102,7 @@ def test_demo_inputs_announce_themselves(releases):
 def test_the_notes_state_both_dollar_years_and_the_cpi_values(releases):
     root, _ = releases
     notes = (root / "a" / "public" / "release_notes.md").read_text()
-    assert "are in **2016 dollars**" in notes and "are in **2023 dollars**" in notes
+    assert "**2016 dollars** (technical appendix A.2)" in notes and "are in **2023 dollars**" in notes
     assert "CPI-U(2023) / CPI-U(2016) = 304.702 / 240.007" in notes
 
 
