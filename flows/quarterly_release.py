@@ -98,7 +98,7 @@ def post_processing(store_path: Path, plan: ReleasePlan, cfg: ReleaseConfig,
     flows, manifest, release summary)."""
     contexts = None if recast_inputs is None else {
         level: recast_context(recast_inputs, cfg.cells, level, cfg.cip.unseen_transition_weight)
-        for level in sorted(set(cfg.privacy.measured_levels()) | set(cfg.flows.measured_levels()))}
+        for level in cfg.measured_cip_levels()}
     earnings_measured, flows_measured, measured_entries, recasts = stored_tables(
         store_path, plan.plan, cfg, contexts)
     tables, earnings_entries = derive_earnings(earnings_measured, cfg)
@@ -194,8 +194,8 @@ def _measure_and_publish(data_dir: Path, out_dir: Path, given_seed: str | None,
         reference = load_reference(reference_dir)
         fingerprints = {**inputs.fingerprints, **reference.fingerprints,
                         **recast_inputs.fingerprints, f"bls/{cpi.path.name}": cpi.sha256}
-        levels = sorted(set(cfg.privacy.measured_levels()) | set(cfg.flows.measured_levels()))
-        frames = build_cell_frames(inputs.graduates, cfg.cells, levels, cfg.cip.switch_year)
+        frames = build_cell_frames(inputs.graduates, cfg.cells, cfg.measured_cip_levels(),
+                                   cfg.cip.switch_year)
         check_recastable(frames, recast_inputs)
         config_sha256 = fingerprint(cfg.model_dump(mode="json"))
         plan = record_release_plan(store_path, release_id, given_seed, fingerprint(fingerprints),

@@ -173,6 +173,10 @@ class ReleaseConfig(_Strict):
                 f" exceeds privacy.epsilon_cap {epsilon_text(self.privacy.epsilon_cap)}")
         return self
 
+    def measured_cip_levels(self) -> list[str]:
+        """The CIP levels either product measures (the cell frames a release builds)."""
+        return sorted(set(self.privacy.measured_levels()) | set(self.flows.measured_levels()))
+
     def n_earnings_tabulations(self) -> int:
         return len(self.cells.years_after) * len(self.privacy.measured_levels())
 

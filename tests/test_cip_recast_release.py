@@ -119,7 +119,7 @@ def test_a_code_without_destination_is_refused_before_any_noise(synthetic_dir):
     codes = frame.cells["cipcode"].cat.add_categories(["6004", "9801"])
     frame.cells["cipcode"] = codes
     old = frame.cells.index[frame.cells["cip_vintage"] == "2010"]
-    frame.cells.loc[old[:2], "cipcode"] = "6004"     # residencies: hard-coded transitions
+    frame.cells.loc[old[:2], "cipcode"] = "6004"     # residencies: crosswalk and hard-coded
     check_recastable({"4": frame}, inputs)
     frame.cells.loc[old[2:4], "cipcode"] = "9801"    # no such CIP-2010 family
     with pytest.raises(RecastError, match=r"refused before any noise.* 98\.01 \(4-digit\) "

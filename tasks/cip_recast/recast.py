@@ -198,5 +198,4 @@ def recast_notes(inputs: "RecastInputs | None", recasts: list[dict]) -> dict:
     return {"published_vintage": CIP_2020, "tabulations": recasts,
             "packaged_inputs": list(inputs.packaged),
             "ipeds_years": sorted({int(y) for y in inputs.completions["grad_year"]}),
-            "hard_coded": len(inputs.hard_coded),
-            "cells_recast": sum(r["cells_recast"] for r in recasts)}
+            "hard_coded": len(inputs.hard_coded)}

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import numpy as np
 import pandas as pd
 
 LEVELS = {1: ["degree_level", "institution", "grad_cohort"], 2: ["degree_level", "institution"],
@@ -62,7 +63,7 @@ def transition_shares(cells: pd.DataFrame, counts: pd.DataFrame, transitions: pd
         supported = (here["code_total"].fillna(0) > 0).to_numpy()
         awards = here["awards"].fillna(0).to_numpy(dtype=float)
         choices.loc[supported, "level"] = level
-        choices.loc[supported, "weight"] = [a if a > 0 else unseen_weight
-                                            for a in awards[supported]]
+        choices.loc[supported, "weight"] = np.where(awards[supported] > 0, awards[supported],
+                                                    unseen_weight)
     total = choices.groupby(keys)["weight"].transform("sum")
     return choices.assign(share=choices["weight"] / total).drop(columns="weight")
