@@ -108,8 +108,7 @@ def post_processing(store_path: Path, plan: ReleasePlan, cfg: ReleaseConfig,
     corrected, correction, correction_entries = correct_flows(
         flows_tables, reference, cfg.flows.nonemployed_weight)
     flows = build_flows_tables(corrected, correction, reference,
-                               cfg.flows.division_unobserved_share_max,
-                               tuple(cfg.cells.years_after))
+                               cfg.flows.division_unobserved_share_max)
     ledger = PrivacyLedger.of(cfg.privacy.epsilon_cap, measured_entries + earnings_entries
                               + flows_entries + correction_entries)
     lifetime = lifetime_figures(store_path, plan, record)

@@ -1,9 +1,11 @@
-"""Public earnings tables (PSEO layout) from noisy histograms: noisy cell counts,
-percentiles, suppression. Privacy cost: none (post-processing of noisy counts only).
+"""Public earnings tables from noisy histograms: the official pseoe_all.csv (LEHD Public
+Use Schema V4.14.0) and pseo-das's pseoh_all.csv of the noisy histograms. Privacy cost:
+none (post-processing of noisy counts only).
 
 Status flags follow the LEHD public-use convention:
   1  value published;  -1  not available (the cohort cannot have this years-after yet);
-  5  suppressed: the noisy graduate count is below the publication minimum.
+  5  suppressed: the noisy graduate count is below the publication minimum, or the cell is
+     one of the schema's Restricted 4-Digit CIP Tabulations (degree levels 07 and 17).
 """
 from __future__ import annotations
 
@@ -13,82 +15,102 @@ import numpy as np
 import pandas as pd
 
 from pseo_das.config import EarningsConfig, ReleaseConfig
-from pseo_das.schemas.codes import STATUS_NOT_AVAILABLE, STATUS_OK, STATUS_SUPPRESSED
-from pseo_das.schemas.outputs import pseoe_schema, pseoh_schema
+from pseo_das.schemas.codes import STATUS_NOT_AVAILABLE, STATUS_OK, STATUS_SUPPRESSED, YEARS_AFTER
+from pseo_das.schemas.outputs import pseoh_schema
+from pseo_das.schemas.pseo_layout import (IPEDS_FLAG_NOT_AVAILABLE, RESTRICTED_CIP_LEVEL,
+                                          RESTRICTED_DEGREE_LEVELS, Product, layout)
 from pseo_das.tasks import progress, release_task
 from pseo_das.tasks.earnings.noisy_histograms import NoisyHistograms
 from pseo_das.tasks.earnings.percentiles import protected_percentiles, round_dollars
 from pseo_das.tasks.inputs.constant_dollars import DollarYears
+from pseo_das.tasks.publication.official_codes import (ALL_INDUSTRIES, CELL_IDENTIFIERS, NATIONAL,
+                                                       agg_level, official_cells)
 
-ID_COLUMNS = ["inst_level", "institution", "degree_level", "cip_level", "cipcode",
-              "grad_cohort", "grad_cohort_years"]
-INST_LEVEL_ORDER = ["I", "S", "N"]
-CIP_LEVEL_ORDER = ["A", "2", "4"]
+IPEDS_NOT_AVAILABLE = int(IPEDS_FLAG_NOT_AVAILABLE)
+
+PRODUCT = Product.PSEOE
+IDENTIFIERS = list(layout(PRODUCT).identifiers)
+CELL_KEYS = ["agg_level_pseo", *CELL_IDENTIFIERS]
+SORT_KEYS = ["agg_level_pseo", "institution", "degree_level", "cipcode", "grad_cohort"]
+
+
+def restricted_cells(cip_level: str, degree_level: pd.Series) -> np.ndarray:
+    """The schema's Restricted 4-Digit CIP Tabulations: degree levels 07 and 17 at 4-digit
+    CIP publish no measure."""
+    return ((cip_level == RESTRICTED_CIP_LEVEL)
+            & degree_level.astype(str).isin(RESTRICTED_DEGREE_LEVELS).to_numpy())
 
 
 def cell_years(table: NoisyHistograms, cfg: EarningsConfig, dollar_factor: float) -> pd.DataFrame:
-    """One row per cell of `table`: identifiers, noisy count, percentiles (converted by
-    `dollar_factor` to the publication year's dollars, then rounded), published flag."""
+    """One row per cell of `table`: official identifiers, noisy count, percentiles
+    (converted by `dollar_factor` to the publication year's dollars, then rounded), whether
+    it is published (noisy count at least the minimum, not restricted)."""
     total = table.counts.sum(axis=1)
-    published = total >= cfg.min_publish_count
+    restricted = restricted_cells(table.cip_level, table.cells["degree_level"])
     values = round_dollars(dollar_factor * protected_percentiles(
         table.counts, np.array(cfg.bin_edges), np.array(cfg.bin_upper), cfg.percentiles))
-    cells = table.cells
-    frame = pd.DataFrame({
-        "inst_level": table.inst_level,
-        "institution": cells["institution"].astype(str),
-        "degree_level": cells["degree_level"].astype(str),
-        "cip_level": table.cip_level,
-        "cipcode": cells["cipcode"].astype(str),
-        "grad_cohort": cells["grad_cohort"].astype(np.int64),
-        "grad_cohort_years": cells["grad_cohort_years"].astype(np.int64),
-        "years_after": table.years_after,
-        "grads_earn": total,
-        "published": published,
-        "noise_terms": cells["noise_terms"].to_numpy(),
-    })
+    frame = official_cells(table.cells, table.inst_level, table.cip_level)
+    frame.insert(0, "agg_level_pseo", agg_level(PRODUCT, table.inst_level, table.cip_level,
+                                                table.by_cohort))
+    frame = frame.assign(years_after=table.years_after, grads_earn=total,
+                         published=(total >= cfg.min_publish_count) & ~restricted,
+                         restricted=restricted,
+                         noise_terms=table.cells["noise_terms"].to_numpy())
     for k, p in enumerate(cfg.percentiles):
         frame[f"p{p}_earnings"] = values[:, k]
     return frame
 
 
 def _sort(frame: pd.DataFrame, extra: list[str]) -> pd.DataFrame:
-    ordered = frame.assign(
-        _inst=pd.Categorical(frame["inst_level"], INST_LEVEL_ORDER, ordered=True),
-        _cip=pd.Categorical(frame["cip_level"], CIP_LEVEL_ORDER, ordered=True))
-    keys = ["_inst", "institution", "degree_level", "_cip", "cipcode", "grad_cohort", *extra]
-    return ordered.sort_values(keys, kind="stable", ignore_index=True).drop(columns=["_inst", "_cip"])
+    return frame.sort_values(SORT_KEYS + extra, kind="stable", ignore_index=True)
 
 
-def earnings_table(cells: pd.DataFrame, cfg: EarningsConfig, years_after: tuple[int, ...]) -> pd.DataFrame:
-    """pseoe: one row per cell; y{k}_ values, then status flags, per years-after."""
+def _with_national_all_industries(frame: pd.DataFrame) -> pd.DataFrame:
+    """The employment geography and industry identifiers of an earnings row: the nation,
+    every industry."""
+    return frame.assign(geo_level=NATIONAL[0], geography=NATIONAL[1],
+                        ind_level=ALL_INDUSTRIES[0], industry=ALL_INDUSTRIES[1])
+
+
+def earnings_table(cells: pd.DataFrame, cfg: EarningsConfig) -> pd.DataFrame:
+    """pseoe_all.csv: one row per cell, the official columns in order. Years after that the
+    configuration does not tabulate are not available (-1). The IPEDS counts are not
+    available (flag 3) until they are linked."""
     value_names = [f"p{p}_earnings" for p in cfg.percentiles] + ["grads_earn"]
-    out = _sort(cells[ID_COLUMNS].drop_duplicates(), [])
+    out = _sort(cells[CELL_KEYS + ["restricted"]].drop_duplicates(CELL_KEYS), [])
+    restricted = out.pop("restricted").to_numpy(dtype=bool)
     index = pd.MultiIndex.from_frame(out)
-    values, statuses = {}, {}
-    for k in years_after:
-        aligned = cells[cells["years_after"] == k].set_index(ID_COLUMNS).reindex(index)
+    columns = {}
+    for k in YEARS_AFTER:
+        aligned = cells[cells["years_after"] == k].set_index(CELL_KEYS).reindex(index)
         present = aligned["grads_earn"].notna().to_numpy()
         published = aligned["published"].fillna(False).to_numpy(dtype=bool)
         for name in value_names:
             column = aligned[name].to_numpy(dtype=np.float64)
-            values[f"y{k}_{name}"] = pd.array(np.where(published, column, np.nan), dtype="Int64")
-        status = np.select([published, present], [STATUS_OK, STATUS_SUPPRESSED], STATUS_NOT_AVAILABLE)
-        statuses[f"status_y{k}_earnings"] = status
-        statuses[f"status_y{k}_grads_earn"] = status
-    return pd.concat([out, pd.DataFrame(values), pd.DataFrame(statuses)], axis=1)
+            columns[f"y{k}_{name}"] = pd.array(np.where(published, column, np.nan), dtype="Int64")
+        status = np.select([published, present | restricted],
+                           [STATUS_OK, STATUS_SUPPRESSED], STATUS_NOT_AVAILABLE)
+        columns[f"status_y{k}_earnings"] = status
+        columns[f"status_y{k}_grads_earn"] = status
+        columns[f"y{k}_ipeds_count"] = pd.array(np.full(len(out), np.nan), dtype="Int64")
+        columns[f"status_y{k}_ipeds_count"] = np.full(len(out), IPEDS_NOT_AVAILABLE)
+    frame = pd.concat([_with_national_all_industries(out), pd.DataFrame(columns)], axis=1)
+    return frame[list(layout(PRODUCT).columns)]
 
 
 def histogram_table(tables: list[NoisyHistograms], cfg: EarningsConfig,
                     cells: pd.DataFrame) -> pd.DataFrame:
-    """pseoh: noisy histograms in long form, for the cells whose values are published.
-    `cells` holds one row per histogram of `tables`, in the same order."""
+    """pseoh_all.csv: noisy histograms in long form, for the cells whose values are
+    published; the official identifiers, then years_after, bin, its bounds and the noisy
+    count. `cells` holds one row per histogram of `tables`, in the same order."""
     counts = np.concatenate([t.counts for t in tables])
     n_bins = counts.shape[1]
-    published = cells.loc[cells["published"].to_numpy(), ID_COLUMNS + ["years_after"]]
+    published = cells.loc[cells["published"].to_numpy(), CELL_KEYS + ["years_after"]]
     ordered = _sort(published.assign(_row=published.index), ["years_after"])  # sort cells, not rows
     rows = ordered.pop("_row").to_numpy()
-    long = ordered.loc[ordered.index.repeat(n_bins)].reset_index(drop=True)
+    long = _with_national_all_industries(ordered.loc[ordered.index.repeat(n_bins)]
+                                         .reset_index(drop=True))
+    long = long[IDENTIFIERS + ["years_after"]]
     long["bin"] = np.tile(np.arange(1, n_bins + 1), len(rows))
     long["bin_lower"] = np.tile(np.array(cfg.bin_edges), len(rows))
     long["bin_upper"] = np.tile(np.array(cfg.bin_upper), len(rows))
@@ -97,60 +119,59 @@ def histogram_table(tables: list[NoisyHistograms], cfg: EarningsConfig,
 
 
 def publication_tables(tables: list[NoisyHistograms], cfg: EarningsConfig,
-                       years_after: tuple[int, ...], dollar_factor: float = 1.0
+                       dollar_factor: float = 1.0
                        ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """(pseoe, pseoh, per-cell summary for the audit report)."""
+    """(pseoe_all, pseoh_all, per-cell summary for the audit report)."""
     cells = pd.concat([cell_years(t, cfg, dollar_factor) for t in tables], ignore_index=True)
-    return earnings_table(cells, cfg, years_after), histogram_table(tables, cfg, cells), cells
+    return earnings_table(cells, cfg), histogram_table(tables, cfg, cells), cells
 
 
 def recheck_percentiles(pseoe: pd.DataFrame, pseoh: pd.DataFrame, cfg: EarningsConfig,
-                        years_after: tuple[int, ...], dollar_factor: float = 1.0) -> int:
-    """Recompute every published percentile and count from the published histograms, as a
-    user would (percentiles in the bins' dollars times `dollar_factor`); return the number
-    of disagreeing values (0 expected)."""
+                        dollar_factor: float = 1.0) -> tuple[int, int]:
+    """Recompute every published percentile and count of pseoe_all from the published
+    histograms, as a user would (percentiles in the bins' dollars times `dollar_factor`);
+    return (values compared, values that disagree: 0 expected)."""
     n_bins = cfg.n_bins
     if not (pseoh["bin"].to_numpy() == np.tile(np.arange(1, n_bins + 1), len(pseoh) // n_bins)).all():
-        raise RuntimeError("pseoh.csv is not in blocks of bins 1..n per cell")
+        raise RuntimeError("pseoh_all.csv is not in blocks of bins 1..n per cell")
     counts = pseoh["noisy_count"].to_numpy().reshape(-1, n_bins)
-    keys = pseoh.iloc[::n_bins][ID_COLUMNS + ["years_after"]].reset_index(drop=True)
+    keys = pseoh.iloc[::n_bins][IDENTIFIERS + ["years_after"]].reset_index(drop=True)
     values = round_dollars(dollar_factor * protected_percentiles(
         counts, np.array(cfg.bin_edges), np.array(cfg.bin_upper), cfg.percentiles))
     recomputed = keys.assign(grads_earn=counts.sum(axis=1),
                              **{f"p{p}_earnings": values[:, i] for i, p in enumerate(cfg.percentiles)})
-    mismatches = 0
-    for k in years_after:
+    compared = mismatches = 0
+    for k in YEARS_AFTER:
         published = pseoe[pseoe[f"status_y{k}_earnings"] == STATUS_OK]
         mine = recomputed[recomputed["years_after"] == k]
-        joined = published.merge(mine, on=ID_COLUMNS, how="left", validate="one_to_one")
+        joined = published.merge(mine, on=IDENTIFIERS, how="left", validate="one_to_one")
         for name in [f"p{p}_earnings" for p in cfg.percentiles] + ["grads_earn"]:
+            compared += len(joined)
             mismatches += int((joined[f"y{k}_{name}"].astype("float64") != joined[name]).sum())
-    return mismatches
+    return compared, mismatches
 
 
 @release_task("build public earnings tables")
 def build_publication_tables(tables: list[NoisyHistograms], cfg: ReleaseConfig,
                              dollars: DollarYears | None
                              ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, list[dict]]:
-    """pseoe, pseoh, the per-cell summary, and the checks run on them; percentiles in the
-    dollars of `dollars.publication_year` (None: in the bins' dollars, as releases of
+    """pseoe_all, pseoh_all, the per-cell summary, and the checks run on them; percentiles
+    in the dollars of `dollars.publication_year` (None: in the bins' dollars, as releases of
     earlier versions published them). Privacy cost: none."""
     started = time.perf_counter()
-    years_after = tuple(cfg.cells.years_after)
     factor = float(dollars.factor) if dollars is not None else 1.0
-    pseoe, pseoh, cells = publication_tables(tables, cfg.earnings, years_after, factor)
-    pseoe_schema(years_after, cfg.earnings.percentiles).validate(pseoe, lazy=True)
+    pseoe, pseoh, cells = publication_tables(tables, cfg.earnings, factor)
     pseoh_schema().validate(pseoh, lazy=True)
-    mismatches = recheck_percentiles(pseoe, pseoh, cfg.earnings, years_after, factor)
+    compared, mismatches = recheck_percentiles(pseoe, pseoh, cfg.earnings, factor)
     if mismatches:
         raise RuntimeError(f"{mismatches} published values differ from their recomputation "
                            "from the published histograms")
     checks = [
-        {"name": "pseoe.csv and pseoh.csv pass their output schemas", "result": "passed"},
-        {"name": "every published percentile and count recomputed from pseoh.csv", "result":
-         f"passed ({int(cells['published'].sum()):,} cell-years, 0 differences)"},
+        {"name": "pseoh_all.csv passes its output schema", "result": "passed"},
+        {"name": "every published percentile and count of pseoe_all.csv recomputed from "
+                 "pseoh_all.csv", "result": f"passed ({compared:,} values, 0 differences)"},
     ]
-    progress(f"public tables: pseoe {len(pseoe):,} rows, pseoh {len(pseoh):,} rows, "
+    progress(f"public tables: pseoe_all {len(pseoe):,} rows, pseoh_all {len(pseoh):,} rows, "
              f"{int((~cells['published']).sum()):,} of {len(cells):,} cell-years suppressed "
              f"({time.perf_counter() - started:.1f} s)")
     return pseoe, pseoh, cells, checks

@@ -26,23 +26,27 @@ PRODUCT = "earnings histograms"
 
 @dataclass(frozen=True)
 class NoisyHistograms:
-    """Noisy histograms of one years-after at one institution level and CIP level."""
+    """Noisy histograms of one years-after at one institution level and CIP level, by
+    graduation cohort or summed over every cohort."""
     tabulation_id: str
-    inst_level: str               # I institution, S state, N national
+    inst_level: str               # I institution, S state
     cip_level: str                # 4, 2, A
     years_after: int
     cells: pd.DataFrame           # CELL_KEYS + inst_state, grad_cohort_years, noise_terms
     counts: np.ndarray            # cells x bins, int64, may be negative
     measured_from: tuple[str, ...]  # the measured tabulations whose noise it carries
     sources: tuple[str, ...] = ()   # SHA-256 of the stored measurements it comes from
+    by_cohort: bool = True        # False: every cohort summed (grad_cohort ALL_COHORTS)
 
     @property
     def measured(self) -> bool:
         return self.measured_from == (self.tabulation_id,)
 
 
-def tabulation_id(inst_level: str, cip_level: str, years_after: int) -> str:
-    return f"earnings.{inst_level}.cip{cip_level}.y{years_after}"
+def tabulation_id(inst_level: str, cip_level: str, years_after: int,
+                  by_cohort: bool = True) -> str:
+    cohorts = "" if by_cohort else ".all-cohorts"
+    return f"earnings.{inst_level}.cip{cip_level}{cohorts}.y{years_after}"
 
 
 def measure_histograms(release_seed: bytes, measurement_id: str, cells: pd.DataFrame,
@@ -54,16 +58,16 @@ def measure_histograms(release_seed: bytes, measurement_id: str, cells: pd.DataF
                                         cells, true_counts, epsilon)
 
 
-def derive_histograms(source: NoisyHistograms, inst_level: str,
-                      cip_level: str) -> tuple[NoisyHistograms, LedgerEntry]:
-    """Sum `source`'s noisy histograms up to a coarser institution or CIP level.
-    Privacy cost: none (post-processing); returns its ledger entry as derived."""
+def derive_histograms(source: NoisyHistograms, inst_level: str, cip_level: str,
+                      by_cohort: bool = True) -> tuple[NoisyHistograms, LedgerEntry]:
+    """Sum `source`'s noisy histograms up to a coarser institution or CIP level, or over
+    every cohort. Privacy cost: none (post-processing); returns its ledger entry as derived."""
     summed, counts = sum_to_coarser(source.cells, source.counts, inst_level, cip_level,
-                                    source.cip_level)
-    tab_id = tabulation_id(inst_level, cip_level, source.years_after)
+                                    source.cip_level, all_cohorts=not by_cohort)
+    tab_id = tabulation_id(inst_level, cip_level, source.years_after, by_cohort)
     entry = derived_entry(tab_id, PRODUCT, len(summed), counts.shape[1], source.tabulation_id)
     return NoisyHistograms(tab_id, inst_level, cip_level, source.years_after, summed, counts,
-                           source.measured_from, source.sources), entry
+                           source.measured_from, source.sources, by_cohort), entry
 
 
 @release_task("measure earnings histograms")
@@ -95,12 +99,13 @@ def measure_earnings(pending: dict[int, list["PendingMeasurement"]], inputs: Val
 @release_task("derive earnings histograms")
 def derive_earnings(measured: list[NoisyHistograms], cfg: ReleaseConfig
                     ) -> tuple[list[NoisyHistograms], list[LedgerEntry]]:
-    """Institution tables of derived CIP levels, then state and national tables of every
-    CIP level, by summing noisy histograms. Privacy cost: none."""
+    """Institution tables of derived CIP levels, then state tables of every CIP level, then
+    the all-cohort tables of both, by summing noisy histograms: every level of the official
+    earnings file. Privacy cost: none."""
     tables, entries = [], []
 
-    def derive(source, inst_level, cip_level):
-        table, entry = derive_histograms(source, inst_level, cip_level)
+    def derive(source, inst_level, cip_level, by_cohort=True):
+        table, entry = derive_histograms(source, inst_level, cip_level, by_cohort)
         entries.append(entry)
         return table
 
@@ -111,8 +116,10 @@ def derive_earnings(measured: list[NoisyHistograms], cfg: ReleaseConfig
             table = by_level.get(level) or derive(finer, "I", level)
             tables.append(table)
             finer = table
-        for institution_table in list(tables[-len(CIP_LEVELS):]):
-            for inst_level in ("S", "N"):
-                tables.append(derive(institution_table, inst_level, institution_table.cip_level))
+        by_cohort = tables[-len(CIP_LEVELS):]
+        by_cohort += [derive(table, "S", table.cip_level) for table in by_cohort]
+        tables += by_cohort[len(CIP_LEVELS):]
+        tables += [derive(table, table.inst_level, table.cip_level, by_cohort=False)
+                   for table in by_cohort]
     progress(f"derived {len(entries)} tables by summation (zero epsilon)")
     return tables, entries

@@ -25,6 +25,7 @@ from pseo_das.tasks import progress, release_task
 
 ALL_FIELDS_CIPCODE = "00"
 NATIONAL_INSTITUTION = "00000000"
+ALL_COHORTS = 0   # grad_cohort of a cell summed over every cohort (0000 in the public files)
 CELL_KEYS = ["institution", "degree_level", "cipcode", "grad_cohort"]
 POPULATION_KEYS = ["institution", "degree_level", "grad_cohort"]  # whom a measurement covers
 CELL_COLUMNS = ["institution", "inst_state", "degree_level", "cipcode", "grad_cohort",
@@ -104,11 +105,15 @@ def coarser_cip(code: str, level: str) -> str:
 
 
 def sum_to_coarser(cells: pd.DataFrame, counts: np.ndarray, inst_level: str, cip_level: str,
-                   source_cip_level: str) -> tuple[pd.DataFrame, np.ndarray]:
-    """Sum the rows of `counts` (one per row of `cells`, institution level) into the cells of
-    a coarser CIP level and/or the state (S) or national (N) level. Cells keep the columns
-    of `cells`; `noise_terms` counts the summed rows. Privacy cost: none (a sum)."""
+                   source_cip_level: str, all_cohorts: bool = False
+                   ) -> tuple[pd.DataFrame, np.ndarray]:
+    """Sum the rows of `counts` (one per row of `cells`) into the cells of a coarser CIP
+    level and/or the state (S) or national (N) level, and over every cohort when
+    `all_cohorts` (grad_cohort ALL_COHORTS). Cells keep the columns of `cells`;
+    `noise_terms` counts the summed noisy rows. Privacy cost: none (a sum)."""
     coarse = cells
+    if all_cohorts:
+        coarse = coarse.assign(grad_cohort=ALL_COHORTS)
     if cip_level != source_cip_level:
         coarse = coarse.assign(cipcode=map_codes(coarse["cipcode"], lambda c: coarser_cip(c, cip_level)))
     if inst_level == "S":

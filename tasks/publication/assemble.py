@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from pseo_das.config import ReleaseConfig
+from pseo_das.schemas.pseo_layout import SCHEMA_VERSION, Product, check_public_folder
 from pseo_das.version import package_versions
 from pseo_das.tasks.publication.document_context import flows_context, release_context, suppression_summary
 from pseo_das.reports.render import render_markdown, to_html
@@ -21,6 +22,9 @@ from pseo_das.tasks.earnings.noisy_histograms import NoisyHistograms
 from pseo_das.tasks.privacy.release_plan import ReleasePlan, lifetime_table
 from pseo_das.tasks.privacy.store import PrivacyStore, epsilon_text
 from pseo_das.tasks.publication.release_files import fingerprints, write_code_table, write_csv, write_manifest
+
+
+HISTOGRAMS_FILE = "pseoh_all.csv"   # pseo-das's extension: the noisy earnings histograms
 
 
 @dataclass(frozen=True)
@@ -50,6 +54,19 @@ RELEASE_SUMMARY_FIGURES = ("new_epsilon", "new_measurements", "reused_measuremen
 
 class ReleaseCheckFailed(RuntimeError):
     """A check on the release's own outputs failed: the release is not published."""
+
+
+def official_layout_check(public: Path) -> dict:
+    """The official files of `public` checked against the schema's label files, as
+    `pseo-das validate-layout` does."""
+    report = check_public_folder(public)
+    rows = ", ".join(f"{name} {n:,} rows" for name, n in report.rows.items())
+    if report.ok:
+        return {"name": f"{' and '.join(report.rows)} follow the LEHD Public Use Schema "
+                        f"{SCHEMA_VERSION} (pseo-das validate-layout)", "result": f"passed ({rows})"}
+    return {"name": "the official files follow the LEHD Public Use Schema "
+                    f"{SCHEMA_VERSION} (pseo-das validate-layout)",
+            "result": f"FAILED ({len(report.problems)} problems; first: {report.problems[0]})"}
 
 
 def stop_on_failed_checks(checks: list[dict]) -> list[dict]:
@@ -116,10 +133,11 @@ def write_release(staging: Path, identity: ReleaseIdentity, cfg: ReleaseConfig,
                   dollars: dict | None) -> dict[str, str]:
     """Write every file of the release into `staging`; return the manifest."""
     public, internal = staging / "public", staging / "internal"
-    write_code_table(pseoe, public / "pseoe.csv")
-    write_code_table(pseoh, public / "pseoh.csv")
-    write_code_table(flows.pseof, public / "pseof.csv")
+    write_code_table(pseoe, public / Product.PSEOE.file_name)
+    write_code_table(flows.pseof, public / Product.PSEOF.file_name)
+    write_code_table(pseoh, public / HISTOGRAMS_FILE)
     write_code_table(flows.flows_state, internal / "flows_state.csv")
+    checks = checks + [official_layout_check(public)]
     context = release_context(cfg, ledger, tables, cells, release_id=identity.release_id,
                               code_version=identity.code_version,
                               seed_sha256=identity.seed_sha256,
