@@ -4,15 +4,34 @@ from __future__ import annotations
 
 import pandas as pd
 
+import numpy as np
+
 from pseo_das.config import ReleaseConfig
 from pseo_das.schemas.codes import CENSUS_DIVISIONS, NAICS_SECTORS, STATE_FIPS
-from pseo_das.tasks.employment_flows.division_flows import FlowsRelease
+from pseo_das.schemas.pseo_layout import ALL_COHORTS, SCHEMA_DIR, SCHEMA_VERSION, Product, layout
+from pseo_das.tasks.employment_flows.division_flows import FlowsRelease, OriginTable
+from pseo_das.tasks.publication.official_codes import agg_level
 from pseo_das.tasks.employment_flows.flow_counts import N_DESTINATIONS
 from pseo_das.tasks.privacy.mechanism import GEOMETRIC, PrivacyLedger, geometric_variance
 from pseo_das.tasks.earnings.noisy_histograms import NoisyHistograms
 
+CODES_AS_WRITTEN = {
+    "agg_level_pseo": "aggregation level of label_agg_level_pseo.csv: which of the columns "
+                      "below are totals",
+    "inst_level": "I institution, S state of institution",
+    "institution": "8-digit OPEID (inst_level I); 2-digit state FIPS code (inst_level S)",
+    "degree_level": "PSEO degree level (label_degree_level.csv; see Degree levels)",
+    "cip_level": "A all fields, 2 two-digit CIP, 4 four-digit CIP",
+    "cipcode": "CIP-2020 code: 00 (all fields), 11 (2-digit), 11.07 (4-digit)",
+    "grad_cohort": "first graduation year of the cohort window; 0000 for all cohorts",
+    "grad_cohort_years": "length of the cohort window in years (3 for bachelor's, 5 otherwise)",
+    "geo_level": "N nation, D Census division (of the job)",
+    "geography": "00 nation; Census division 1-9",
+    "ind_level": "A all industries, S NAICS sector (of the job)",
+    "industry": "00 all industries; NAICS sector code (11, 21, ..., 31-33, ..., 92)",
+}
 PSEOH_LAYOUT = [
-    ("inst_level ... grad_cohort_years", "cell identifiers, as in pseoe.csv"),
+    ("agg_level_pseo ... industry", "cell identifiers, as in pseoe_all.csv"),
     ("years_after", "years after graduation (1, 5 or 10)"),
     ("bin", "earnings bin, 1 = lowest"),
     ("bin_lower", "lower bound of the bin in the bins' dollars (inclusive; see Dollars)"),
@@ -21,24 +40,17 @@ PSEOH_LAYOUT = [
 ]
 
 
-def pseoe_layout(cfg: ReleaseConfig) -> list[tuple[str, str]]:
-    layout = [
-        ("inst_level", "I institution, S state, N national"),
-        ("institution", "8-digit OPEID; state cells 000000 + state FIPS; national 00000000"),
-        ("degree_level", "PSEO degree level code"),
-        ("cip_level", "2 (2-digit CIP), 4 (4-digit CIP), A (all fields)"),
-        ("cipcode", "CIP code (CIP-2020 for every year; see Fields of study) without the dot; 00 for all fields"),
-        ("grad_cohort", "first graduation year of the cohort window"),
-        ("grad_cohort_years", "length of the cohort window in years"),
-    ]
-    for k in cfg.cells.years_after:
-        for p in cfg.earnings.percentiles:
-            layout.append((f"y{k}_p{p}_earnings", f"{p}th percentile of annual earnings {k} year(s) after graduation, publication-year dollars (see Dollars)"))
-        layout.append((f"y{k}_grads_earn", f"noisy number of graduates with earnings {k} year(s) after graduation"))
-    for k in cfg.cells.years_after:
-        layout.append((f"status_y{k}_earnings", "status flag of the percentiles (1, -1, 5)"))
-        layout.append((f"status_y{k}_grads_earn", "status flag of the count (1, -1, 5)"))
-    return layout
+def official_layout(product: Product) -> list[tuple[str, str]]:
+    """(column, meaning) of an official file: identifiers as pseo-das writes them, then the
+    schema's own descriptions of the indicators and their status flags."""
+    product_layout = layout(product)
+    described = pd.read_csv(SCHEMA_DIR / f"variables_{product.value}.csv", dtype=str)
+    rows = [(name, CODES_AS_WRITTEN[name]) for name in product_layout.identifiers]
+    rows += list(zip(described["Indicator Variable"], described["Description"]))
+    rows += [(flag, "status flag of " + ", ".join(i.name for i in product_layout.indicators
+                                                 if i.status_flag == flag))
+             for flag in product_layout.status_flags]
+    return rows
 
 
 def bins(cfg: ReleaseConfig) -> list[dict]:
@@ -46,24 +58,66 @@ def bins(cfg: ReleaseConfig) -> list[dict]:
             for i, (lo, hi) in enumerate(zip(cfg.earnings.bin_edges, cfg.earnings.bin_upper))]
 
 
+def _spread(levels: dict, n: np.ndarray, unit: float, how: str) -> dict:
+    return {**levels, "how": how,
+            "n_min": int(n.min()), "n_median": float(np.median(n)), "n_max": int(n.max()),
+            "var_min": unit * n.min(), "var_median": unit * float(np.median(n)),
+            "var_max": unit * n.max()}
+
+
 def variance_summary(cells: pd.DataFrame, cfg: ReleaseConfig) -> list[dict]:
+    """Per earnings aggregation level: measured or derived, and the noise variance of a bin
+    (measured bins summed per bin, times one measured bin's variance)."""
     unit = geometric_variance(cfg.privacy.epsilon_per_tabulation)
     rows = []
-    for (inst, cip), group in cells.groupby(["inst_level", "cip_level"], sort=False):
-        n = group["noise_terms"]
-        measured = inst == "I" and cfg.privacy.cip_levels[cip] == "measure"
-        rows.append({"inst_level": inst, "cip_level": cip,
-                     "how": "measured" if measured else "derived (sum)",
-                     "n_min": int(n.min()), "n_median": float(n.median()), "n_max": int(n.max()),
-                     "var_min": unit * n.min(), "var_median": unit * n.median(), "var_max": unit * n.max()})
+    for (level, inst, cip, cohort), group in cells.assign(
+            cohorts=np.where(cells["grad_cohort"] == ALL_COHORTS, "all", "by cohort")).groupby(
+            ["agg_level_pseo", "inst_level", "cip_level", "cohorts"], sort=True):
+        measured = inst == "I" and cohort == "by cohort" and cfg.privacy.cip_levels[cip] == "measure"
+        rows.append(_spread({"agg_level_pseo": level, "inst_level": inst, "cip_level": cip,
+                             "cohorts": cohort}, group["noise_terms"].to_numpy(), unit,
+                            "measured" if measured else "derived (sum of noisy bins)"))
+    return rows
+
+
+def flows_variance_summary(origins: list[OriginTable], cfg: ReleaseConfig) -> list[dict]:
+    """Per pseof aggregation level: measured flows summed into one published value (origin
+    cells summed x destinations summed) and the variance of that sum's noise, before the
+    correction (which is not linear: the published value's error also carries it)."""
+    unit = geometric_variance(cfg.flows.epsilon_per_tabulation)
+    states = np.array([len(CENSUS_DIVISIONS[d][1]) for d in CENSUS_DIVISIONS])
+    per_value = {("N", "A"): np.array([len(NAICS_SECTORS) * len(STATE_FIPS)]),
+                 ("N", "S"): np.array([len(STATE_FIPS)]),
+                 ("D", "A"): len(NAICS_SECTORS) * states, ("D", "S"): states}
+    terms: dict[tuple, list[np.ndarray]] = {}
+    for table in origins:
+        cells = table.cells["noise_terms"].to_numpy()
+        for (geo, ind), destinations in per_value.items():
+            level = agg_level(Product.PSEOF, table.inst_level, table.cip_level, table.by_cohort,
+                              geo, ind)
+            key = (level, table.inst_level, table.cip_level, table.by_cohort, geo, ind)
+            terms.setdefault(key, []).append(np.outer(cells, destinations).reshape(-1))
+    rows = []
+    for (level, inst, cip, by_cohort, geo, ind), parts in sorted(terms.items()):
+        n = np.concatenate(parts)
+        if len(n):
+            measured = inst == "I" and by_cohort and cfg.flows.cip_levels[cip] == "measure"
+            rows.append(_spread({"agg_level_pseo": level, "inst_level": inst, "cip_level": cip,
+                                 "cohorts": "by cohort" if by_cohort else "all",
+                                 "geo_level": geo, "ind_level": ind}, n, unit,
+                                "measured origin cells, destinations summed" if measured
+                                else "origin cells and destinations summed"))
     return rows
 
 
 def suppression_summary(cells: pd.DataFrame) -> list[dict]:
-    grouped = cells.groupby(["inst_level", "cip_level", "years_after"], sort=False)["published"]
-    return [{"inst_level": i, "cip_level": c, "years_after": y, "cells": int(g.size),
-             "published": int(g.sum()), "suppressed": int(g.size - g.sum())}
-            for (i, c, y), g in grouped]
+    grouped = cells.assign(
+        cohorts=np.where(cells["grad_cohort"] == ALL_COHORTS, "all", "by cohort")).groupby(
+        ["agg_level_pseo", "inst_level", "cip_level", "cohorts", "years_after"])["published"]
+    return [{"agg_level_pseo": a, "inst_level": i, "cip_level": c, "cohorts": h,
+             "years_after": y, "cells": int(g.size), "published": int(g.sum()),
+             "suppressed": int(g.size - g.sum())}
+            for (a, i, c, h, y), g in grouped]
 
 
 def release_context(cfg: ReleaseConfig, ledger: PrivacyLedger, tables: list[NoisyHistograms],
@@ -86,28 +140,9 @@ def release_context(cfg: ReleaseConfig, ledger: PrivacyLedger, tables: list[Nois
         "suppressed_cell_years": int((~cells["published"]).sum()),
         "total_cell_years": len(cells),
         "n_pseoe_rows": n_pseoe_rows, "n_pseoh_rows": n_pseoh_rows,
-        "pseoe_layout": pseoe_layout(cfg), "pseoh_layout": PSEOH_LAYOUT,
+        "pseoe_layout": official_layout(Product.PSEOE), "pseoh_layout": PSEOH_LAYOUT,
+        "schema_version": SCHEMA_VERSION,
     }
-
-
-def pseof_layout(cfg: ReleaseConfig) -> list[tuple[str, str]]:
-    layout = [
-        ("inst_level ... grad_cohort_years", "origin cell identifiers, as in pseoe.csv (institution level only)"),
-        ("geo_level", "N national, D Census division"),
-        ("geography", "00 national; 01-09 Census division"),
-        ("ind_level", "A all industries, S NAICS sector"),
-        ("industry", "00 all industries; NAICS sector code"),
-    ]
-    for k in cfg.cells.years_after:
-        layout += [
-            (f"y{k}_grads_emp", f"graduates employed in the geography and industry {k} year(s) after graduation"),
-            (f"y{k}_grads_emp_instate", "of those, employed in the institution's state"),
-            (f"y{k}_grads_nme", f"graduates of the origin cell not employed or marginally attached (earnings under the floor) {k} year(s) after graduation; the same on every row of the cell"),
-        ]
-    for k in cfg.cells.years_after:
-        for name in ("grads_emp", "grads_emp_instate", "grads_nme"):
-            layout.append((f"status_y{k}_{name}", "status flag (1, -1, 5)"))
-    return layout
 
 
 def flows_context(cfg: ReleaseConfig, flows: FlowsRelease) -> dict:
@@ -128,7 +163,8 @@ def flows_context(cfg: ReleaseConfig, flows: FlowsRelease) -> dict:
         "correction": correction, "totals": totals,
         "suppression": flows.suppression,
         "n_pseof_rows": len(flows.pseof), "n_state_rows": len(flows.flows_state),
-        "layout": pseof_layout(cfg),
+        "layout": official_layout(Product.PSEOF),
+        "variances": flows_variance_summary(flows.origins, cfg),
         "reference_files": flows.reference_fingerprints,
     }
 
