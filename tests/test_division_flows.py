@@ -3,12 +3,13 @@ import numpy as np
 import pandas as pd
 
 from pseo_das.schemas.codes import NAICS_SECTORS, STATE_FIPS, STATUS_NOT_AVAILABLE, STATUS_OK, STATUS_SUPPRESSED
-from pseo_das.tasks.employment_flows.division_flows import (cell_rows, flows_table, institution_state_flows,
-                                  unobserved_division_share, unobserved_states)
+from pseo_das.tasks.employment_flows.division_flows import (flows_table, institution_state_flows,
+                                                            origin_tables, unobserved_division_share,
+                                                            unobserved_states)
 from pseo_das.tasks.employment_flows.flow_counts import N_DESTINATIONS, N_STATES, NONEMPLOYED
 from pseo_das.tasks.employment_flows.noisy_flows import NoisyFlows
 
-MOUNTAIN, PACIFIC = "08", "09"   # geography codes of Census divisions 8 and 9
+MOUNTAIN, PACIFIC = "8", "9"     # geography codes of Census divisions 8 and 9
 UNOBSERVED_EARLY = {"04", "06"}  # Arizona (Mountain) and California (Pacific): no data before 2005
 
 
@@ -29,6 +30,8 @@ def table(flows_by_cell: list[dict[str, int]], cohorts: list[int], institutions:
     cells = pd.DataFrame({"institution": institutions, "inst_state": "08", "degree_level": "05",
                           "cipcode": "00", "grad_cohort": cohorts, "grad_cohort_years": 1,
                           "noise_terms": 1})
+    cells = cells.astype({c: "category" for c in ("institution", "inst_state", "degree_level",
+                                                   "cipcode")})   # as read from the store
     return NoisyFlows("flows.I.cipA.y1", "A", 1, cells, corrected.copy(), ("x",),
                       corrected=corrected)
 
@@ -59,30 +62,81 @@ def test_shares_are_estimated_from_fully_covered_cells():
     assert (others == 0).all()                          # divisions with no unobserved state
 
 
-def test_division_flows_suppressed_exactly_where_the_share_exceeds_the_maximum():
+def official(share_max: float) -> pd.DataFrame:
     missing = unobserved_states(FLOWS, covered)
     share = unobserved_division_share(FLOWS, missing, institution_state_flows([FLOWS], [missing]))
-    rows = cell_rows(FLOWS, share, share_max=0.1)
-    pseof = flows_table(rows, (1, 5))
-    division = pseof[pseof["geo_level"] == "D"].set_index(["institution", "grad_cohort", "geography"])
+    return flows_table(origin_tables(FLOWS, share > share_max))
+
+
+def rows(pseof: pd.DataFrame, inst_level: str, institution: str, cohort: str) -> pd.DataFrame:
+    mine = pseof[(pseof["inst_level"] == inst_level) & (pseof["institution"] == institution)
+                 & (pseof["grad_cohort"] == cohort)]
+    return mine.set_index(["geo_level", "geography", "ind_level", "industry"])
+
+
+def test_division_flows_suppressed_exactly_where_the_share_exceeds_the_maximum():
+    pseof = official(share_max=0.1)
+    cells = pseof[(pseof["inst_level"] == "I") & (pseof["grad_cohort"] != "0000")]
+    division = cells[(cells["geo_level"] == "D") & (cells["ind_level"] == "A")].set_index(
+        ["institution", "grad_cohort", "geography"])
     suppressed = division[division["status_y1_grads_emp"] == STATUS_SUPPRESSED].index.tolist()
-    assert suppressed == [("00000001", 2001, MOUNTAIN),  # 0.3 > 0.1; Pacific's 0.1 is not above
-                          ("00000002", 2001, MOUNTAIN), ("00000002", 2001, PACIFIC)]
+    assert suppressed == [("00000001", "2001", MOUNTAIN),  # 0.3 > 0.1; Pacific's 0.1 is not above
+                          ("00000002", "2001", MOUNTAIN), ("00000002", "2001", PACIFIC)]
     assert division["y1_grads_emp"][suppressed].isna().all()
     assert (division.loc[suppressed, "status_y1_grads_nme"] == STATUS_OK).all()
+    by_sector = cells[(cells["geo_level"] == "D") & (cells["ind_level"] == "S")]
+    hidden = by_sector[by_sector["status_y1_grads_emp"] == STATUS_SUPPRESSED]
+    assert sorted(set(zip(hidden["institution"], hidden["geography"]))) == [
+        ("00000001", MOUNTAIN), ("00000002", MOUNTAIN), ("00000002", PACIFIC)]
+    assert len(hidden) == 3 * len(NAICS_SECTORS)            # every sector of those divisions
     assert (pseof.filter(like="status_y5_") == STATUS_NOT_AVAILABLE).all().all()
+    assert (pseof.filter(like="status_y10_") == STATUS_NOT_AVAILABLE).all().all()
+
+
+def test_a_sum_of_a_suppressed_division_flow_is_suppressed():
+    pseof = official(share_max=0.1)
+    state = rows(pseof, "S", "08", "2001")        # both institutions' early cohort
+    assert state.loc[("D", MOUNTAIN, "A", "00"), "status_y1_grads_emp"] == STATUS_SUPPRESSED
+    assert state.loc[("D", PACIFIC, "A", "00"), "status_y1_grads_emp"] == STATUS_SUPPRESSED
+    first = rows(pseof, "I", "00000001", "0000")  # institution 1, early + late cohort
+    assert first.loc[("D", MOUNTAIN, "A", "00"), "status_y1_grads_emp"] == STATUS_SUPPRESSED
+    assert first.loc[("D", PACIFIC, "A", "00"), "y1_grads_emp"] == 20 + 50
+    assert first.loc[("N", "00", "A", "00"), "y1_grads_emp"] == 70 + 150
 
 
 def test_division_and_national_sums_equal_the_state_flows():
-    missing = unobserved_states(FLOWS, covered)
-    share = unobserved_division_share(FLOWS, missing, institution_state_flows([FLOWS], [missing]))
-    pseof = flows_table(cell_rows(FLOWS, share, share_max=1.0), (1,))
-    late = pseof[pseof["grad_cohort"] == 2010].set_index(["geo_level", "geography", "ind_level", "industry"])
+    pseof = official(share_max=1.0)
+    late = rows(pseof, "I", "00000001", "2010")
     assert late.loc[("D", MOUNTAIN, "A", "00"), "y1_grads_emp"] == 100      # 08 + 04 + 49
     assert late.loc[("D", PACIFIC, "A", "00"), "y1_grads_emp"] == 50        # 06 + 41
     assert late.loc[("D", MOUNTAIN, "A", "00"), "y1_grads_emp_instate"] == 50
     assert late.loc[("D", PACIFIC, "A", "00"), "y1_grads_emp_instate"] == 0
+    assert late.loc[("D", MOUNTAIN, "S", "54"), "y1_grads_emp"] == 100      # every job is in 54
+    assert late.loc[("D", MOUNTAIN, "S", "54"), "y1_grads_emp_instate"] == 50
+    assert late.loc[("D", MOUNTAIN, "S", "11"), "y1_grads_emp"] == 0
     assert late.loc[("N", "00", "A", "00"), "y1_grads_emp"] == 150
     assert late.loc[("N", "00", "S", "54"), "y1_grads_emp"] == 150
     assert late.loc[("N", "00", "S", "11"), "y1_grads_emp"] == 0
     assert (late["y1_grads_nme"] == 3).all()
+
+
+def test_state_and_all_cohort_rows_sum_the_institution_cells():
+    pseof = official(share_max=1.0)
+    state = rows(pseof, "S", "08", "2001")        # institutions 1 and 2, early cohort
+    assert state.loc[("D", MOUNTAIN, "A", "00"), "y1_grads_emp"] == 2 * (40 + 10)
+    assert state.loc[("N", "00", "A", "00"), "y1_grads_emp_instate"] == 2 * 40
+    assert (state["y1_grads_nme"] == 2 * 7).all()
+    every = rows(pseof, "S", "08", "0000")        # and the late cohort of institution 1
+    assert every.loc[("N", "00", "A", "00"), "y1_grads_emp"] == 70 + 150 + 70
+    assert (every["y1_grads_nme"] == 7 + 3 + 7).all()
+    # CIP level A: (state, institution) x (all cohorts, by cohort) x the four destination levels
+    assert set(pseof["agg_level_pseo"]) == {26, 32, 38, 44, 74, 80, 86, 92, 122, 128, 134, 140,
+                                            170, 176, 182, 188}
+
+
+def test_rows_follow_the_official_codes():
+    pseof = official(share_max=1.0)
+    assert set(pseof["geography"]) == {"00", *[str(d) for d in range(1, 10)]}
+    assert set(pseof.loc[pseof["inst_level"] == "S", "institution"]) == {"08"}
+    assert set(pseof["grad_cohort"]) == {"2001", "2010", "0000"}
+    assert list(pseof["agg_level_pseo"]) == sorted(pseof["agg_level_pseo"])
