@@ -216,7 +216,7 @@ def test_a_second_release_spends_nothing_and_publishes_the_same_numbers(releases
     assert first["new_epsilon"] == "7.5" and first["reused_measurements"] == 0
     assert second["new_epsilon"] == "0" and second["new_measurements"] == 0
     assert second["reused_measurements"] == first["new_measurements"]
-    for name in ("pseoe.csv", "pseoh.csv", "pseof.csv"):
+    for name in ("pseoe_all.csv", "pseoh_all.csv", "pseof_all.csv"):
         assert (root / "a" / "public" / name).read_bytes() == \
             (root / "a_next" / "public" / name).read_bytes(), name
     lifetime = pd.read_csv(root / "a_next" / "internal" / "lifetime_budget.csv", dtype=str)
@@ -298,5 +298,5 @@ def test_a_release_whose_cohorts_reach_only_one_year_after(synthetic_dir, tmp_pa
         .to_parquet(data / "outcomes.parquet", index=False)
     assert run_release(data, tmp_path / "r", SEED_A, tracking_uri, "R1") == 0
     assert _summary(tmp_path / "r")["new_epsilon"] == "2.5"  # 1-year earnings 1 + flows 1.5
-    pseoe = pd.read_csv(tmp_path / "r" / "public" / "pseoe.csv", dtype=str)
+    pseoe = pd.read_csv(tmp_path / "r" / "public" / "pseoe_all.csv", dtype=str)
     assert set(pseoe["status_y5_earnings"]) == set(pseoe["status_y10_earnings"]) == {"-1"}

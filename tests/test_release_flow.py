@@ -13,13 +13,17 @@ import pytest
 
 from conftest import SEED_A, SEED_B, run_release
 from pseo_das.config import load_config
-from pseo_das.schemas.outputs import pseoe_schema, pseoh_schema
+from pseo_das.schemas.outputs import pseoh_schema
+from pseo_das.schemas.pseo_layout import Product, check_public_folder, layout
 
 pytestmark = pytest.mark.slow  # system tests: real releases (make test-fast leaves them out)
 
 CFG = load_config()
-PUBLIC_FILES = ["pseoe.csv", "pseoh.csv", "pseof.csv", "release_notes.md", "release_notes.html"]
-TEXT_COLUMNS = {c: str for c in ["inst_level", "institution", "degree_level", "cip_level", "cipcode"]}
+PUBLIC_FILES = ["pseoe_all.csv", "pseoh_all.csv", "pseof_all.csv", "release_notes.md",
+                "release_notes.html"]
+IDENTIFIERS = list(layout(Product.PSEOE).identifiers)
+TEXT_COLUMNS = {c: str for c in IDENTIFIERS} | {"agg_level_pseo": np.int64,
+                                                "grad_cohort_years": np.int64}
 
 
 def read_pseoe(path: Path) -> pd.DataFrame:
@@ -39,11 +43,13 @@ def test_outputs_exist_and_pass_output_schemas(releases):
     assert sorted(p.name for p in (release / "internal").iterdir()) == \
         ["config.json", "drb_report.html", "drb_report.md", "flows_state.csv", "ledger.csv",
          "lifetime_budget.csv", "manifest.json", "release_summary.json"]
-    pseoe = read_pseoe(release / "public" / "pseoe.csv")
-    pseoh = read_pseoh(release / "public" / "pseoh.csv")
-    pseoe_schema(tuple(CFG.cells.years_after), CFG.earnings.percentiles).validate(pseoe, lazy=True)
+    report = check_public_folder(release / "public")
+    assert report.ok, "\n".join(map(str, report.problems))
+    pseoe = read_pseoe(release / "public" / "pseoe_all.csv")
+    pseoh = read_pseoh(release / "public" / "pseoh_all.csv")
     pseoh_schema().validate(pseoh, lazy=True)
-    assert set(pseoe["inst_level"]) == {"I", "S", "N"} and set(pseoe["cip_level"]) == {"A", "2", "4"}
+    assert set(pseoe["inst_level"]) == {"I", "S"} and set(pseoe["cip_level"]) == {"A", "2", "4"}
+    assert "0000" in set(pseoe["grad_cohort"])
     statuses = pd.unique(pseoe.filter(like="status_").to_numpy().ravel())
     assert set(statuses) == {1, -1, 5}  # some published, some not yet observable, some suppressed
     assert not list(root.glob(".*staging*"))
@@ -69,9 +75,9 @@ def hand_percentile(q: list[int], lower: list[int], upper: list[int], y: int) ->
 
 def test_published_percentiles_recompute_by_hand_from_published_histograms(releases):
     root, _ = releases
-    pseoe = read_pseoe(root / "a" / "public" / "pseoe.csv")
-    pseoh = read_pseoh(root / "a" / "public" / "pseoh.csv")
-    ids = ["inst_level", "institution", "degree_level", "cip_level", "cipcode", "grad_cohort"]
+    pseoe = read_pseoe(root / "a" / "public" / "pseoe_all.csv")
+    pseoh = read_pseoh(root / "a" / "public" / "pseoh_all.csv")
+    ids = IDENTIFIERS
     histograms = {key: group.sort_values("bin") for key, group in pseoh.groupby(ids + ["years_after"])}
     checked = 0
     for row in pseoe.itertuples(index=False):
@@ -110,8 +116,8 @@ def test_same_seed_same_bytes_other_seed_other_bytes(releases):
     root, _ = releases
     for name in PUBLIC_FILES:
         assert (root / "a" / "public" / name).read_bytes() == (root / "a_again" / "public" / name).read_bytes(), name
-    assert (root / "a" / "public" / "pseoe.csv").read_bytes() != (root / "b" / "public" / "pseoe.csv").read_bytes()
-    assert (root / "a" / "public" / "pseoh.csv").read_bytes() != (root / "b" / "public" / "pseoh.csv").read_bytes()
+    for name in ("pseoe_all.csv", "pseoh_all.csv"):
+        assert (root / "a" / "public" / name).read_bytes() != (root / "b" / "public" / name).read_bytes()
 
 
 def test_seed_is_never_published_only_its_hash(releases):
@@ -175,14 +181,14 @@ def test_mlflow_run_has_the_audit_trail(releases):
         assert run.data.tags[f"output_sha256.{name}"] == digest
     artifacts = {a.path for folder in ("internal", "public") for a in client.list_artifacts(run_id, folder)}
     assert {"internal/ledger.csv", "internal/drb_report.html", "internal/manifest.json",
-            "internal/config.json", "public/pseoe.csv", "public/release_notes.html"} <= artifacts
+            "internal/config.json", "public/pseoe_all.csv", "public/release_notes.html"} <= artifacts
 
 
 def test_existing_destination_is_refused(releases, synthetic_dir):
     root, uri = releases
-    before = (root / "a" / "public" / "pseoe.csv").read_bytes()
+    before = (root / "a" / "public" / "pseoe_all.csv").read_bytes()
     assert run_release(synthetic_dir, root / "a", SEED_B, uri) == 2
-    assert (root / "a" / "public" / "pseoe.csv").read_bytes() == before
+    assert (root / "a" / "public" / "pseoe_all.csv").read_bytes() == before
 
 
 def test_configured_cip_levels_and_budget_cap(synthetic_dir, tmp_path, tracking_uri, capsys):
@@ -224,7 +230,7 @@ def test_console_script_without_a_prefect_server(tmp_path):
     assert "published: new epsilon 7.5 (" in done.stdout
     assert "DEMO INPUTS:     the packaged SYNTHETIC J2J, QCEW, state coverage, IPEDS, " \
            "hard-coded transitions file(s) were used" in done.stdout
-    assert (tmp_path / "r" / "public" / "pseoe.csv").exists()
+    assert (tmp_path / "r" / "public" / "pseoe_all.csv").exists()
     assert "Error logging to API" not in done.stderr
 
 

@@ -40,4 +40,4 @@ def test_a_rerun_of_a_scheduled_release_spends_nothing(synthetic_dir, tmp_path):
     assert again["already_published"]
     assert store.spends().equals(spent) and len(store.attempts("2027Q1")) == 1
     store.close()
-    assert (tmp_path / "releases" / "2027Q1" / "public" / "pseof.csv").exists()
+    assert (tmp_path / "releases" / "2027Q1" / "public" / "pseof_all.csv").exists()

@@ -27,8 +27,8 @@ from pseo_das.tasks.privacy.release_plan import ReleasePlan
 
 EXPERIMENT = "pseo-das quarterly release"
 DEFAULT_AUDIT_DIR = Path("audit")
-# Large internal tables stay with the release; the run carries their SHA-256 (tags).
-NOT_COPIED_TO_MLFLOW = {"flows_state.csv"}
+# Large tables stay with the release; the run carries their SHA-256 (tags).
+NOT_COPIED_TO_MLFLOW = {"flows_state.csv", "pseof_all.csv", "pseoh_all.csv"}
 
 
 def default_tracking_uri() -> str:
@@ -150,9 +150,6 @@ class AuditRun:
     def set_tags(self, tags: dict[str, str]) -> None:
         self.client.log_batch(self.run_id, tags=[RunTag(k, str(v)) for k, v in tags.items()])
 
-    def log_folder(self, folder: Path, artifact_path: str | None = None) -> None:
-        self.client.log_artifacts(self.run_id, str(folder), artifact_path)
-
     def log_file(self, path: Path, artifact_path: str | None = None) -> None:
         self.client.log_artifact(self.run_id, str(path), artifact_path)
 
@@ -221,8 +218,8 @@ def record_release(audit: AuditRun, ledger: PrivacyLedger, cells: pd.DataFrame,
     audit.set_tags({f"input_sha256.{k}": v for k, v in input_fingerprints.items()}
                    | {f"output_sha256.{k}": v for k, v in manifest.items()}
                    | {f"version.{k}": v for k, v in package_versions().items()})
-    for path in sorted((staging / "internal").iterdir()):
-        if path.name not in NOT_COPIED_TO_MLFLOW:
-            audit.log_file(path, "internal")
-    audit.log_folder(staging / "public", "public")
+    for folder in ("internal", "public"):
+        for path in sorted((staging / folder).iterdir()):
+            if path.name not in NOT_COPIED_TO_MLFLOW:
+                audit.log_file(path, folder)
     progress(f"audit run {audit.run_id}: {len(metrics)} metrics and the release documents logged")
