@@ -37,6 +37,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.csv as pa_csv
 
 import pseo_das
 
@@ -267,32 +269,60 @@ def check_file(path: Path, product: Product | str) -> tuple[int, list[LayoutProb
     product = Product(product)
     name = Path(path).name
     try:
-        header, widths = _structure(path)
+        header = _header(path)
     except (UnicodeDecodeError, csv.Error) as exc:
         return 0, [LayoutProblem(name, ("*",), f"not a UTF-8 CSV file ({exc})", 0)]
     if header is None:
         return 0, [LayoutProblem(name, ("*",), "empty file: no header", 0)]
     problems = _check_header(name, header, layout(product).columns)
-    ragged = widths != len(header)
-    if ragged.any():   # the columns of these rows cannot be trusted: stop here
-        rows = np.flatnonzero(ragged)
-        problems.append(LayoutProblem(
-            name, ("*",), f"every row has the header's {len(header)} fields", len(rows),
-            tuple((int(r), f"{widths[r]} fields") for r in rows[:EXAMPLES])))
-        return len(widths), problems
-    frame = pd.read_csv(path, dtype=str, keep_default_na=False, skip_blank_lines=False,
-                        index_col=False, encoding="utf-8")
+    frame = _read_regular(path, header)
+    if frame is None:            # irregular: find the rows that break it, row by row
+        try:
+            widths = _widths(path)
+        except (UnicodeDecodeError, csv.Error) as exc:
+            return 0, problems + [LayoutProblem(name, ("*",), f"not a UTF-8 CSV file ({exc})", 0)]
+        ragged = widths != len(header)
+        if ragged.any():   # the columns of these rows cannot be trusted: stop here
+            rows = np.flatnonzero(ragged)
+            problems.append(LayoutProblem(
+                name, ("*",), f"every row has the header's {len(header)} fields", len(rows),
+                tuple((int(r), f"{widths[r]} fields") for r in rows[:EXAMPLES])))
+            return len(widths), problems
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False, skip_blank_lines=False,
+                            index_col=False, encoding="utf-8")
     frame.columns = header                      # duplicates are reported, not renamed
     frame = frame.loc[:, ~frame.columns.duplicated()]
     return len(frame), problems + _RowChecks(name, layout(product), frame).run()
 
 
-def _structure(path: Path) -> tuple[list[str] | None, np.ndarray]:
+def _header(path: Path) -> list[str] | None:
+    with open(path, newline="", encoding="utf-8") as handle:
+        return next(csv.reader(handle), None)
+
+
+def _read_regular(path: Path, header: list[str]) -> pd.DataFrame | None:
+    """Every value as text, fast (Arrow's reader), when every row has the header's fields,
+    the file is UTF-8 and no column name repeats; None otherwise."""
+    if len(set(header)) != len(header):
+        return None
+    try:
+        table = pa_csv.read_csv(
+            path, read_options=pa_csv.ReadOptions(column_names=header, skip_rows=1),
+            parse_options=pa_csv.ParseOptions(ignore_empty_lines=False),
+            convert_options=pa_csv.ConvertOptions(
+                column_types={c: pa.string() for c in header}, null_values=[],
+                strings_can_be_null=False, quoted_strings_can_be_null=False))
+    except (pa.ArrowInvalid, UnicodeDecodeError):
+        return None
+    return table.to_pandas()
+
+
+def _widths(path: Path) -> np.ndarray:
+    """The number of fields of every data row."""
     with open(path, newline="", encoding="utf-8") as handle:
         reader = csv.reader(handle)
-        header = next(reader, None)
-        widths = np.fromiter((len(row) for row in reader), dtype=np.int64)
-    return header, widths
+        next(reader, None)
+        return np.fromiter((len(row) for row in reader), dtype=np.int64)
 
 
 def _check_header(name: str, header: list[str], expected: tuple[str, ...]) -> list[LayoutProblem]:

@@ -115,10 +115,10 @@ def test_suppression_exactly_where_noisy_count_is_below_30():
     y1 = NoisyHistograms("t1", "I", "4", 1, table.cells, counts, ("t1",))
     y5 = NoisyHistograms("t5", "I", "4", 5, table.cells.iloc[[1]].reset_index(drop=True),
                          np.full((1, 21), -1), ("t5",))
-    pseoe, pseoh, cells = publication_tables([y1, y5], CFG.earnings, (1, 5, 10))
+    pseoe, pseoh, cells = publication_tables([y1, y5], CFG.earnings)
     assert pseoe["status_y1_earnings"].tolist().count(STATUS_SUPPRESSED) == 1
     suppressed = pseoe[pseoe["status_y1_earnings"] == STATUS_SUPPRESSED]
-    assert suppressed["cipcode"].tolist() == ["1107"] and suppressed["institution"].tolist() == ["00000100"]
+    assert suppressed["cipcode"].tolist() == ["11.07"] and suppressed["institution"].tolist() == ["00000100"]
     assert suppressed[["y1_p25_earnings", "y1_p50_earnings", "y1_p75_earnings", "y1_grads_earn"]].isna().all().all()
     published = pseoe[pseoe["status_y1_earnings"] == STATUS_OK]
     assert sorted(published["y1_grads_earn"].tolist()) == [30, 31, 100] and len(pseoe) == 4
@@ -128,6 +128,46 @@ def test_suppression_exactly_where_noisy_count_is_below_30():
     # The histograms file holds exactly the published cell-years, 21 bins each.
     assert len(pseoh) == 3 * 21 and set(pseoh["years_after"]) == {1}
     assert int(cells["published"].sum()) == 3
+
+
+def test_all_cohort_cells_sum_the_cohorts_and_are_written_0000():
+    table = institution_table()
+    cells = table.cells.assign(grad_cohort=[2001, 2004, 2001, 2001])   # 100/1101 is 2004
+    cells["cipcode"] = pd.Categorical(["1107", "1107", "1107", "5202"])
+    table = NoisyHistograms(table.tabulation_id, "I", "4", 1, cells, table.counts, ("t",))
+    every, entry = derive_histograms(table, "I", "4", by_cohort=False)
+    assert entry.epsilon == 0 and entry.tabulation_id == "earnings.I.cip4.all-cohorts.y1"
+    assert every.cells["grad_cohort"].tolist() == [0, 0, 0]
+    np.testing.assert_array_equal(every.counts[0], table.counts[0] + table.counts[1])
+    assert every.cells["noise_terms"].tolist() == [2, 1, 1]
+    state, _ = derive_histograms(every, "S", "4", by_cohort=False)
+    pseoe, _, _ = publication_tables([table, every, state], CFG.earnings)
+    assert set(pseoe["grad_cohort"]) == {"2001", "2004", "0000"}
+    at_state = pseoe[pseoe["inst_level"] == "S"]
+    assert set(at_state["institution"]) == {"08", "48"}
+    assert set(at_state["agg_level_pseo"]) == {30}              # state x 4-digit, all cohorts
+    assert set(pseoe.loc[pseoe["grad_cohort"] != "0000", "agg_level_pseo"]) == {48}
+    assert list(pseoe.columns[:12]) == ["agg_level_pseo", "inst_level", "institution",
+                                        "degree_level", "cip_level", "cipcode", "grad_cohort",
+                                        "grad_cohort_years", "geo_level", "geography",
+                                        "ind_level", "industry"]
+
+
+@pytest.mark.parametrize("degree, restricted", [("07", True), ("17", True), ("05", False)])
+def test_restricted_4_digit_cells_publish_nothing(degree, restricted):
+    table = institution_table()
+    cells = table.cells.assign(degree_level=pd.Categorical([degree] * 4))
+    counts = np.full((4, 21), 10)                               # 210 each: large enough
+    at4 = NoisyHistograms("t", "I", "4", 1, cells, counts, ("t",))
+    at2, _ = derive_histograms(at4, "I", "2")
+    pseoe, pseoh, _ = publication_tables([at4, at2], CFG.earnings)
+    four, two = pseoe[pseoe["cip_level"] == "4"], pseoe[pseoe["cip_level"] == "2"]
+    flags = four.filter(regex="^status_y.*_(earnings|grads_earn)$")
+    assert (flags == STATUS_SUPPRESSED).all().all() == restricted
+    assert four.filter(regex=r"^y\d+_").isna().all().all() == restricted
+    assert (two["status_y1_earnings"] == STATUS_OK).all()       # 2-digit rows are published
+    assert (set(pseoh["cip_level"]) == {"2"}) == restricted
+    assert (pseoe.filter(like="ipeds_count").filter(like="status") == 3).all().all()
 
 
 def test_dense_rank_matches_a_sort(monkeypatch):

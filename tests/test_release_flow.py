@@ -283,3 +283,23 @@ def test_every_stage_is_its_own_named_task_run(releases):
             "read the release's measurements from the store", "derive earnings histograms",
             "build public earnings tables", "derive employment flows", "correct employment flows",
             "build public flows tables", "write release files", "record audit run"} <= names
+
+
+def test_the_readme_consumer_script_finds_rows(releases, tmp_path):
+    """The README's script reads pseoe_all.csv as published consumers do (codes as text,
+    grad_cohort 0000, inst_level I, cipcode 00, status 1) and finds rows."""
+    import re
+    import subprocess
+    import sys
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    script = re.search(r"<!-- consumer-script -->\n```python\n(.*?)```", readme, re.S).group(1)
+    assert len(script.strip().splitlines()) <= 10
+    (tmp_path / "consumer.py").write_text(script)
+    root, _ = releases
+    done = subprocess.run([sys.executable, str(tmp_path / "consumer.py"),
+                           str(root / "a" / "public")], capture_output=True, text=True, check=True)
+    found = int(done.stdout.split()[0])
+    pseoe = pd.read_csv(root / "a" / "public" / "pseoe_all.csv", dtype=str)
+    assert found == ((pseoe["agg_level_pseo"] == "38") & (pseoe["status_y1_earnings"] == "1")).sum()
+    assert found > 0
