@@ -303,3 +303,41 @@ def test_the_readme_consumer_script_finds_rows(releases, tmp_path):
     pseoe = pd.read_csv(root / "a" / "public" / "pseoe_all.csv", dtype=str)
     assert found == ((pseoe["agg_level_pseo"] == "38") & (pseoe["status_y1_earnings"] == "1")).sum()
     assert found > 0
+
+
+def test_an_independent_check_against_the_schema_label_files(releases):
+    """Written without the validator: every level flagged for the product is present, each
+    row's levels are its aggregation level's, and every code is in its label file."""
+    labels = Path(__file__).resolve().parent.parent / "pseo_das" / "reference" / "lehd-schema-v4.14.0"
+
+    def label(name: str) -> pd.DataFrame:
+        return pd.read_csv(labels / name, dtype=str, keep_default_na=False, encoding="utf-8-sig")
+
+    levels, cip = label("label_agg_level_pseo.csv"), label("label_cipcode.csv")
+    codes = {"D": set(label("label_geography_division.csv")["geography"]) - {"Z"}, "N": {"00"}}
+    industries = label("label_industry.csv")
+    sectors = {"A": {"00"}, "S": set(industries.loc[industries["ind_level"] == "S", "industry"])}
+    states = set(label("label_fipsnum.csv").query("geo_level == 'S'")["geography"])
+    root, _ = releases
+    for product in ("pseoe", "pseof"):
+        published = pd.read_csv(root / "a" / "public" / f"{product}_all.csv", dtype=str,
+                                keep_default_na=False)
+        variables = label(f"variables_{product}.csv")
+        assert list(published.columns) == (list(label("lehd_identifiers_pseo.csv")["Variable"])
+                                           + list(variables["Indicator Variable"])
+                                           + list(dict.fromkeys(variables["Status Flag"])))
+        flagged = levels[levels[product] == "1"]
+        assert set(published["agg_level_pseo"]) == set(flagged["agg_level_pseo"])
+        rows = published.merge(flagged, on="agg_level_pseo", suffixes=("", "_of_level"))
+        for column in ("inst_level", "cip_level", "geo_level", "ind_level"):
+            assert (rows[column] == rows[f"{column}_of_level"]).all(), (product, column)
+        assert ((rows["grad_cohort"] == "0000") == (rows["by_grad_cohort"] == "0")).all()
+        assert set(zip(rows["cipcode"], rows["cip_level"])) <= set(zip(cip["cipcode"], cip["cip_level"]))
+        assert set(rows.loc[rows["inst_level"] == "S", "institution"]) <= states
+        assert rows.loc[rows["inst_level"] == "I", "institution"].str.fullmatch(r"\d{8}").all()
+        for level, allowed in codes.items():
+            assert set(rows.loc[rows["geo_level"] == level, "geography"]) <= allowed
+        for level, allowed in sectors.items():
+            assert set(rows.loc[rows["ind_level"] == level, "industry"]) <= allowed
+        flags = published.filter(like="status_").filter(regex="^(?!.*ipeds)")
+        assert set(np.unique(flags.to_numpy())) <= {"-1", "1", "5"}

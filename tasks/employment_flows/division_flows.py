@@ -1,6 +1,9 @@
-"""Public employment flows (pseof) from the corrected state flows: sums by Census
-division and nationally, in-state employment, non-employment, and division suppression
-(technical appendix A.3.3). Privacy cost: none (post-processing of noisy flows).
+"""The official employment flows file (pseof_all.csv, LEHD Public Use Schema V4.14.0) from
+the corrected state flows: sums nationally and by Census division, each over all industries
+and by NAICS sector, in-state employment and non-employment, for the institution origin
+cells, the state-of-institution cells (sums of the state's institutions) and all cohorts
+(sums of the cohorts); and division suppression (technical appendix A.3.3). Privacy cost:
+none (post-processing of noisy flows).
 
 Division suppression: an origin cell observed in calendar years where some states'
 earnings records are missing (the graduates working there look non-employed) has
