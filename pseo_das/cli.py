@@ -205,7 +205,20 @@ def _audit(args: argparse.Namespace) -> int:
     return verdict.exit_code
 
 
+NOT_SYNTHETIC = (
+    "{data}: not synthetic data written by `pseo-das synth` (its graduates.parquet does not "
+    "carry the synthetic mark). The accuracy study writes true per-cell values (percentiles "
+    "and counts) to its output, so it runs on synthetic data only. If this folder is "
+    "synthetic data made another way, say so with --i-know-this-is-synthetic.")
+
+
 def _evaluate(args: argparse.Namespace) -> int:
+    from pseo_das.synth import is_synthetic
+
+    if not (is_synthetic(Path(args.data)) or args.i_know_this_is_synthetic):
+        print(f"pseo-das evaluate: refused.\n{NOT_SYNTHETIC.format(data=args.data)}",
+              file=sys.stderr)
+        return EXIT_BAD_INPUT
     _quiet_prefect_defaults()
     from pseo_das.prefect_runtime import prefect_api
 
@@ -465,6 +478,9 @@ def parser() -> argparse.ArgumentParser:
                           "5 draws), under two minutes")
     evaluate.add_argument("--seed", type=_seed_hex, help="simulation seed, 64 hex digits "
                           "(default: a fixed public seed, so the study is repeatable)")
+    evaluate.add_argument("--i-know-this-is-synthetic", action="store_true",
+                          help="run on a folder without the mark `pseo-das synth` writes "
+                               "(the study writes true per-cell values: never on confidential data)")
     evaluate.set_defaults(run=_evaluate)
 
     layout = sub.add_parser("validate-layout", parents=[common], help="check a release's public "

@@ -625,9 +625,13 @@ def _part_year_factor(rng: np.random.Generator, k: np.ndarray,
 # ----------------------------------------------------------------------------------
 
 CODE = pa.dictionary(pa.int32(), pa.string())
+# Written into graduates.parquet's own metadata, so that the mark travels with the file and
+# cannot be attached to other data by accident; `pseo-das evaluate` refuses data without it.
+SYNTHETIC_MARKER = b"pseo_das.synthetic"
 GRADUATES_SCHEMA = pa.schema([("person_id", pa.int64()), ("institution", CODE),
                               ("inst_state", CODE), ("degree_level", CODE),
-                              ("cipcode", CODE), ("grad_year", pa.int16())])
+                              ("cipcode", CODE), ("grad_year", pa.int16())],
+                             metadata={SYNTHETIC_MARKER: b"pseo-das synth: made-up people"})
 OUTCOMES_SCHEMA = pa.schema([("person_id", pa.int64()), ("years_after", pa.int8()),
                              ("earnings", pa.float64()), ("emp_state", CODE),
                              ("industry", CODE)])
@@ -667,6 +671,17 @@ def outcomes_table(outcomes: OutcomeChunk) -> pa.Table:
                code_array(outcomes.emp_state, EMP_STATE_CODES),
                code_array(outcomes.industry, INDUSTRY_CODES)]
     return pa.Table.from_arrays(columns, schema=OUTCOMES_SCHEMA)
+
+
+def is_synthetic(data_dir: Path) -> bool:
+    """Whether `data_dir`'s graduates.parquet was written by `write_synthetic` (it carries
+    SYNTHETIC_MARKER in its Parquet metadata); False for any other file or format."""
+    path = Path(data_dir) / "graduates.parquet"
+    try:
+        metadata = pq.read_schema(path).metadata or {}
+    except (OSError, pa.ArrowInvalid):
+        return False
+    return SYNTHETIC_MARKER in metadata
 
 
 def write_synthetic(out_dir: Path, graduates: int = 200_000, seed: int = 20240101,

@@ -96,3 +96,26 @@ def test_evaluate_command_line_and_lazy_prefect_import():
     code = "import sys, pseo_das.cli; print('prefect' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True).stdout.strip() == "False"
+
+
+def test_evaluate_refuses_data_without_the_synthetic_mark(synthetic_dir, tmp_path, capsys):
+    """The study writes true per-cell values: a folder whose graduates.parquet lacks the
+    mark `pseo-das synth` writes (here the same data rewritten, as confidential data would
+    be) is refused before anything is read or written, unless the user says it is synthetic."""
+    from pseo_das.cli import main
+    from pseo_das.synth import is_synthetic
+
+    assert is_synthetic(synthetic_dir)
+    copied = tmp_path / "copied"
+    copied.mkdir()
+    for name in ("graduates", "outcomes"):
+        pd.read_parquet(synthetic_dir / f"{name}.parquet").to_parquet(copied / f"{name}.parquet")
+    assert not is_synthetic(copied) and not is_synthetic(tmp_path)
+    with pytest.raises(SystemExit) as stop:
+        main(["evaluate", "--data", str(copied), "--out", str(tmp_path / "study"), "--quick"])
+    assert stop.value.code == 2
+    assert "not synthetic data written by `pseo-das synth`" in capsys.readouterr().err
+    assert not (tmp_path / "study").exists()
+    args = parser().parse_args(["evaluate", "--data", "d", "--out", "o",
+                                "--i-know-this-is-synthetic"])
+    assert args.i_know_this_is_synthetic
