@@ -83,6 +83,16 @@ def seed_hex(release_seed: SecretStr | None) -> str | None:
     return text
 
 
+def rerun_tags(release_id: str, out_dir: Path, release_run_id: str) -> dict[str, str]:
+    """The tags of a rerun that found its release already published: a child of the run
+    that published it (MLflow's parent link), with a note; its seed stays on that run."""
+    return {"already_published": str(out_dir), "rerun_of_run": release_run_id,
+            "mlflow.parentRunId": release_run_id,
+            "mlflow.note.content": f"Rerun of release {release_id}: it was already published in "
+                                   f"{out_dir} by run {release_run_id}. Nothing was measured, "
+                                   "spent or written; the seed and the record are on that run."}
+
+
 def fingerprint(values: dict) -> str:
     return hashlib.sha256(json.dumps(values, sort_keys=True).encode()).hexdigest()
 
@@ -200,15 +210,15 @@ def _measure_and_publish(data_dir: Path, out_dir: Path, given_seed: str | None,
         plan = record_release_plan(store_path, release_id, given_seed, fingerprint(fingerprints),
                                    config_sha256, cfg, frames, supersede, remeasure)
         seed = bytes.fromhex(plan.attempt.seed_hex)
-        audit.log_params(seed_parameters(seed, plan))
         if published is not None:  # a rerun that finds its release complete: nothing to do
             if plan.new_spending:
                 raise DestinationExistsError(f"{out_dir} already holds release {release_id}")
-            audit.set_tags({"already_published": str(out_dir)})
+            audit.set_tags(rerun_tags(release_id, out_dir, published["mlflow_run_id"]))
             audit.finish()
             summary = json.loads((out_dir / "internal" / "release_summary.json").read_text())
             return ReleaseResult(out_dir, release_id, audit.run_id, audit.tracking_uri,
                                  summary, True)
+        audit.log_params(seed_parameters(seed, plan))
         measured = (measure_earnings(plan.pending_for(EARNINGS_PRODUCT), inputs, frames, cfg)
                     + measure_flows(plan.pending_for(FLOWS_PRODUCT), inputs, frames, cfg))
         keep_measurements(store_path, measured)

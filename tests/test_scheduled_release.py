@@ -41,3 +41,8 @@ def test_a_rerun_of_a_scheduled_release_spends_nothing(synthetic_dir, tmp_path):
     assert store.spends().equals(spent) and len(store.attempts("2027Q1")) == 1
     store.close()
     assert (tmp_path / "releases" / "2027Q1" / "public" / "pseof_all.csv").exists()
+    # The rerun is recorded as a child of the run that published, without the seed again.
+    from mlflow.tracking import MlflowClient
+    rerun = MlflowClient(tracking_uri=uri).get_run(again["mlflow_run_id"]).data
+    assert rerun.tags["mlflow.parentRunId"] == rerun.tags["rerun_of_run"] == first["mlflow_run_id"]
+    assert "release_seed" not in rerun.params and "release_seed_sha256" not in rerun.params
