@@ -202,9 +202,9 @@ def record_release(audit: AuditRun, ledger: PrivacyLedger, cells: pd.DataFrame,
         "cells.suppressed": int((~cells["published"]).sum()),
         "cells.published": int(cells["published"].sum()),
     })
-    for (inst, cip, years), group in cells.groupby(["inst_level", "cip_level", "years_after"]):
-        metrics[f"cells.{inst}.cip{cip}.y{years}"] = len(group)
-        metrics[f"cells_suppressed.{inst}.cip{cip}.y{years}"] = int((~group["published"]).sum())
+    for (level, years), group in cells.groupby(["agg_level_pseo", "years_after"]):
+        metrics[f"cells.agg_level_{level}.y{years}"] = len(group)
+        metrics[f"cells_suppressed.agg_level_{level}.y{years}"] = int((~group["published"]).sum())
     for c in flows.correction:
         for key in ("origin_cells", "negative_flows_set_to_zero", "cells_with_negative_total",
                     "units_removed"):
