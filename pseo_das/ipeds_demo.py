@@ -16,9 +16,13 @@ The IPEDS files are NOT NCES data: they describe the made-up institutions and pr
   series LEFT_OUT_SERIES (43.01, which splits into 43.01 and 43.04 in CIP-2020) is left
   out, so the recast meets a code IPEDS does not show and uses the hard-coded transition.
 * Directory, ``HD{YYYY}.csv`` for the same years: one UNITID (6 digits, from a hash of the
-  OPEID) per synthetic institution with its 8-digit OPEID, a made-up name ("Synthetic
-  State University 03"; one Spanish name with accents), a made-up city and the state.
-  HD2011.csv is written in Latin-1, as the real downloads are; the others in UTF-8.
+  OPEID; made up) per synthetic institution with its 8-digit OPEID, which is a real one
+  (`pseo_das.synth` gives each synthetic institution a real institution of its state from
+  the LEHD schema's label_institution.csv), and that institution's real name and city, and
+  the state. The real names chosen are plain ASCII (the accented names of the label file in
+  these states are branch campuses, which synth does not take), so the first Texas community
+  college keeps a made-up Spanish name with accents (ACCENTED_NAME). HD2011.csv is written in
+  Latin-1, as the real downloads are; the others in UTF-8.
 * ``cip_hard_coded_transitions.csv``: cip2010, cip2020, share, source. The medical
   residencies (60.04, 60.05) and all residencies (60, at 2 digits), which are not IPEDS
   awards, split over their CIP-2020 destinations in proportion to the number of 6-digit CIP-2010
@@ -43,6 +47,8 @@ from pathlib import Path
 
 import numpy as np
 
+from pseo_das.schemas.codes import STATE_POSTAL
+from pseo_das.schemas.institutions import institution_labels
 from pseo_das.schemas.ipeds import AWLEVEL_DEGREE
 from pseo_das.synth import CIP_CODES, DEGREE_CODES, INST_STATE_CODES, make_universe
 
@@ -64,17 +70,8 @@ TOTAL_CIPCODE = "99"
 # PSEO degree level -> IPEDS award level before 2020-21 (20 and 21 replace 1 from then).
 DEGREE_AWLEVEL = {degree: awlevel for awlevel, degree in AWLEVEL_DEGREE.items()
                   if awlevel not in ("20", "21")}
-STATE_ABBR = {"08": "CO", "26": "MI", "48": "TX", "51": "VA", "55": "WI"}
-CITIES = {
-    "08": ("Denver", "Pueblo", "Cañon City", "Greeley", "Durango"),
-    "26": ("Lansing", "Flint", "Marquette", "Kalamazoo", "Saginaw"),
-    "48": ("San Antonio", "El Paso", "Lubbock", "Laredo", "Waco"),
-    "51": ("Richmond", "Norfolk", "Roanoke", "Harrisonburg", "Lynchburg"),
-    "55": ("Madison", "Eau Claire", "Green Bay", "La Crosse", "Oshkosh"),
-}
-KIND_NAME = {"community": "Synthetic Community College", "regional": "Synthetic State University",
-             "research": "Synthetic Research University",
-             "health": "Synthetic Health Science Center"}
+# The real names of the institutions the synthetic ones take are plain ASCII: one keeps a
+# made-up accented name, so that the Latin-1 directory file holds a byte that is not UTF-8.
 ACCENTED_NAME = "Synthetic Colegio Técnico de Educación"  # the first Texas community college
 MEN_SHARE = {"01": 0.55, "11": 0.80, "13": 0.25, "14": 0.80, "15": 0.85, "42": 0.22,
              "43": 0.60, "46": 0.95, "47": 0.95, "48": 0.90, "49": 0.90, "51": 0.15}
@@ -96,21 +93,21 @@ def unitid(opeid: str) -> str:
 
 
 def institutions(seed: int = SEED) -> list[dict[str, str]]:
-    """One directory row per synthetic institution, in OPEID order."""
+    """One directory row per synthetic institution, in the universe's order: the name and
+    city of its real institution (label_institution.csv), except ACCENTED_NAME for the
+    first Texas community college."""
     universe = make_universe(seed)
-    rows, per_kind, per_state = [], Counter(), Counter()
+    labels = institution_labels().drop_duplicates("institution").set_index("institution")
+    rows = []
     for opeid, kind, state in zip(universe.opeid, universe.inst_kind,
                                   INST_STATE_CODES[universe.inst_state]):
-        kind, state, opeid = str(kind), str(state), str(opeid)
-        per_kind[kind] += 1
-        city = CITIES[state][per_state[state] % len(CITIES[state])]
-        per_state[state] += 1
-        name = f"{KIND_NAME[kind]} {per_kind[kind]:02d}"
+        opeid, state = str(opeid), str(state)
+        name = labels.at[opeid, "label"]
         if kind == "community" and state == "48" and not any(
                 r["INSTNM"] == ACCENTED_NAME for r in rows):
             name = ACCENTED_NAME
-        rows.append({"UNITID": unitid(opeid), "INSTNM": name, "CITY": city,
-                     "STABBR": STATE_ABBR[state], "FIPS": str(int(state)), "OPEID": opeid})
+        rows.append({"UNITID": unitid(opeid), "INSTNM": name, "CITY": labels.at[opeid, "city"],
+                     "STABBR": STATE_POSTAL[state], "FIPS": str(int(state)), "OPEID": opeid})
     ids = [r["UNITID"] for r in rows]
     assert len(set(ids)) == len(ids), "UNITID collision: change unitid()"
     return rows
@@ -217,7 +214,8 @@ def _csv_text(header: tuple[str, ...], rows, quote: tuple[int, ...] = ()) -> str
     buffer = io.StringIO()
     buffer.write(",".join(header) + "\n")
     for row in rows:
-        cells = [f'"{v}"' if i in quote else str(v) for i, v in enumerate(row)]
+        cells = ['"' + str(v).replace('"', '""') + '"' if i in quote else str(v)
+                 for i, v in enumerate(row)]
         buffer.write(",".join(cells) + "\n")
     return buffer.getvalue()
 

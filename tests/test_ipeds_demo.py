@@ -11,9 +11,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pseo_das.ipeds_demo import (COMPLETIONS_HEADER, DIRECTORY_HEADER, HARD_CODED_FILE,
+from pseo_das.ipeds_demo import (ACCENTED_NAME, COMPLETIONS_HEADER, DIRECTORY_HEADER, HARD_CODED_FILE,
                                  HARD_CODED_HEADER, LATIN1_YEAR, LEFT_OUT_SERIES, SEED, YEARS,
                                  expected_awards, write_demo_ipeds)
+from pseo_das.schemas.institutions import institution_labels
 from pseo_das.synth import INST_STATE_CODES, make_universe, write_synthetic
 from pseo_das.tasks.inputs.cip_crosswalk import read_crosswalk
 from pseo_das.tasks.inputs.ipeds import read_completions, read_directory
@@ -83,10 +84,9 @@ def test_one_directory_is_latin1_the_others_utf8():
     latin1 = _directory(LATIN1_YEAR).read_bytes()
     with pytest.raises(UnicodeDecodeError):
         latin1.decode("utf-8")
-    assert "Técnico" in latin1.decode("latin-1") and "Cañon City" in latin1.decode("latin-1")
+    assert ACCENTED_NAME in latin1.decode("latin-1")
     for year in set(YEARS) - {LATIN1_YEAR}:
-        text = _directory(year).read_bytes().decode("utf-8")
-        assert "Técnico" in text and "Cañon City" in text
+        assert ACCENTED_NAME in _directory(year).read_bytes().decode("utf-8")
 
 
 def test_every_file_loads(completions, directories, universe):
@@ -106,6 +106,17 @@ def test_directory_is_the_synthetic_universe(directories, universe):
         assert set(hd["institution"]) == set(universe.opeid)
         assert (hd["state"] == hd["institution"].map(state).map(STATE_ABBR)).all()
         assert hd.equals(directories[YEARS[0]])            # the same institutions every year
+
+
+def test_directory_names_are_the_real_institutions_of_the_opeids():
+    labels = institution_labels().set_index("institution")
+    raw = _raw(_directory(YEARS[-1]))
+    accented = raw["INSTNM"] == ACCENTED_NAME
+    assert accented.sum() == 1
+    real = raw[~accented]
+    assert (real["INSTNM"] == real["OPEID"].map(labels["label"])).all()
+    assert (raw["CITY"] == raw["OPEID"].map(labels["city"])).all()
+    assert (raw["STABBR"] == raw["OPEID"].map(labels["institution_state"])).all()
 
 
 def test_completions_unitids_are_in_the_directory_of_their_year(completions, directories):
