@@ -4,21 +4,31 @@ and the hard-coded CIP transitions (see pseo_das/reference/ipeds/README.md).
 The IPEDS files are NOT NCES data: they describe the made-up institutions and programs of
 `pseo_das.synth` for the default seed (20240101), in the real IPEDS layouts.
 
-* Completions, ``C{YYYY}_A.csv`` for 2011, 2015 and 2019: the first-major awards of a
-  program (institution x degree level x CIP-2010 code) in a year are the synthetic
+* Completions, ``C{YYYY}_A.csv`` for every graduation year of the universe (2001-2020;
+  the recast reads those before the CIP switch year, the IPEDS counts all of them): the
+  first-major awards of a
+  program (institution x degree level x CIP code) in a year are the synthetic
   graduates expected in it at the default size (200,000 graduates): the universe's cell
   probability x 200,000, rounded half to even; programs rounding to 0 are left out.
-  AWLEVEL is the IPEDS award level of the PSEO degree level (the inverse of
-  `schemas.ipeds.AWLEVEL_DEGREE`, 01 -> 1 before 2020-21). Bachelor's programs with 20 or
+  Years before CIP_SWITCH_YEAR (2020) are in CIP-2010 codes, later years in the CIP-2020
+  code of the program (the packaged NCES crosswalk's, as synth writes it). AWLEVEL is the
+  IPEDS award level of the PSEO degree level (the inverse of `schemas.ipeds.AWLEVEL_DEGREE`,
+  01 -> 1 before 2020-21; from 2020-21, 01 -> 20 for one award in 4, rounded down, and 21
+  for the rest). Bachelor's programs with 20 or
   more awards also have second majors (MAJORNUM 2, 1 in 20, under the same code), and
   every UNITID x MAJORNUM x AWLEVEL has its CIPCODE 99 total row, as IPEDS writes them.
-  Men and women split the awards by a fixed share per CIP family. The whole 4-digit
-  series LEFT_OUT_SERIES (43.01, which splits into 43.01 and 43.04 in CIP-2020) is left
-  out, so the recast meets a code IPEDS does not show and uses the hard-coded transition.
+  Men and women split the awards by a fixed share per CIP family. The programs of the
+  4-digit CIP-2010 series LEFT_OUT_SERIES (43.01, which splits into 43.01 and 43.04 in
+  CIP-2020) are left out in every year, so the recast meets a code IPEDS does not show and
+  uses the hard-coded transition, and their IPEDS counts are not available.
 * Directory, ``HD{YYYY}.csv`` for the same years: one UNITID (6 digits, from a hash of the
-  OPEID) per synthetic institution with its 8-digit OPEID, a made-up name ("Synthetic
-  State University 03"; one Spanish name with accents), a made-up city and the state.
-  HD2011.csv is written in Latin-1, as the real downloads are; the others in UTF-8.
+  OPEID; made up) per synthetic institution with its 8-digit OPEID, which is a real one
+  (`pseo_das.synth` gives each synthetic institution a real institution of its state from
+  the LEHD schema's label_institution.csv), and that institution's real name and city, and
+  the state. The real names chosen are plain ASCII (the accented names of the label file in
+  these states are branch campuses, which synth does not take), so the first Texas community
+  college keeps a made-up Spanish name with accents (ACCENTED_NAME). HD2011.csv is written in
+  Latin-1, as the real downloads are; the others in UTF-8.
 * ``cip_hard_coded_transitions.csv``: cip2010, cip2020, share, source. The medical
   residencies (60.04, 60.05) and all residencies (60, at 2 digits), which are not IPEDS
   awards, split over their CIP-2020 destinations in proportion to the number of 6-digit CIP-2010
@@ -43,12 +53,15 @@ from pathlib import Path
 
 import numpy as np
 
+from pseo_das.schemas.codes import STATE_POSTAL
+from pseo_das.schemas.institutions import institution_labels
 from pseo_das.schemas.ipeds import AWLEVEL_DEGREE
-from pseo_das.synth import CIP_CODES, DEGREE_CODES, INST_STATE_CODES, make_universe
+from pseo_das.synth import (CIP_CODES, CIP_SWITCH_YEAR, DEGREE_CODES, FIRST_COHORT,
+                            INST_STATE_CODES, LAST_COHORT, cip_vintages, make_universe)
 
 SEED = 20240101
 GRADUATES = 200_000
-YEARS = (2011, 2015, 2019)
+YEARS = tuple(range(FIRST_COHORT, LAST_COHORT + 1))   # every graduation year of the universe
 LATIN1_YEAR = 2011
 LEFT_OUT_SERIES = "43.01"
 IPEDS_DIR = "ipeds"
@@ -64,17 +77,12 @@ TOTAL_CIPCODE = "99"
 # PSEO degree level -> IPEDS award level before 2020-21 (20 and 21 replace 1 from then).
 DEGREE_AWLEVEL = {degree: awlevel for awlevel, degree in AWLEVEL_DEGREE.items()
                   if awlevel not in ("20", "21")}
-STATE_ABBR = {"08": "CO", "26": "MI", "48": "TX", "51": "VA", "55": "WI"}
-CITIES = {
-    "08": ("Denver", "Pueblo", "Cañon City", "Greeley", "Durango"),
-    "26": ("Lansing", "Flint", "Marquette", "Kalamazoo", "Saginaw"),
-    "48": ("San Antonio", "El Paso", "Lubbock", "Laredo", "Waco"),
-    "51": ("Richmond", "Norfolk", "Roanoke", "Harrisonburg", "Lynchburg"),
-    "55": ("Madison", "Eau Claire", "Green Bay", "La Crosse", "Oshkosh"),
-}
-KIND_NAME = {"community": "Synthetic Community College", "regional": "Synthetic State University",
-             "research": "Synthetic Research University",
-             "health": "Synthetic Health Science Center"}
+# From 2020-21 (the years written in CIP-2020 codes), certificates under one year are split
+# into under 12 weeks (20: one award in UNDER_12_WEEKS_PER, rounded down) and 12 weeks to
+# one year (21: the rest).
+SHORT_CERTIFICATE, UNDER_12_WEEKS, ONE_YEAR_AT_MOST, UNDER_12_WEEKS_PER = "01", 20, 21, 4
+# The real names of the institutions the synthetic ones take are plain ASCII: one keeps a
+# made-up accented name, so that the Latin-1 directory file holds a byte that is not UTF-8.
 ACCENTED_NAME = "Synthetic Colegio Técnico de Educación"  # the first Texas community college
 MEN_SHARE = {"01": 0.55, "11": 0.80, "13": 0.25, "14": 0.80, "15": 0.85, "42": 0.22,
              "43": 0.60, "46": 0.95, "47": 0.95, "48": 0.90, "49": 0.90, "51": 0.15}
@@ -96,21 +104,21 @@ def unitid(opeid: str) -> str:
 
 
 def institutions(seed: int = SEED) -> list[dict[str, str]]:
-    """One directory row per synthetic institution, in OPEID order."""
+    """One directory row per synthetic institution, in the universe's order: the name and
+    city of its real institution (label_institution.csv), except ACCENTED_NAME for the
+    first Texas community college."""
     universe = make_universe(seed)
-    rows, per_kind, per_state = [], Counter(), Counter()
+    labels = institution_labels().drop_duplicates("institution").set_index("institution")
+    rows = []
     for opeid, kind, state in zip(universe.opeid, universe.inst_kind,
                                   INST_STATE_CODES[universe.inst_state]):
-        kind, state, opeid = str(kind), str(state), str(opeid)
-        per_kind[kind] += 1
-        city = CITIES[state][per_state[state] % len(CITIES[state])]
-        per_state[state] += 1
-        name = f"{KIND_NAME[kind]} {per_kind[kind]:02d}"
+        opeid, state = str(opeid), str(state)
+        name = labels.at[opeid, "label"]
         if kind == "community" and state == "48" and not any(
                 r["INSTNM"] == ACCENTED_NAME for r in rows):
             name = ACCENTED_NAME
-        rows.append({"UNITID": unitid(opeid), "INSTNM": name, "CITY": city,
-                     "STABBR": STATE_ABBR[state], "FIPS": str(int(state)), "OPEID": opeid})
+        rows.append({"UNITID": unitid(opeid), "INSTNM": name, "CITY": labels.at[opeid, "city"],
+                     "STABBR": STATE_POSTAL[state], "FIPS": str(int(state)), "OPEID": opeid})
     ids = [r["UNITID"] for r in rows]
     assert len(set(ids)) == len(ids), "UNITID collision: change unitid()"
     return rows
@@ -134,18 +142,22 @@ def completions_rows(year: int, seed: int = SEED, graduates: int = GRADUATES
     """The rows of C{year}_A: programs, second majors and CIPCODE 99 totals, sorted as
     IPEDS sorts them (UNITID, CIPCODE, MAJORNUM, AWLEVEL)."""
     ids = {r["OPEID"]: r["UNITID"] for r in institutions(seed)}
+    labels, _, cip2020 = cip_vintages()
+    code_2020 = dict(zip(CIP_CODES, labels[cip2020]))
+    vintage_2020 = year >= CIP_SWITCH_YEAR
     counts: dict[tuple[str, str, int, int], int] = {}
     for opeid, degree, cip, awards in expected_awards(year, seed, graduates):
         if cip.startswith(LEFT_OUT_SERIES):
             continue
-        awlevel = int(DEGREE_AWLEVEL[degree])
-        keys = [((ids[opeid], cip, 1, awlevel), awards)]
-        if awlevel == 5 and awards >= SECOND_MAJOR_MIN:
-            keys.append(((ids[opeid], cip, 2, awlevel), awards // SECOND_MAJOR_PER))
-        for key, n in keys:
-            counts[key] = counts.get(key, 0) + n
-            total = (key[0], TOTAL_CIPCODE, key[2], key[3])
-            counts[total] = counts.get(total, 0) + n
+        code = str(code_2020[cip]) if vintage_2020 else cip
+        for awlevel, n in _award_levels(degree, awards, vintage_2020):
+            keys = [((ids[opeid], code, 1, awlevel), n)]
+            if awlevel == 5 and n >= SECOND_MAJOR_MIN:
+                keys.append(((ids[opeid], code, 2, awlevel), n // SECOND_MAJOR_PER))
+            for key, m in keys:
+                counts[key] = counts.get(key, 0) + m
+                total = (key[0], TOTAL_CIPCODE, key[2], key[3])
+                counts[total] = counts.get(total, 0) + m
     rows = []
     for (uid, cip, majornum, awlevel), total in sorted(counts.items()):
         men = (round(total * MEN_SHARE.get(cip[:2], DEFAULT_MEN_SHARE))
@@ -164,6 +176,16 @@ def completions_rows(year: int, seed: int = SEED, graduates: int = GRADUATES
         out.append((uid, cip, majornum, awlevel, _flag(total), total, _flag(men), men,
                     _flag(women), women))
     return out
+
+
+def _award_levels(degree: str, awards: int, vintage_2020: bool) -> list[tuple[int, int]]:
+    """(AWLEVEL, awards) of a program's awards: one level, or from 2020-21 two for the
+    certificates under one year (no row for a level without awards)."""
+    if vintage_2020 and degree == SHORT_CERTIFICATE:
+        short = awards // UNDER_12_WEEKS_PER
+        return [(level, n) for level, n in ((UNDER_12_WEEKS, short),
+                                            (ONE_YEAR_AT_MOST, awards - short)) if n]
+    return [(int(DEGREE_AWLEVEL[degree]), awards)]
 
 
 def _flag(value: int) -> str:
@@ -217,7 +239,8 @@ def _csv_text(header: tuple[str, ...], rows, quote: tuple[int, ...] = ()) -> str
     buffer = io.StringIO()
     buffer.write(",".join(header) + "\n")
     for row in rows:
-        cells = [f'"{v}"' if i in quote else str(v) for i, v in enumerate(row)]
+        cells = ['"' + str(v).replace('"', '""') + '"' if i in quote else str(v)
+                 for i, v in enumerate(row)]
         buffer.write(",".join(cells) + "\n")
     return buffer.getvalue()
 

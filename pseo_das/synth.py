@@ -8,7 +8,12 @@ made-up but realistic universe:
   regional universities, research universities and health-science centres. Sizes are
   Zipf-like, and each institution offers only a subset of degree levels and programs,
   so an institution x degree x CIP x cohort table has many small cells and a few large
-  ones.
+  ones. Each takes the OPEID of a real institution of its state, a main campus (OPEID
+  ending in 00) of the LEHD schema's label_institution.csv whose name fits its kind
+  (NAME_POOLS: "Community / Technical / Junior College" for community colleges,
+  "University" for both kinds of universities, "Health / Medical / Medicine / Osteopathic"
+  for health-science centres), picked with the universe's own draws (`_real_opeids`). Only
+  the OPEID and name are real: sizes, programs and earnings are made up.
 * 138 real CIP-2010 codes from 32 two-digit families and the PSEO degree levels.
 * Two CIP vintages, as in the real data: graduates before `cip_switch_year` (default
   2020, when IPEDS moved to CIP-2020) carry the CIP-2010 code of their program, later
@@ -63,6 +68,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from pseo_das.schemas.institutions import INSTITUTIONS_FILE, institution_labels
 
 __all__ = ["write_synthetic", "make_universe", "cip_vintages", "CIP_SWITCH_YEAR"]
 
@@ -158,6 +165,14 @@ INSTITUTION_KINDS = {
                    share={"05": 0.25, "06": 0.05, "07": 0.35, "08": 0.03, "17": 0.07,
                           "18": 0.25}),
 }
+# Real institutions (label_institution.csv) the synthetic ones take, by name: each kind
+# draws from a pool of names that fit it (research and regional universities share one).
+NAME_POOLS = {"health": r"\b(?:Health|Medical|Medicine|Osteopathic)\b",
+              "college": r"\b(?:Community|Technical|Junior) College\b",
+              "university": r"\bUniversity\b"}
+KIND_POOL = {"community": "college", "regional": "university", "research": "university",
+             "health": "health"}
+OPEID_DRAWS = 41_000   # draws of the pick (the range of the made-up OPEIDs before)
 ZIPF_EXPONENT = 1.0
 PROGRAM_SIZE_SD = 0.75  # sd of log program size around its popularity
 
@@ -350,8 +365,11 @@ def _make_institutions(rng: np.random.Generator):
                        [INSTITUTION_STATES[s][0] for s in INST_STATE_CODES])
     assert len(states) == n, "INSTITUTION_STATES counts must match INSTITUTION_KINDS"
     inst_state = rng.permutation(states)
-    opeid_base = np.sort(rng.choice(np.arange(1_000, 42_000), size=n, replace=False))
-    opeid = np.array([f"{base:06d}00" for base in opeid_base])
+    # One uniform draw per institution picks its real institution. The call is the one that
+    # drew made-up OPEIDs before real ones were used, so every later draw of the universe
+    # (sizes, effects, programs, cells) is what it was.
+    pick = rng.choice(OPEID_DRAWS, size=n, replace=False) / OPEID_DRAWS
+    opeid = _real_opeids(kinds, INST_STATE_CODES[inst_state], pick)
     kind_size = np.array([INSTITUTION_KINDS[k]["size"] for k in kinds])
     zipf_rank = rng.permutation(n) + 1
     inst_size = kind_size * zipf_rank ** -ZIPF_EXPONENT
@@ -359,6 +377,43 @@ def _make_institutions(rng: np.random.Generator):
     state_effect = np.array([INSTITUTION_STATES[s][1] for s in INST_STATE_CODES])[inst_state]
     inst_effect = kind_effect + state_effect + rng.normal(0.0, 0.08, n)
     return kinds, opeid, inst_state, inst_size, inst_effect
+
+
+@functools.lru_cache(maxsize=1)
+def _candidate_institutions() -> dict[tuple[str, str], np.ndarray]:
+    """Per (state FIPS, name pool), the OPEIDs of the real institutions a synthetic one may
+    take: main campuses (OPEID ending in 00) of label_institution.csv, one per name within
+    a state (the lowest OPEID), sorted; a name goes to the first pool of NAME_POOLS it
+    matches, others to none."""
+    labels = institution_labels()
+    main = labels[labels["institution"].str.endswith("00")
+                  & labels["statefips"].isin(list(INSTITUTION_STATES))]
+    main = main.sort_values("institution").drop_duplicates(["statefips", "label"])
+    pool = pd.Series("", index=main.index)
+    for name, pattern in reversed(NAME_POOLS.items()):   # the first matching pool wins
+        pool[main["label"].str.contains(pattern, regex=True)] = name
+    return {key: np.sort(group["institution"].to_numpy())
+            for key, group in main[pool != ""].groupby([main["statefips"], pool[pool != ""]])}
+
+
+def _real_opeids(kinds: np.ndarray, states: np.ndarray, pick: np.ndarray) -> np.ndarray:
+    """The OPEID of a real institution of its state for each synthetic institution, from
+    the pool of its kind (KIND_POOL). The m institutions of a (state, pool) take distinct
+    candidates: the sorted candidates are cut into m consecutive strata, and the j-th
+    institution takes the one at `pick` (a uniform in [0, 1)) within the j-th stratum."""
+    candidates = _candidate_institutions()
+    opeid = np.empty(len(kinds), dtype=object)
+    pools = np.array([KIND_POOL[k] for k in kinds])
+    for state, pool in sorted(set(zip(states, pools))):
+        members = np.flatnonzero((states == state) & (pools == pool))
+        found = candidates.get((str(state), str(pool)), np.array([]))
+        if len(found) < len(members):
+            raise ValueError(f"{INSTITUTIONS_FILE}: {len(found)} {pool} institution(s) of state "
+                             f"{state}, {len(members)} needed")
+        bounds = len(found) * np.arange(len(members) + 1) // len(members)
+        width = np.diff(bounds)
+        opeid[members] = found[bounds[:-1] + (pick[members] * width).astype(np.int64)]
+    return opeid.astype(str)
 
 
 def _program_weights(rng: np.random.Generator, kinds: np.ndarray,

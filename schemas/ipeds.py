@@ -16,11 +16,18 @@ AWLEVEL_DEGREE = {"1": "01", "20": "01", "21": "01", "2": "02", "3": "03", "4": 
 AWLEVELS = tuple(AWLEVEL_DEGREE) + ("19",)
 
 
-def completions_schema() -> pa.DataFrameSchema:
+def completions_schema(codes: frozenset[str] | None = None,
+                       vintage: str = "") -> pa.DataFrameSchema:
+    """`codes`: the 6-digit CIP codes of the file's vintage (named `vintage`, e.g.
+    CIP-2010), when CIPCODE must be one of them."""
+    cipcode = [pa.Check.str_matches(r"^\d{2}\.\d{4}$")]
+    if codes is not None:
+        cipcode.append(pa.Check(lambda s: s.isin(codes), element_wise=False,
+                                name=f"a {vintage} code"))
     return pa.DataFrameSchema(
         {
             "UNITID": pa.Column(str, pa.Check.str_matches(r"^\d{6}$")),
-            "CIPCODE": pa.Column(str, pa.Check.str_matches(r"^\d{2}\.\d{4}$")),
+            "CIPCODE": pa.Column(str, cipcode),
             "MAJORNUM": pa.Column(str, pa.Check.isin(["1", "2"])),
             "AWLEVEL": pa.Column(str, pa.Check.isin(list(AWLEVELS))),
             "CTOTALT": pa.Column(str, pa.Check.str_matches(r"^\d+$")),

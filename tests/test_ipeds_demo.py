@@ -11,10 +11,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pseo_das.ipeds_demo import (COMPLETIONS_HEADER, DIRECTORY_HEADER, HARD_CODED_FILE,
+from pseo_das.ipeds_demo import (ACCENTED_NAME, COMPLETIONS_HEADER, DIRECTORY_HEADER, HARD_CODED_FILE,
                                  HARD_CODED_HEADER, LATIN1_YEAR, LEFT_OUT_SERIES, SEED, YEARS,
                                  expected_awards, write_demo_ipeds)
-from pseo_das.synth import INST_STATE_CODES, make_universe, write_synthetic
+from pseo_das.schemas.institutions import institution_labels
+from pseo_das.synth import CIP_SWITCH_YEAR, INST_STATE_CODES, make_universe, write_synthetic
 from pseo_das.tasks.inputs.cip_crosswalk import read_crosswalk
 from pseo_das.tasks.inputs.ipeds import read_completions, read_directory
 
@@ -62,6 +63,8 @@ def test_the_packaged_files_are_there_small_and_shipped():
     names = sorted(p.name for p in IPEDS.iterdir() if p.suffix == ".csv")
     assert names == sorted([f"C{y}_A.csv" for y in YEARS] + [f"HD{y}.csv" for y in YEARS])
     assert all((IPEDS / n).stat().st_size < 150_000 for n in names)
+    assert sum((IPEDS / n).stat().st_size for n in names) < 3_000_000
+    assert YEARS == tuple(range(2001, 2021))            # every year of the synthetic universe
     assert "SYNTHETIC" in (IPEDS / "README.md").read_text()
     globs = tomllib.loads((ROOT / "pyproject.toml").read_text()
                           )["tool"]["setuptools"]["package-data"]["pseo_das"]
@@ -83,10 +86,9 @@ def test_one_directory_is_latin1_the_others_utf8():
     latin1 = _directory(LATIN1_YEAR).read_bytes()
     with pytest.raises(UnicodeDecodeError):
         latin1.decode("utf-8")
-    assert "Técnico" in latin1.decode("latin-1") and "Cañon City" in latin1.decode("latin-1")
+    assert ACCENTED_NAME in latin1.decode("latin-1")
     for year in set(YEARS) - {LATIN1_YEAR}:
-        text = _directory(year).read_bytes().decode("utf-8")
-        assert "Técnico" in text and "Cañon City" in text
+        assert ACCENTED_NAME in _directory(year).read_bytes().decode("utf-8")
 
 
 def test_every_file_loads(completions, directories, universe):
@@ -108,6 +110,17 @@ def test_directory_is_the_synthetic_universe(directories, universe):
         assert hd.equals(directories[YEARS[0]])            # the same institutions every year
 
 
+def test_directory_names_are_the_real_institutions_of_the_opeids():
+    labels = institution_labels().set_index("institution")
+    raw = _raw(_directory(YEARS[-1]))
+    accented = raw["INSTNM"] == ACCENTED_NAME
+    assert accented.sum() == 1
+    real = raw[~accented]
+    assert (real["INSTNM"] == real["OPEID"].map(labels["label"])).all()
+    assert (raw["CITY"] == raw["OPEID"].map(labels["city"])).all()
+    assert (raw["STABBR"] == raw["OPEID"].map(labels["institution_state"])).all()
+
+
 def test_completions_unitids_are_in_the_directory_of_their_year(completions, directories):
     for year in YEARS:
         raw = _raw(_completions(year))
@@ -118,16 +131,37 @@ def test_completions_unitids_are_in_the_directory_of_their_year(completions, dir
 # --- awards ------------------------------------------------------------------------
 
 def test_first_majors_are_the_expected_synthetic_graduates(completions, directories):
+    six_digit = read_crosswalk().six_digit
     for year in YEARS:
         ids = dict(zip(directories[year]["institution"], directories[year]["unitid"]))
         expected = pd.DataFrame(expected_awards(year),
                                 columns=["institution", "degree_level", "cipcode", "awards"])
         expected = expected[~expected["cipcode"].str.startswith(LEFT_OUT_SERIES)]
+        if year >= CIP_SWITCH_YEAR:                      # written in CIP-2020 codes
+            expected["cipcode"] = expected["cipcode"].map(six_digit)
         expected = expected.assign(unitid=expected["institution"].map(ids), grad_year=year)
         columns = ["unitid", "cipcode", "degree_level", "grad_year", "awards"]
-        got = completions[year][columns].sort_values(columns[:3]).reset_index(drop=True)
+        # from 2020-21 a certificate under one year is two rows (AWLEVEL 20 and 21)
+        got = completions[year].groupby(columns[:4], as_index=False)["awards"].sum()
+        got = got[columns].sort_values(columns[:3]).reset_index(drop=True)
         want = expected[columns].sort_values(columns[:3]).reset_index(drop=True)
         pd.testing.assert_frame_equal(got, want, check_dtype=False)
+
+
+def test_years_from_the_switch_are_cip_2020_with_the_new_award_levels():
+    crosswalk = read_crosswalk()
+    for year in YEARS:
+        raw = _raw(_completions(year))
+        codes = set(raw.loc[raw["CIPCODE"] != "99", "CIPCODE"])
+        new_levels = set(raw["AWLEVEL"]) & {"20", "21"}
+        if year >= CIP_SWITCH_YEAR:
+            assert codes <= crosswalk.codes_2020 and new_levels == {"20", "21"}
+            assert "1" not in set(raw["AWLEVEL"])
+        else:
+            assert codes <= set(crosswalk.six_digit) and not new_levels
+    assert crosswalk.six_digit["51.0808"] == "01.8301"                # moved across families
+    assert "01.8301" in set(_raw(_completions(CIP_SWITCH_YEAR))["CIPCODE"])
+    assert "51.0808" in set(_raw(_completions(CIP_SWITCH_YEAR - 1))["CIPCODE"])
 
 
 def test_awards_by_institution_follow_the_synthetic_graduates(tmp_path, completions,
@@ -157,7 +191,8 @@ def test_totals_second_majors_and_sexes_are_consistent():
         assert (raw["CTOTALM"] + raw["CTOTALW"] == raw["CTOTALT"]).all()
         assert ((raw["XCTOTALM"] == "Z") == (raw["CTOTALM"] == 0)).all()
         assert set(raw["MAJORNUM"]) == {"1", "2"}
-        assert set(raw["AWLEVEL"]) <= {"1", "2", "3", "4", "5", "6", "7", "8", "17", "18"}
+        assert set(raw["AWLEVEL"]) <= {"1", "2", "3", "4", "5", "6", "7", "8", "17", "18",
+                                       "20", "21"}
         total = raw["CIPCODE"] == "99"
         keys = ["UNITID", "MAJORNUM", "AWLEVEL"]
         sums = raw[~total].groupby(keys)[["CTOTALT", "CTOTALM", "CTOTALW"]].sum()
@@ -171,6 +206,7 @@ def test_left_out_series_is_absent_but_in_the_synthetic_data(completions, hard_c
     for year in YEARS:
         assert not completions[year]["cipcode"].str.startswith(LEFT_OUT_SERIES).any()
         assert not _raw(_completions(year))["CIPCODE"].str.startswith(LEFT_OUT_SERIES).any()
+        assert not completions[year]["cipcode"].str.startswith("43.04").any()  # nor in CIP-2020
     assert any(cip.startswith(LEFT_OUT_SERIES) for _, _, cip, _ in expected_awards(2015))
     assert LEFT_OUT_SERIES in set(hard_coded["cip2010"])
     several = read_crosswalk().transitions(4).groupby("cip2010").size()

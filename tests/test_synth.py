@@ -1,12 +1,14 @@
 """Tests of the synthetic confidential data set (pseo_das.synth)."""
 from __future__ import annotations
 
+import re
 import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from pseo_das.synth import write_synthetic
+from pseo_das.schemas.institutions import institution_labels
+from pseo_das.synth import INST_STATE_CODES, KIND_POOL, NAME_POOLS, make_universe, write_synthetic
 from pseo_das.schemas.codes import (CIP2010_PATTERN, DEGREE_LEVELS, NAICS_SECTORS, OPEID_PATTERN,
                            STATE_FIPS_PATTERN)
 
@@ -119,6 +121,20 @@ def test_institutions_and_states(graduates):
     assert graduates["inst_state"].nunique() >= 3
     states_per_inst = graduates.groupby("institution", observed=True)["inst_state"].nunique()
     assert (states_per_inst == 1).all()
+
+
+@pytest.mark.parametrize("seed", [20240101, 1, 2, 3])
+def test_institutions_are_real_institutions_of_their_state_fitting_their_kind(seed):
+    universe = make_universe(seed)
+    labels = institution_labels().drop_duplicates("institution").set_index("institution")
+    states = INST_STATE_CODES[universe.inst_state]
+    assert len(set(universe.opeid)) == len(universe.opeid) == 40
+    assert all(opeid.endswith("00") for opeid in universe.opeid)          # main campuses
+    assert (labels.loc[universe.opeid, "statefips"].to_numpy() == states).all()
+    names = labels.loc[universe.opeid, "label"]
+    for name, kind in zip(names, universe.inst_kind):
+        assert re.search(NAME_POOLS[KIND_POOL[kind]], name), (kind, name)
+    assert len(set(names)) == len(names)
 
 
 def test_institution_sizes_are_very_unequal(graduates):

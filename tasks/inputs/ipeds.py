@@ -55,16 +55,18 @@ def year_of(path: Path) -> int:
     return int(found.group(1))
 
 
-def read_completions(path: Path) -> pd.DataFrame:
+def read_completions(path: Path, codes: frozenset[str] | None = None,
+                     vintage: str = "") -> pd.DataFrame:
     """First-major awards: UNITID, cipcode (6-digit, the file's CIP vintage), degree_level,
-    grad_year (the file's year), awards."""
+    grad_year (the file's year), awards. With `codes`, every CIPCODE (totals aside) must be
+    one of them, the 6-digit codes of the file's CIP vintage (named `vintage`)."""
     path = Path(path)
     if not path.is_file():
         raise InputValidationError(f"{path}: IPEDS completions file not found")
     raw = _read_text(path, COMPLETIONS_COLUMNS, "utf-8")
     raw = raw[raw["CIPCODE"] != TOTAL_CIPCODE]
     raw = raw.assign(CIPCODE=raw["CIPCODE"].str.replace(r"^(\d)\.", r"0\1.", regex=True))
-    rows = _validated(path, raw, completions_schema())
+    rows = _validated(path, raw, completions_schema(codes, vintage))
     kept = rows[(rows["MAJORNUM"] == "1") & rows["AWLEVEL"].isin(list(AWLEVEL_DEGREE))]
     return pd.DataFrame({"unitid": kept["UNITID"], "cipcode": kept["CIPCODE"],
                          "degree_level": kept["AWLEVEL"].map(AWLEVEL_DEGREE),
