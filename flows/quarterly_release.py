@@ -38,6 +38,7 @@ from pseo_das.tasks.inputs.cells import CIP_2020, build_cell_frames
 from pseo_das.tasks.inputs.constant_dollars import DollarYears, dollar_years, in_constant_dollars
 from pseo_das.tasks.inputs.cpi import find_cpi, read_cpi
 from pseo_das.tasks.inputs.ingest import InputValidationError, validate_inputs
+from pseo_das.tasks.inputs.ipeds_counts import load_ipeds_counts_inputs
 from pseo_das.tasks.inputs.reference_inputs import (ReferenceInputs, default_reference_dir,
                                                     demo_flows_inputs, load_reference)
 from pseo_das.tasks.privacy.mechanism import PrivacyLedger, seed_sha256
@@ -45,7 +46,8 @@ from pseo_das.tasks.privacy.release_plan import ReleasePlan, record_release_plan
 from pseo_das.tasks.privacy.store import (PrivacyStore, check_store_writable, init_store,
                                           resolve_store, store_exists, store_lock)
 from pseo_das.tasks.privacy.store_integrity import StoreTampered, verify_store
-from pseo_das.tasks.privacy.stored_tables import (keep_measurements, keep_publication_record,
+from pseo_das.tasks.privacy.stored_tables import (ipeds_awards_from_record, keep_measurements,
+                                                  keep_publication_record,
                                                   recast_inputs_from_record,
                                                   reference_from_record, stored_tables)
 from pseo_das.tasks.publication.assemble import ReleaseIdentity, lifetime_figures, write_release
@@ -113,7 +115,9 @@ def post_processing(store_path: Path, plan: ReleasePlan, cfg: ReleaseConfig,
         store_path, plan.plan, cfg, contexts)
     tables, earnings_entries = derive_earnings(earnings_measured, cfg)
     dollars = DollarYears(**record["dollars"]) if "dollars" in record else None
-    pseoe, pseoh, cells, checks = build_publication_tables(tables, cfg, dollars)
+    with PrivacyStore.open(store_path) as privacy_store:
+        ipeds = ipeds_awards_from_record(privacy_store, record)
+    pseoe, pseoh, cells, checks = build_publication_tables(tables, cfg, dollars, ipeds)
     flows_tables, flows_entries = derive_all_flows(flows_measured, cfg)
     corrected, correction, correction_entries = correct_flows(
         flows_tables, reference, cfg.flows.nonemployed_weight)
@@ -192,7 +196,9 @@ def _measure_and_publish(data_dir: Path, out_dir: Path, given_seed: str | None,
             raise DestinationExistsError(f"{out_dir} holds release {release_id}; a new plan "
                                          "is published to a new folder")
         recast_inputs = load_recast(reference_dir, cfg.cip.switch_year)
+        ipeds = load_ipeds_counts_inputs(reference_dir, cfg.cells, cfg.cip.switch_year)
         demo = demo_flows_inputs(reference_dir) + list(recast_inputs.packaged)
+        demo += ["IPEDS"] if ipeds.packaged and "IPEDS" not in demo else []
         refuse_demo_in_production(cfg, demo)
         inputs = validate_inputs(Path(data_dir), cfg.cells.first_cohort_year,
                                  cfg.cells.last_earnings_year,
@@ -202,7 +208,8 @@ def _measure_and_publish(data_dir: Path, out_dir: Path, given_seed: str | None,
         dollars = dollar_years(cpi, cfg.earnings.dollar_year, cfg.earnings.publication_dollar_year)
         reference = load_reference(reference_dir)
         fingerprints = {**inputs.fingerprints, **reference.fingerprints,
-                        **recast_inputs.fingerprints, f"bls/{cpi.path.name}": cpi.sha256}
+                        **recast_inputs.fingerprints, **ipeds.fingerprints,
+                        f"bls/{cpi.path.name}": cpi.sha256}
         frames = build_cell_frames(inputs.graduates, cfg.cells, cfg.measured_cip_levels(),
                                    cfg.cip.switch_year)
         check_recastable(frames, recast_inputs)
@@ -235,7 +242,7 @@ def _measure_and_publish(data_dir: Path, out_dir: Path, given_seed: str | None,
             "input_checks": inputs.checks, "new_spending": plan.new_spending,
             "superseded": plan.superseded, "store_policy": plan.policy.as_dict(),
             "store_chain": store_chain, "dollars": dollars.as_dict(), "demo_inputs": demo},
-            reference, recast_inputs)
+            reference, recast_inputs, ipeds)
         staging = new_staging(out_dir)
         ledger, cells, flows, manifest, summary = post_processing(
             store_path, plan, cfg, reference, recast_inputs, identity, record, staging)

@@ -131,9 +131,9 @@ def test_republish_recasts_a_release_published_as_measured(synthetic_dir, tmp_pa
     from pseo_das.cli import main
     from pseo_das.tasks.privacy import stored_tables as kept
 
-    def legacy_record(store_path, record, reference, recast):
-        full = kept.keep_publication_record.fn(store_path, record, reference, recast)
-        return {k: v for k, v in full.items() if not k.startswith("recast_")}
+    def legacy_record(store_path, record, reference, recast, ipeds):
+        full = kept.keep_publication_record.fn(store_path, record, reference, recast, ipeds)
+        return {k: v for k, v in full.items() if not k.startswith(("recast_", "ipeds_"))}
     monkeypatch.setattr(release_flow, "keep_publication_record", legacy_record)
     assert run_release(synthetic_dir, tmp_path / "legacy", "ab" * 32, tracking_uri,
                        "2026Q4-legacy") == 0

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from fractions import Fraction
 from pathlib import Path
@@ -27,8 +28,9 @@ from pseo_das.tasks.privacy.release_plan import ReleasePlan
 
 EXPERIMENT = "pseo-das quarterly release"
 DEFAULT_AUDIT_DIR = Path("audit")
-# Large tables stay with the release; the run carries their SHA-256 (tags).
-NOT_COPIED_TO_MLFLOW = {"flows_state.csv", "pseof_all.csv", "pseoh_all.csv"}
+# Large tables (the state flows, the flows files, the histograms) stay with the release;
+# the run carries their SHA-256 (tags).
+NOT_COPIED_TO_MLFLOW = re.compile(r"flows_state\.csv|pseof_\w+\.csv|pseoh_\w+\.csv")
 
 
 def default_tracking_uri() -> str:
@@ -218,8 +220,7 @@ def record_release(audit: AuditRun, ledger: PrivacyLedger, cells: pd.DataFrame,
     audit.set_tags({f"input_sha256.{k}": v for k, v in input_fingerprints.items()}
                    | {f"output_sha256.{k}": v for k, v in manifest.items()}
                    | {f"version.{k}": v for k, v in package_versions().items()})
-    for folder in ("internal", "public"):
-        for path in sorted((staging / folder).iterdir()):
-            if path.name not in NOT_COPIED_TO_MLFLOW:
-                audit.log_file(path, folder)
+    for path in sorted(staging.rglob("*")):
+        if path.is_file() and not NOT_COPIED_TO_MLFLOW.fullmatch(path.name):
+            audit.log_file(path, str(path.parent.relative_to(staging)))
     progress(f"audit run {audit.run_id}: {len(metrics)} metrics and the release documents logged")

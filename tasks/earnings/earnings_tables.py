@@ -23,6 +23,7 @@ from pseo_das.tasks import progress, release_task
 from pseo_das.tasks.earnings.noisy_histograms import NoisyHistograms
 from pseo_das.tasks.earnings.percentiles import protected_percentiles, round_dollars
 from pseo_das.tasks.inputs.constant_dollars import DollarYears
+from pseo_das.tasks.publication.ipeds_counts import IpedsCounts, ipeds_counts
 from pseo_das.tasks.publication.official_codes import (ALL_INDUSTRIES, CELL_IDENTIFIERS, NATIONAL,
                                                        agg_level, official_cells)
 
@@ -75,7 +76,7 @@ def _with_national_all_industries(frame: pd.DataFrame) -> pd.DataFrame:
 def earnings_table(cells: pd.DataFrame, cfg: EarningsConfig) -> pd.DataFrame:
     """pseoe_all.csv: one row per cell, the official columns in order. Years after that the
     configuration does not tabulate are not available (-1). The IPEDS counts are not
-    available (flag 3) until they are linked."""
+    available (flag 3) until `with_ipeds_counts` links them."""
     value_names = [f"p{p}_earnings" for p in cfg.percentiles] + ["grads_earn"]
     out = _sort(cells[CELL_KEYS + ["restricted"]].drop_duplicates(CELL_KEYS), [])
     restricted = out.pop("restricted").to_numpy(dtype=bool)
@@ -118,12 +119,26 @@ def histogram_table(tables: list[NoisyHistograms], cfg: EarningsConfig,
     return long
 
 
+def institution_states(tables: list[NoisyHistograms]) -> dict[str, str]:
+    """OPEID -> state FIPS code of every institution in the release's earnings cells."""
+    pairs = pd.concat([t.cells[["institution", "inst_state"]].astype(str) for t in tables
+                       if t.inst_level == "I"]).drop_duplicates()
+    return dict(zip(pairs["institution"], pairs["inst_state"]))
+
+
 def publication_tables(tables: list[NoisyHistograms], cfg: EarningsConfig,
                        dollar_factor: float = 1.0
                        ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """(pseoe_all, pseoh_all, per-cell summary for the audit report)."""
     cells = pd.concat([cell_years(t, cfg, dollar_factor) for t in tables], ignore_index=True)
     return earnings_table(cells, cfg), histogram_table(tables, cfg, cells), cells
+
+
+def with_ipeds_counts(pseoe: pd.DataFrame, cfg: ReleaseConfig, ipeds: IpedsCounts,
+                      states: dict[str, str]) -> pd.DataFrame:
+    """pseoe_all with the IPEDS counts and their flags (public data: no epsilon)."""
+    counts = ipeds_counts(pseoe, cfg.cells, ipeds.awards, ipeds.years, states)
+    return pseoe.assign(**{name: counts[name] for name in counts.columns})
 
 
 def recheck_percentiles(pseoe: pd.DataFrame, pseoh: pd.DataFrame, cfg: EarningsConfig,
@@ -153,14 +168,17 @@ def recheck_percentiles(pseoe: pd.DataFrame, pseoh: pd.DataFrame, cfg: EarningsC
 
 @release_task("build public earnings tables")
 def build_publication_tables(tables: list[NoisyHistograms], cfg: ReleaseConfig,
-                             dollars: DollarYears | None
+                             dollars: DollarYears | None, ipeds: IpedsCounts | None
                              ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, list[dict]]:
     """pseoe_all, pseoh_all, the per-cell summary, and the checks run on them; percentiles
     in the dollars of `dollars.publication_year` (None: in the bins' dollars, as releases of
-    earlier versions published them). Privacy cost: none."""
+    earlier versions published them); IPEDS counts from `ipeds` (None: not available, flag
+    3, as releases of earlier versions had none). Privacy cost: none."""
     started = time.perf_counter()
     factor = float(dollars.factor) if dollars is not None else 1.0
     pseoe, pseoh, cells = publication_tables(tables, cfg.earnings, factor)
+    if ipeds is not None:
+        pseoe = with_ipeds_counts(pseoe, cfg, ipeds, institution_states(tables))
     pseoh_schema().validate(pseoh, lazy=True)
     compared, mismatches = recheck_percentiles(pseoe, pseoh, cfg.earnings, factor)
     if mismatches:

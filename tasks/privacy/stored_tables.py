@@ -18,7 +18,9 @@ from pseo_das.tasks.earnings.noisy_histograms import PRODUCT as EARNINGS_PRODUCT
 from pseo_das.tasks.earnings.noisy_histograms import NoisyHistograms
 from pseo_das.tasks.employment_flows.noisy_flows import NoisyFlows
 from pseo_das.tasks.inputs.cells import CELL_COLUMNS, CELL_KEYS, in_populations
+from pseo_das.tasks.inputs.ipeds_counts import IpedsAwards
 from pseo_das.tasks.inputs.reference_inputs import ReferenceInputs
+from pseo_das.tasks.publication.ipeds_counts import IpedsCounts
 from pseo_das.tasks.cip_recast.recast import (DIRECT, RecastContext, RecastTable, as_coded,
                                              to_cip_2020)
 from pseo_das.tasks.cip_recast.recast_inputs import RecastInputs
@@ -152,20 +154,30 @@ def stored_tables(store_path: Path, plan: pd.DataFrame, cfg: ReleaseConfig,
 
 @file_task("keep publication record")
 def keep_publication_record(store_path: Path, record: dict, reference: ReferenceInputs,
-                            recast: RecastInputs) -> dict:
+                            recast: RecastInputs, ipeds: IpedsAwards) -> dict:
     """Everything post-processing needs besides the measurements (configuration, identity,
-    input checks, the public reference tables and the CIP recast's inputs), kept in the
-    store so that `republish` needs no microdata. Returns the record with the tables'
-    addresses."""
+    input checks, the public reference tables, the CIP recast's inputs and the IPEDS awards
+    of the counts), kept in the store so that `republish` needs no microdata. Returns the
+    record with the tables' addresses."""
     with PrivacyStore.open(store_path) as store:
         tables = {name: store.put_frame(getattr(reference, name))
                   for name in ("j2j", "qcew", "coverage")}
         recast_tables = {name: store.put_frame(getattr(recast, name))
                          for name in ("crosswalk", "completions", "hard_coded")}
+        ipeds_awards = store.put_frame(ipeds.awards)
     return {**record, "reference_tables": tables,
             "reference_fingerprints": dict(reference.fingerprints),
             "recast_tables": recast_tables, "recast_fingerprints": dict(recast.fingerprints),
-            "recast_packaged": list(recast.packaged)}
+            "recast_packaged": list(recast.packaged),
+            "ipeds_awards": ipeds_awards, "ipeds_years": sorted(ipeds.years)}
+
+
+def ipeds_awards_from_record(store: PrivacyStore, record: dict) -> IpedsCounts | None:
+    """The IPEDS awards and the years with a completions file a release used for its IPEDS
+    counts; None for a release of an earlier version, which published none (flag 3)."""
+    if "ipeds_awards" not in record:
+        return None
+    return IpedsCounts(store.get_frame(record["ipeds_awards"]), frozenset(record["ipeds_years"]))
 
 
 def reference_from_record(store: PrivacyStore, record: dict) -> ReferenceInputs:

@@ -11,7 +11,10 @@ import pandas as pd
 
 from pseo_das.config import ReleaseConfig
 from pseo_das.schemas.pseo_layout import SCHEMA_VERSION, Product, check_public_folder
+from pseo_das.tasks.earnings.earnings_tables import institution_states
 from pseo_das.tasks.inputs.cells import CIP_2020
+from pseo_das.tasks.publication.metadata_files import (INSTITUTIONS_FILE_NAME, VERSION_FILE_NAME,
+                                                       official_folder_files)
 from pseo_das.version import package_versions
 from pseo_das.tasks.publication.document_context import flows_context, release_context, suppression_summary
 from pseo_das.reports.render import render_markdown, to_html
@@ -55,6 +58,26 @@ RELEASE_SUMMARY_FIGURES = ("new_epsilon", "new_measurements", "reused_measuremen
 
 class ReleaseCheckFailed(RuntimeError):
     """A check on the release's own outputs failed: the release is not published."""
+
+
+def write_folder_files(public: Path, files: dict[str, pd.DataFrame | str]) -> None:
+    """The metadata and per-state files, by path relative to the public folder."""
+    for name, content in files.items():
+        path = public / name
+        path.parent.mkdir(exist_ok=True)
+        if isinstance(content, str):
+            path.write_text(content)
+        elif name.endswith("_institutions.csv"):
+            write_csv(content, path)        # names may hold commas: quoted as CSV needs
+        else:
+            write_code_table(content, path)
+
+
+def metadata_summary(files: dict[str, pd.DataFrame | str]) -> dict:
+    """What the release notes say about the metadata and per-state files."""
+    return {"states": sorted({name.split("/")[0] for name in files if "/" in name}),
+            "version": files.get(VERSION_FILE_NAME),
+            "institutions": len(files[INSTITUTIONS_FILE_NAME])}
 
 
 def official_layout_check(public: Path, cip_vintage: str) -> dict:
@@ -143,6 +166,9 @@ def write_release(staging: Path, identity: ReleaseIdentity, cfg: ReleaseConfig,
     write_code_table(pseoe, public / Product.PSEOE.file_name)
     write_code_table(flows.pseof, public / Product.PSEOF.file_name)
     write_code_table(pseoh, public / HISTOGRAMS_FILE)
+    metadata = official_folder_files(pseoe, flows.pseof, institution_states(tables),
+                                     identity.release_id)
+    write_folder_files(public, metadata)
     write_code_table(flows.flows_state, internal / "flows_state.csv")
     checks = checks + [official_layout_check(public, cip_recast["published_vintage"])]
     context = release_context(cfg, ledger, tables, cells, release_id=identity.release_id,
@@ -158,6 +184,7 @@ def write_release(staging: Path, identity: ReleaseIdentity, cfg: ReleaseConfig,
     context["cip_recast"] = cip_recast
     context["dollars"] = dollars
     context["demo_inputs"] = lifetime.release_summary["demo_inputs"]
+    context["metadata_files"] = metadata_summary(metadata)
     notes = render_markdown("release_notes.md.j2", context)
     (public / "release_notes.md").write_text(notes)
     (public / "release_notes.html").write_text(

@@ -49,6 +49,7 @@ standards." Settled here as follows.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -59,6 +60,13 @@ from pseo_das.schemas.pseo_layout import (ALL_COHORTS, IPEDS_FLAG_NOT_AVAILABLE,
                                           RESTRICTED_CIP_LEVEL, RESTRICTED_DEGREE_LEVELS)
 
 AS_REPORTED, EDITED, NOT_AVAILABLE, PARTIALLY_MISSING = 1, 2, int(IPEDS_FLAG_NOT_AVAILABLE), 4
+
+
+@dataclass(frozen=True)
+class IpedsCounts:
+    """What the counts of a release are computed from (kept in its publication record)."""
+    awards: pd.DataFrame     # tasks/inputs/ipeds_counts.py AWARD_COLUMNS, CIP-2020 codes
+    years: frozenset[int]    # the graduation years with a completions file
 YEARS_AFTER = (1, 5, 10)            # the pseoe indicators y1, y5, y10
 ALL_FIELDS = "00"
 KEYS = ["inst_level", "institution", "degree_level", "cip_level", "cipcode", "grad_cohort"]

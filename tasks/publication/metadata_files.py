@@ -199,3 +199,59 @@ def _refuse_rows(bad: pd.Series, frame: pd.DataFrame, rule: str) -> None:
         shown = "; ".join(f"row {r}: {frame['inst_level'].iloc[r]!s} {frame['institution'].iloc[r]!s}"
                           for r in rows[:5])
         raise ValueError(f"inst_level, institution: {rule}: {len(rows)} row(s), e.g. {shown}")
+
+
+TIMESTAMP_RELEASE_ID = re.compile(r"(\d{8}T\d{6})Z")      # as `make release` names releases
+QUARTER_RELEASE_ID = re.compile(r"(R?\d{4}Q[1-4])(?:[-_.].*)?")  # 2026Q4, R2026Q4, 2026Q4-test
+
+
+def release_production(release_id: str) -> tuple[str, datetime] | None:
+    """(release quarter, production time) that a pseo-das release id names, so that
+    version_pseo.txt is a function of the release and a rerun or replay writes it again byte
+    for byte: a UTC timestamp id (20261123T053219Z) names its time and quarter; an id that
+    starts with a quarter (2026Q4, R2026Q4, 2026Q4-test) names the quarter, and the file
+    stem carries the quarter's first day, 00:00 UTC (the id names no time). None for any
+    other id: it names no quarter, so the release writes no version_pseo.txt."""
+    if found := TIMESTAMP_RELEASE_ID.fullmatch(release_id):
+        produced = datetime.strptime(found.group(1), "%Y%m%dT%H%M%S").replace(tzinfo=timezone.utc)
+        return release_quarter(None, produced), produced
+    if found := QUARTER_RELEASE_ID.fullmatch(release_id):
+        quarter = release_quarter(found.group(1), datetime.now(timezone.utc))
+        year, number = int(quarter[:4]), int(quarter[-1])
+        return quarter, datetime(year, 3 * number - 2, 1, tzinfo=timezone.utc)
+    return None
+
+
+def official_folder_files(pseoe: pd.DataFrame, pseof: pd.DataFrame,
+                          institution_state: Mapping[str, str],
+                          release_id: str) -> dict[str, pd.DataFrame | str]:
+    """The metadata and per-state files of a release's public folder (the schema's `all`
+    folder), by path relative to it: pseo_all_institutions.csv and version_pseo.txt, and one
+    folder per state as the schema's state folders are (`co/pseoe_co.csv`, `co/pseof_co.csv`,
+    `co/pseo_co_institutions.csv`, `co/version_pseo.txt`). No version_pseo.txt when the
+    release id names no quarter (`release_production`)."""
+    institutions = institutions_table(pd.DataFrame(
+        {"institution": list(institution_state), "statefips": list(institution_state.values())}))
+    files: dict[str, pd.DataFrame | str] = {INSTITUTIONS_FILE_NAME: institutions}
+    production = release_production(release_id)
+    if production is not None:
+        files[VERSION_FILE_NAME] = version_lines({Product.PSEOE: pseoe, Product.PSEOF: pseof},
+                                                 production[1], production[0])
+    by_product = {product: state_files(frame, institution_state, product)
+                  for product, frame in ((Product.PSEOE, pseoe), (Product.PSEOF, pseof))}
+    for fips, postal in sorted(STATE_POSTAL.items(), key=lambda item: item[1]):
+        st = postal.lower()
+        names = {product: f"{product.value}_{st}.csv" for product in Product}
+        mine = {product: by_product[product].get(name) for product, name in names.items()}
+        if mine[Product.PSEOE] is None:
+            continue
+        for product, frame in mine.items():
+            if frame is not None:
+                files[f"{st}/{names[product]}"] = frame
+        files[f"{st}/pseo_{st}_institutions.csv"] = \
+            institutions[institutions["statefips"] == fips].reset_index(drop=True)
+        if production is not None:
+            files[f"{st}/{VERSION_FILE_NAME}"] = version_lines(
+                {p: f for p, f in mine.items() if f is not None}, production[1], production[0],
+                state=fips)
+    return files
