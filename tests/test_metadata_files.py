@@ -176,3 +176,20 @@ def test_every_row_is_in_exactly_one_state_file():
 def test_state_files_refuse_rows_without_a_state(rows, message):
     with pytest.raises(ValueError, match=re.escape(message)):
         state_files(_official(rows), STATES, Product.PSEOE)
+
+
+@pytest.mark.parametrize("release_id, quarter, produced", [
+    ("20261123T053219Z", "2026Q4", datetime(2026, 11, 23, 5, 32, 19, tzinfo=timezone.utc)),
+    ("2026Q4-test", "2026Q4", datetime(2026, 10, 1, tzinfo=timezone.utc)),
+    ("R2027Q1", "2027Q1", datetime(2027, 1, 1, tzinfo=timezone.utc)),
+    ("2027Q3", "2027Q3", datetime(2027, 7, 1, tzinfo=timezone.utc)),
+])
+def test_the_release_id_names_the_quarter_and_the_production_time(release_id, quarter, produced):
+    from pseo_das.tasks.publication.metadata_files import release_production
+    assert release_production(release_id) == (quarter, produced)
+
+
+@pytest.mark.parametrize("release_id", ["R1", "a", "2026Q5", "20261123T0532Z", "Q4-2026"])
+def test_a_release_id_without_quarter_or_time_names_none(release_id):
+    from pseo_das.tasks.publication.metadata_files import release_production
+    assert release_production(release_id) is None

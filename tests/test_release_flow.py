@@ -19,8 +19,9 @@ from pseo_das.schemas.pseo_layout import Product, check_public_folder, layout
 pytestmark = pytest.mark.slow  # system tests: real releases (make test-fast leaves them out)
 
 CFG = load_config()
-PUBLIC_FILES = ["pseoe_all.csv", "pseoh_all.csv", "pseof_all.csv", "release_notes.md",
-                "release_notes.html"]
+PUBLIC_FILES = ["pseo_all_institutions.csv", "pseoe_all.csv", "pseof_all.csv", "pseoh_all.csv",
+                "release_notes.html", "release_notes.md", "version_pseo.txt"]
+STATE_FOLDERS = ["co", "mi", "tx", "va", "wi"]   # the synthetic institutions' states
 IDENTIFIERS = list(layout(Product.PSEOE).identifiers)
 TEXT_COLUMNS = {c: str for c in IDENTIFIERS} | {"agg_level_pseo": np.int64,
                                                 "grad_cohort_years": np.int64}
@@ -39,7 +40,17 @@ def read_pseoh(path: Path) -> pd.DataFrame:
 def test_outputs_exist_and_pass_output_schemas(releases):
     root, _ = releases
     release = root / "a"
-    assert sorted(p.name for p in (release / "public").iterdir()) == sorted(PUBLIC_FILES)
+    public = release / "public"
+    assert sorted(p.name for p in public.iterdir() if p.is_file()) == PUBLIC_FILES
+    assert sorted(p.name for p in public.iterdir() if p.is_dir()) == STATE_FOLDERS
+    assert (public / "version_pseo.txt").read_text().startswith(
+        "PSEOE ALL 00 2001-")                            # release 2026Q4-test: quarter 2026Q4
+    assert sorted(p.name for p in (public / "co").iterdir()) == [
+        "pseo_co_institutions.csv", "pseoe_co.csv", "pseof_co.csv", "version_pseo.txt"]
+    for product in ("pseoe", "pseof"):   # every row of the _all file in exactly one state file
+        rows = sum(len(pd.read_csv(public / st / f"{product}_{st}.csv", usecols=[0]))
+                   for st in STATE_FOLDERS)
+        assert rows == len(pd.read_csv(public / f"{product}_all.csv", usecols=[0]))
     assert sorted(p.name for p in (release / "internal").iterdir()) == \
         ["config.json", "drb_report.html", "drb_report.md", "flows_state.csv", "ledger.csv",
          "lifetime_budget.csv", "manifest.json", "release_summary.json"]
