@@ -91,10 +91,11 @@ def test_release_verifies_end_to_end_with_replay(releases, tmp_path, capsys):
     n_files = len(manifest["files"])
     assert f"{n_files} of {n_files} files match" in check_line(printed, "outputs")
     assert "total 7.5 = epsilon.total, within the cap 9" in check_line(printed, "ledger")
-    # 46 inputs: graduates, outcomes, J2J, QCEW, state coverage, crosswalk, hard-coded
-    # transitions, CPI, and the 19 IPEDS completions + 19 directories of 2001-2019 (the
-    # packaged demo years before the CIP switch year, which the recast reads)
-    assert "46 of 46 input files match" in check_line(printed, "inputs")
+    # 48 inputs: graduates, outcomes, J2J, QCEW, state coverage, crosswalk, hard-coded
+    # transitions, CPI, and the 20 IPEDS completions + 20 directories of 2001-2020 (the
+    # packaged demo years: the recast reads those before the CIP switch year, the IPEDS
+    # counts all of them)
+    assert "48 of 48 input files match" in check_line(printed, "inputs")
     assert "5 of 5 public files reproduced byte for byte" in check_line(printed, "replay")
     # the replay went to temporary copies: no run added, the privacy store untouched
     assert run_ids(uri) == runs_before
@@ -185,7 +186,7 @@ def test_changed_input_fails_the_inputs_check_naming_the_file(releases, syntheti
 
     assert code == 1, printed
     inputs = check_line(printed, "inputs")
-    assert inputs.lstrip().startswith("[FAILED]") and "45 of 46 input files match" in inputs
+    assert inputs.lstrip().startswith("[FAILED]") and "47 of 48 input files match" in inputs
     findings = findings_of(printed, "inputs")
     assert f"outcomes.parquet in {data.resolve()}: SHA-256" in findings
     assert "graduates.parquet" not in findings
