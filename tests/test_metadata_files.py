@@ -72,11 +72,18 @@ def test_an_opeid_the_label_file_lists_without_a_state_takes_the_state_of_its_fi
     (["758200"], ["08"], "not an 8-digit OPEID: 1 row(s), e.g. '758200'"),
     (["00758200"], ["8"], "statefips is not the FIPS code of one of the 50 states or DC"),
     (["00758200", "00758200"], ["08", "48"], "more than one statefips: 2 row(s), e.g. '00758200'"),
-    (["00758200"], ["48"], "another state than statefips: 1 row(s), e.g. '00758200'"),
 ])
 def test_institutions_table_refuses_bad_rows(institution, statefips, message):
     with pytest.raises(ValueError, match=re.escape(message)):
         institutions_table(pd.DataFrame({"institution": institution, "statefips": statefips}))
+
+
+def test_an_institution_the_label_file_puts_in_another_state_keeps_the_release_state():
+    labels = institution_labels().set_index("institution")
+    assert labels.at["00758200", "institution_state"] != "TX"
+    table = institutions_table(pd.DataFrame({"institution": ["00758200"], "statefips": ["48"]}))
+    assert table.iloc[0].to_dict() == {"institution": "00758200", "label": "",
+                                       "institution_state": "TX", "statefips": "48"}
 
 
 def test_fips_to_postal_agrees_with_the_label_file():

@@ -51,9 +51,12 @@ def institutions_table(institutions: pd.DataFrame) -> pd.DataFrame:
     a row may repeat. `label` and `institution_state` (postal code) are those of
     label_institution.csv where the OPEID is there; where it is not (or the file has no
     state for it), `label` is empty and `institution_state` is the postal code of
-    `statefips`. `statefips` is the release's. Raises ValueError, naming the OPEIDs, for a
-    malformed code, an institution given two states, or one whose state in
-    label_institution.csv is another state than the release's.
+    `statefips`. `statefips` is the release's, and so is the postal code: where
+    label_institution.csv puts the OPEID in another state, the release's state is what its
+    rows are tabulated under, and the label is left empty rather than name an institution
+    of another state (this is found after the measurements are taken, so it must not stop
+    the release). Raises ValueError, naming the OPEIDs, for a malformed code or an
+    institution given two states.
     """
     missing = {"institution", "statefips"} - set(institutions.columns)
     if missing:
@@ -69,12 +72,11 @@ def institutions_table(institutions: pd.DataFrame) -> pd.DataFrame:
     known = given["institution"].isin(labels.index)
     postal = given["statefips"].map(STATE_POSTAL)
     listed = given["institution"].map(labels["institution_state"]).fillna("")
-    _refuse(given["institution"], (listed != "") & (listed != postal),
-            "label_institution.csv puts the institution in another state than statefips")
+    agrees = known & ((listed == "") | (listed == postal))
     table = pd.DataFrame({
         "institution": given["institution"],
-        "label": given["institution"].map(labels["label"]).where(known, ""),
-        "institution_state": listed.where(listed != "", postal),
+        "label": given["institution"].map(labels["label"]).where(agrees, ""),
+        "institution_state": postal,
         "statefips": given["statefips"]})
     return table[list(institution_columns())].sort_values("institution").reset_index(drop=True)
 
