@@ -39,4 +39,4 @@ bench: $(VENV)/.installed
 	$(BIN)/python benchmarks/bench_release.py
 
 clean:
-	rm -rf $(VENV) data releases audit demo-store .pytest_cache
+	rm -rf $(VENV) data releases audit audit_reports demo-store study study-quick flows-study .pytest_cache

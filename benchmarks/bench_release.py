@@ -1,6 +1,6 @@
 """Benchmark of `pseo-das release` against the plain-NumPy baseline (baseline_numpy.py).
 
-    python benchmarks/bench_release.py [--sizes tiny,1m,10m] [--repeat N]
+    python benchmarks/bench_release.py [--sizes tiny,1m,10m,50m,100m] [--engines local,dask] [--repeat N]
 
 For each size, the synthetic input is built once with `pseo-das synth` and cached in
 benchmarks/results/data/<size>/. Each measurement is a fresh child process: wall time is
@@ -14,8 +14,14 @@ over --repeat runs are reported.
 
 fixed cost = release wall time on tiny (target < 15 s); marginal cost = wall(size) -
 wall(tiny) for the release and the baseline; ratio = release marginal / baseline
-marginal (target <= 3). Results: benchmarks/results/bench-<timestamp>.json; the log of
-each size's last release: benchmarks/results/logs/<size>-release.log.
+marginal (target <= 3). National-scale targets (issue 14): 50 million outcome rows in under
+60 s with peak RSS under 3 GB, 100 million under 120 s, peak RSS at 10, 50 and 100 million
+within 20% of each other, the earnings path (release wall minus its flows steps) within 3x
+of the baseline's whole process at 10 million. The aggregation step ("validate and count
+the inputs") is also reported in outcome rows per second, beside the baseline's marginal
+rate. With --engines local,dask every size is released by both engines (dask: a 2-worker
+LocalCluster). Results: benchmarks/results/bench-<timestamp>.json; the log of each size's
+last release: benchmarks/results/logs/<size>-<engine>-release.log.
 """
 from __future__ import annotations
 
@@ -37,7 +43,9 @@ import pyarrow.parquet as pq
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 BIN = Path(sys.executable).parent
-SIZES = {"tiny": 2_000, "1m": 425_000, "10m": 4_250_000}  # graduates (~2.35 outcome rows each)
+SIZES = {"tiny": 2_000, "1m": 425_000, "10m": 4_250_000,   # graduates (~2.35 outcome rows each)
+         "50m": 21_250_000, "100m": 42_500_000}
+COUNT_STEP = "validate and count the inputs"
 SYNTH_SEED = 20240101
 RELEASE_SEED = "5eed" * 16
 FIXED_COST_TARGET_S, RATIO_TARGET = 15.0, 3.0
@@ -82,7 +90,7 @@ def release_steps(log_text: str, started: float, wall: float) -> dict[str, float
                   - seconds_of_day(started)) % 86400
         if kind == "Flow" and message.startswith("Beginning flow run"):
             marks.append((offset, "start-up (imports, Prefect server)"))
-        elif kind == "Task" and message.startswith("validating inputs"):
+        elif kind == "Task" and message.startswith("validating"):
             marks.append((offset, "flow set-up (MLflow store and run)"))
         elif message.startswith("Finished in state"):
             marks.append((offset, name.rsplit("-", 1)[0] if kind == "Task" else "flow end"))
@@ -106,14 +114,15 @@ def dataset(size: str) -> tuple[Path, int]:
     return data, pq.ParquetFile(data / "outcomes.parquet").metadata.num_rows
 
 
-def run_release(data: Path, log: Path, label: str, tracking_uri: str) -> dict:
+def run_release(data: Path, log: Path, label: str, tracking_uri: str,
+                engine: str = "local") -> dict:
     """One release into a fresh temporary OUT and a fresh privacy store (so that every run
     measures everything), audited in the session's MLflow store."""
     with tempfile.TemporaryDirectory(prefix="pseo-bench-") as tmp:
         run = measure([str(BIN / "pseo-das"), "release", "--data", str(data),
                        "--out", f"{tmp}/out", "--seed", RELEASE_SEED, "--release-id", label,
                        "--tracking-uri", tracking_uri, "--store", f"{tmp}/store",
-                       "--init-store"], log)
+                       "--init-store", "--engine", engine], log)
     run["steps"] = release_steps(log.read_text(errors="replace"), run.pop("started"), run["wall_s"])
     return run
 
@@ -134,14 +143,17 @@ def summarize(runs: list[dict]) -> dict:
     return summary
 
 
-def bench_size(size: str, repeat: int, logs: Path, tracking_uri: str) -> dict:
+def bench_size(size: str, repeat: int, logs: Path, tracking_uri: str,
+               engines: list[str]) -> dict:
     data, n_rows = dataset(size)
     print(f"measuring {size} ({n_rows:,} outcome rows), {repeat} run(s) each ...", flush=True)
-    release = summarize([run_release(data, logs / f"{size}-release.log", f"bench-{size}", tracking_uri)
-                         for _ in range(repeat)])
+    releases = {engine: summarize([run_release(data, logs / f"{size}-{engine}-release.log",
+                                               f"bench-{size}-{engine}", tracking_uri, engine)
+                                   for _ in range(repeat)])
+                for engine in engines}
     baseline = summarize([run_baseline(data, logs / f"{size}-baseline.log") for _ in range(repeat)])
     return {"graduates": SIZES[size], "outcome_rows": n_rows, "repeat": repeat,
-            "release": release, "baseline": baseline}
+            "release": releases[engines[0]], "releases": releases, "baseline": baseline}
 
 
 # The employment-flows steps: reported on their own, and left out of the comparison with
@@ -166,16 +178,23 @@ def add_marginals(rows: dict[str, dict]) -> None:
 
 
 def print_report(rows: dict[str, dict]) -> None:
-    print("\n| size | outcome rows | release wall s | release peak MB | flows steps s "
-          "| baseline wall s | baseline peak MB | release marginal s (without flows) "
-          "| baseline marginal s | ratio |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("\n| size | outcome rows | engine | release wall s | release peak MB | flows steps s "
+          "| counting step s | counting rows/s | baseline wall s | baseline peak MB "
+          "| baseline marginal rows/s | release marginal s (without flows) | ratio |")
+    print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for size, r in rows.items():
         ratio = "-" if r["ratio"] is None else f"{r['ratio']:.2f}"
-        print(f"| {size} | {r['outcome_rows']:,} | {r['release']['wall_s']:.1f} "
-              f"| {r['release']['peak_mb']:.0f} | {r['flows_s']:.1f} | {r['baseline']['wall_s']:.2f} "
-              f"| {r['baseline']['peak_mb']:.0f} | {r['release_marginal_s']:.1f} "
-              f"| {r['baseline_marginal_s']:.2f} | {ratio} |")
+        base_rate = (r["outcome_rows"] / r["baseline_marginal_s"]
+                     if r["baseline_marginal_s"] > 0 and size != "tiny" else None)
+        for engine, release in r["releases"].items():
+            count_s = release["steps"].get(COUNT_STEP, 0.0)
+            flows_s = sum(release["steps"].get(name, 0.0) for name in FLOWS_STEPS)
+            print(f"| {size} | {r['outcome_rows']:,} | {engine} | {release['wall_s']:.1f} "
+                  f"| {release['peak_mb']:.0f} | {flows_s:.1f} | {count_s:.1f} "
+                  f"| {r['outcome_rows'] / count_s if count_s else 0:,.0f} "
+                  f"| {r['baseline']['wall_s']:.2f} | {r['baseline']['peak_mb']:.0f} "
+                  f"| {'-' if base_rate is None else f'{base_rate:,.0f}'} "
+                  f"| {r['release_marginal_s']:.1f} | {ratio} |")
     fixed = rows["tiny"]["release"]["wall_s"]
     print(f"\nfixed cost (release wall on tiny): {fixed:.1f} s, target < {FIXED_COST_TARGET_S:g} s: "
           + ("met" if fixed < FIXED_COST_TARGET_S else "MISSED"))
@@ -183,10 +202,40 @@ def print_report(rows: dict[str, dict]) -> None:
         if r["ratio"] is not None:
             print(f"{size}: marginal ratio {r['ratio']:.2f}, target <= {RATIO_TARGET:g}: "
                   + ("met" if r["ratio"] <= RATIO_TARGET else "MISSED"))
+    for line in national_targets(rows):
+        print(line)
     print("\nwhere the release's time goes (s, median run; from Prefect log timestamps):")
     for size, r in rows.items():
-        steps = ", ".join(f"{name} {s:.1f}" for name, s in r["release"]["steps"].items())
-        print(f"  {size}: {steps}")
+        for engine, release in r["releases"].items():
+            steps = ", ".join(f"{name} {s:.1f}" for name, s in release["steps"].items())
+            print(f"  {size} {engine}: {steps}")
+
+
+def national_targets(rows: dict[str, dict]) -> list[str]:
+    """Issue 14's targets, for the sizes measured (in-process engine)."""
+    lines = []
+    wall = {s: r["release"]["wall_s"] for s, r in rows.items()}
+    peak = {s: r["release"]["peak_mb"] for s, r in rows.items()}
+    if "50m" in rows:
+        lines.append(f"50m: {wall['50m']:.1f} s (target < 60 s: {'met' if wall['50m'] < 60 else 'MISSED'}), "
+                     f"peak {peak['50m']:.0f} MB (target < 3,072 MB: "
+                     f"{'met' if peak['50m'] < 3072 else 'MISSED'})")
+    if "100m" in rows:
+        lines.append(f"100m: {wall['100m']:.1f} s (target < 120 s: "
+                     f"{'met' if wall['100m'] < 120 else 'MISSED'})")
+    flat = [peak[s] for s in ("10m", "50m", "100m") if s in peak]
+    if len(flat) > 1:
+        spread = max(flat) / min(flat) - 1
+        lines.append(f"peak RSS at 10m/50m/100m: {', '.join(f'{p:.0f}' for p in flat)} MB, spread "
+                     f"{spread:.0%} (target within 20%: {'met' if spread <= 0.2 else 'MISSED'})")
+    if "10m" in rows:
+        r = rows["10m"]
+        earnings_path = r["release"]["wall_s"] - r["flows_s"]
+        times = earnings_path / r["baseline"]["wall_s"]
+        lines.append(f"10m: earnings path (release wall without flows steps) {earnings_path:.1f} s "
+                     f"= {times:.1f} x the baseline's whole process {r['baseline']['wall_s']:.1f} s "
+                     f"(target <= 3: {'met' if times <= 3 else 'MISSED'})")
+    return lines
 
 
 def machine() -> dict:
@@ -196,7 +245,9 @@ def machine() -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="tiny,1m,10m", help="comma-separated: tiny, 1m, 10m")
+    parser.add_argument("--sizes", default="tiny,1m,10m",
+                        help="comma-separated: tiny, 1m, 10m, 50m, 100m")
+    parser.add_argument("--engines", default="local", help="comma-separated: local, dask")
     parser.add_argument("--repeat", type=int, help="runs per size (default: 1 for 10m, 3 otherwise)")
     args = parser.parse_args()
     sizes = ["tiny"] + [s for s in args.sizes.split(",") if s and s != "tiny"]
@@ -213,7 +264,9 @@ def main() -> None:
         print("warm-up: one release and one baseline run on tiny (not counted) ...", flush=True)
         run_release(tiny, logs / "warm-up-release.log", "bench-warm-up", tracking_uri)
         run_baseline(tiny, logs / "warm-up-baseline.log")
-        rows = {size: bench_size(size, args.repeat or (1 if size == "10m" else 3), logs, tracking_uri)
+        engines = [e for e in args.engines.split(",") if e]
+        rows = {size: bench_size(size, args.repeat or (3 if size in ("tiny", "1m") else 1), logs,
+                                 tracking_uri, engines)
                 for size in sizes}
     add_marginals(rows)
     print_report(rows)

@@ -31,13 +31,15 @@ from pseo_das.tasks.earnings.noisy_histograms import derive_earnings, measure_ea
 from pseo_das.tasks.employment_flows.division_flows import build_flows_tables
 from pseo_das.tasks.employment_flows.flows_correction import correct_flows
 from pseo_das.tasks.employment_flows.noisy_flows import PRODUCT as FLOWS_PRODUCT
+from pseo_das.tasks.employment_flows.noisy_flows import TOTAL_PRODUCT as FLOWS_TOTAL_PRODUCT
 from pseo_das.tasks.employment_flows.noisy_flows import derive_all_flows, measure_flows
 from pseo_das.tasks.cip_recast.recast import check_recastable, recast_context, recast_notes
 from pseo_das.tasks.cip_recast.recast_inputs import RecastInputs, load_recast
-from pseo_das.tasks.inputs.cells import CIP_2020, build_cell_frames
-from pseo_das.tasks.inputs.constant_dollars import DollarYears, dollar_years, in_constant_dollars
+from pseo_das.tasks.inputs.cells import CIP_2020
+from pseo_das.tasks.inputs.constant_dollars import DollarYears, dollar_years
 from pseo_das.tasks.inputs.cpi import find_cpi, read_cpi
-from pseo_das.tasks.inputs.ingest import InputValidationError, validate_inputs
+from pseo_das.tasks.inputs.ingest import InputValidationError
+from pseo_das.tasks.inputs.true_counts import Engine, count_inputs
 from pseo_das.tasks.inputs.ipeds_counts import load_ipeds_counts_inputs
 from pseo_das.tasks.inputs.reference_inputs import (ReferenceInputs, default_reference_dir,
                                                     demo_flows_inputs, load_reference)
@@ -50,6 +52,7 @@ from pseo_das.tasks.privacy.stored_tables import (ipeds_awards_from_record, keep
                                                   keep_publication_record,
                                                   recast_inputs_from_record,
                                                   reference_from_record, stored_tables)
+from pseo_das.tasks.study.flows_release_accuracy import release_flows_accuracy
 from pseo_das.tasks.publication.assemble import ReleaseIdentity, lifetime_figures, write_release
 from pseo_das.tasks.publication.release_files import (DestinationExistsError,
                                                       check_destination_usable,
@@ -125,11 +128,13 @@ def post_processing(store_path: Path, plan: ReleasePlan, cfg: ReleaseConfig,
                                cfg.flows.division_unobserved_share_max)
     ledger = PrivacyLedger.of(cfg.privacy.epsilon_cap, measured_entries + earnings_entries
                               + flows_entries + correction_entries)
+    flows_accuracy = release_flows_accuracy(cfg, flows.tables, reference,
+                                            bytes.fromhex(identity.seed_sha256))
     lifetime = lifetime_figures(store_path, plan, record)
     manifest = write_release(staging, identity, cfg, ledger, tables, pseoe, pseoh, cells, flows,
                              lifetime, record["input_checks"] + checks,
                              record["input_fingerprints"], recast_notes(recast_inputs, recasts),
-                             record.get("dollars"))
+                             record.get("dollars"), flows_accuracy)
     return ledger, cells, flows, manifest, lifetime.release_summary
 
 
@@ -138,7 +143,8 @@ def quarterly_release(data_dir: Path, out_dir: Path, release_seed: SecretStr | N
                       release_id: str, config_path: Path | None = None,
                       tracking_uri: str | None = None, reference_dir: Path | None = None,
                       store: Path | None = None, supersede: bool = False,
-                      remeasure: str | None = None, create_store: bool = False) -> ReleaseResult:
+                      remeasure: str | None = None, create_store: bool = False,
+                      engine: Engine = Engine()) -> ReleaseResult:
     """Confidential microdata in `data_dir` -> published PSEO earnings and employment flows
     tables in `out_dir`, measuring only populations the privacy store has never measured
     for a question. `reference_dir` holds the public J2J, QCEW and state coverage files
@@ -164,13 +170,14 @@ def quarterly_release(data_dir: Path, out_dir: Path, release_seed: SecretStr | N
         check_store_writable(store_path)
         verify_store(store_path).raise_if_failed()
         return _measure_and_publish(data_dir, out_dir, given_seed, release_id, cfg,
-                                    tracking_uri, reference_dir, store_path, supersede, remeasure)
+                                    tracking_uri, reference_dir, store_path, supersede, remeasure,
+                                    engine)
 
 
 def _measure_and_publish(data_dir: Path, out_dir: Path, given_seed: str | None,
                          release_id: str, cfg: ReleaseConfig, tracking_uri: str | None,
                          reference_dir: Path | None, store_path: Path, supersede: bool,
-                         remeasure: str | None) -> ReleaseResult:
+                         remeasure: str | None, engine: Engine) -> ReleaseResult:
     """The release proper, with the store and the destination locked and the store
     verified."""
     version = code_version()
@@ -190,7 +197,8 @@ def _measure_and_publish(data_dir: Path, out_dir: Path, given_seed: str | None,
                                 "from it until the agency restores it:\n  "
                                 + "\n  ".join(problems[:12]))
         audit.log_params(release_parameters(cfg, release_id, data_dir, reference_dir, out_dir,
-                                            store_path, store_id, version, supersede, remeasure))
+                                            store_path, store_id, version, supersede, remeasure)
+                         | {"engine": engine.describe()})
         published = published_release(out_dir, release_id)  # refuses a folder in the way
         if published is not None and (supersede or remeasure):
             raise DestinationExistsError(f"{out_dir} holds release {release_id}; a new plan "
@@ -200,18 +208,15 @@ def _measure_and_publish(data_dir: Path, out_dir: Path, given_seed: str | None,
         demo = demo_flows_inputs(reference_dir) + list(recast_inputs.packaged)
         demo += ["IPEDS"] if ipeds.packaged and "IPEDS" not in demo else []
         refuse_demo_in_production(cfg, demo)
-        inputs = validate_inputs(Path(data_dir), cfg.cells.first_cohort_year,
-                                 cfg.cells.last_earnings_year,
-                                 recast_inputs.vintages(cfg.cip.switch_year))
         cpi = read_cpi(find_cpi(reference_dir))
-        inputs = in_constant_dollars(inputs, cpi, cfg.earnings.dollar_year)
+        counts = count_inputs(Path(data_dir), cfg, recast_inputs.vintages(cfg.cip.switch_year),
+                              cpi, engine)
         dollars = dollar_years(cpi, cfg.earnings.dollar_year, cfg.earnings.publication_dollar_year)
         reference = load_reference(reference_dir)
-        fingerprints = {**inputs.fingerprints, **reference.fingerprints,
+        fingerprints = {**counts.fingerprints, **reference.fingerprints,
                         **recast_inputs.fingerprints, **ipeds.fingerprints,
                         f"bls/{cpi.path.name}": cpi.sha256}
-        frames = build_cell_frames(inputs.graduates, cfg.cells, cfg.measured_cip_levels(),
-                                   cfg.cip.switch_year)
+        frames = counts.frames
         check_recastable(frames, recast_inputs)
         config_sha256 = fingerprint(cfg.model_dump(mode="json"))
         plan = record_release_plan(store_path, release_id, given_seed, fingerprint(fingerprints),
@@ -226,8 +231,9 @@ def _measure_and_publish(data_dir: Path, out_dir: Path, given_seed: str | None,
             return ReleaseResult(out_dir, release_id, audit.run_id, audit.tracking_uri,
                                  summary, True)
         audit.log_params(seed_parameters(seed, plan))
-        measured = (measure_earnings(plan.pending_for(EARNINGS_PRODUCT), inputs, frames, cfg)
-                    + measure_flows(plan.pending_for(FLOWS_PRODUCT), inputs, frames, cfg))
+        measured = (measure_earnings(plan.pending_for(EARNINGS_PRODUCT), counts, cfg)
+                    + measure_flows(plan.pending_for(FLOWS_PRODUCT, FLOWS_TOTAL_PRODUCT),
+                                    counts, cfg))
         keep_measurements(store_path, measured)
         with PrivacyStore.open(store_path) as privacy_store:
             store_chain = {"read": plan.chain_read.as_dict(),
@@ -239,7 +245,7 @@ def _measure_and_publish(data_dir: Path, out_dir: Path, given_seed: str | None,
         record = keep_publication_record(store_path, {
             "identity": asdict(identity), "attempt": plan.attempt.attempt,
             "config": cfg.model_dump(mode="json"), "input_fingerprints": fingerprints,
-            "input_checks": inputs.checks, "new_spending": plan.new_spending,
+            "input_checks": counts.checks, "new_spending": plan.new_spending,
             "superseded": plan.superseded, "store_policy": plan.policy.as_dict(),
             "store_chain": store_chain, "dollars": dollars.as_dict(), "demo_inputs": demo},
             reference, recast_inputs, ipeds)

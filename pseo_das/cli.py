@@ -22,13 +22,30 @@ def _synth(args: argparse.Namespace) -> int:
     from pseo_das.synth import write_synthetic
     started = time.perf_counter()
     counts = write_synthetic(Path(args.out), graduates=args.graduates, seed=args.seed,
-                             cip_switch_year=args.cip_switch_year)
+                             cip_switch_year=args.cip_switch_year,
+                             part_graduates=args.part_graduates)
     print(f"synthetic data: {counts['graduates']:,} graduates, {counts['outcomes']:,} outcome rows "
           f"in {args.out} ({time.perf_counter() - started:.1f} s)")
     return 0
 
 
+def positive_int(text: str) -> int:
+    value = int(text.replace(",", "").replace("_", ""))
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive whole number, got {text}")
+    return value
+
+
+def engine_of(args: argparse.Namespace):
+    from pseo_das.tasks.inputs.true_counts import Engine, EngineKind
+    return Engine(EngineKind(args.engine), args.scheduler, args.workers, args.chunk_rows)
+
+
 def _release(args: argparse.Namespace) -> int:
+    if args.scheduler and args.engine != "dask":
+        print("pseo-das release: --scheduler is for --engine dask; nothing was read or spent",
+              file=sys.stderr)
+        return EXIT_BAD_INPUT
     _quiet_prefect_defaults()
     from pseo_das.prefect_runtime import prefect_api
 
@@ -52,7 +69,8 @@ def _release(args: argparse.Namespace) -> int:
                                        Path(args.config) if args.config else None, args.tracking_uri,
                                        Path(args.reference) if args.reference else None,
                                        Path(args.store) if args.store else None,
-                                       args.supersede, args.remeasure, args.init_store)
+                                       args.supersede, args.remeasure, args.init_store,
+                                       engine_of(args))
         except (InputValidationError, ConfigError, PrivacyBudgetExceeded, LifetimeBudgetExceeded,
                 ReleaseConflict, DestinationExistsError, DestinationUnusable, StoreError,
                 TrackingStoreError, SeedError, RecastError) as exc:
@@ -212,11 +230,45 @@ NOT_SYNTHETIC = (
     "synthetic data made another way, say so with --i-know-this-is-synthetic.")
 
 
+def _evaluate_flows(args: argparse.Namespace) -> int:
+    from pseo_das.tasks.inputs.ingest import InputValidationError
+    from pseo_das.tasks.study.flows_accuracy_study import flows_accuracy_study
+    from pseo_das.tasks.study.flows_study import DEFAULT_FLOWS_STUDY_SEED
+
+    try:
+        result = flows_accuracy_study(Path(args.data), Path(args.out), quick=args.quick,
+                                      seed_hex=args.seed or DEFAULT_FLOWS_STUDY_SEED,
+                                      epsilons=args.epsilons, draws=args.draws,
+                                      total_shares=args.total_shares,
+                                      nonemployed_weights=args.nonemployed_weights)
+    except InputValidationError as exc:
+        print(f"\npseo-das evaluate: FAILED.\n{exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    out, outcome = result.out_dir, result.outcome
+    print(f"\nFlows accuracy study{' (quick grid)' if args.quick else ''} done in {result.seconds:.0f} s.\n"
+          f"  report:  {out / 'flows_accuracy_report.html'}  (figures in {out / 'figures'})\n"
+          f"  tables:  {out / 'flows_accuracy.csv'}, {out / 'flows_targets.csv'}, "
+          f"{out / 'flows_measures_by_draw.csv'}")
+    for row in outcome["targets"]:
+        print(f"  [{'met' if row['meets_target'] else 'missed'}] epsilon {outcome['epsilon']:g}, "
+              f"{row['setting']}: MAE not employed {row['mae_nonemployed']:.2f}")
+    best = outcome["recommended"]
+    print(f"  recommended: {best['setting'] if best else 'none meets the target'}")
+    return 0
+
+
 def _evaluate(args: argparse.Namespace) -> int:
     from pseo_das.synth import is_synthetic
 
     if not (is_synthetic(Path(args.data)) or args.i_know_this_is_synthetic):
         print(f"pseo-das evaluate: refused.\n{NOT_SYNTHETIC.format(data=args.data)}",
+              file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if args.product == "flows":
+        return _evaluate_flows(args)
+    if args.epsilons or args.draws or args.total_shares or args.nonemployed_weights:
+        print("pseo-das evaluate: --epsilons, --draws, --total-shares and --nonemployed-weights "
+              "are options of --product flows",
               file=sys.stderr)
         return EXIT_BAD_INPUT
     _quiet_prefect_defaults()
@@ -360,11 +412,14 @@ def parser() -> argparse.ArgumentParser:
 
     synth = sub.add_parser("synth", parents=[common], help="write a synthetic confidential data set (Parquet)")
     synth.add_argument("--out", required=True, help="folder for graduates.parquet and outcomes.parquet")
-    synth.add_argument("--graduates", type=int, default=200_000, help="number of graduates (default 200,000)")
+    synth.add_argument("--graduates", type=positive_int, default=200_000, help="number of graduates (default 200,000)")
     synth.add_argument("--seed", type=int, default=20240101, help="random seed (default 20240101)")
     synth.add_argument("--cip-switch-year", type=int, default=2020,
                        help="first graduation year coded in CIP-2020; earlier graduates carry "
                             "CIP-2010 codes (default 2020, as cip.switch_year)")
+    synth.add_argument("--part-graduates", type=positive_int, metavar="N",
+                       help="write folders graduates/ and outcomes/ of Parquet part files of "
+                            "about N graduates each (a partitioned dataset) instead of one file each")
     synth.set_defaults(run=_synth)
 
     release = sub.add_parser("release", parents=[common], help="run a quarterly release (earnings and employment flows)")
@@ -391,6 +446,18 @@ def parser() -> argparse.ArgumentParser:
                          "again with changed inputs or configuration (into a new folder)")
     release.add_argument("--tracking-uri", help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI "
                          "or sqlite:///<cwd>/audit/mlflow.db)")
+    release.add_argument("--engine", choices=["local", "dask"], default="local",
+                         help="how the microdata are read and counted: in this process, in "
+                         "chunks (local, default), or by the workers of a Dask cluster (dask: "
+                         "Parquet inputs sorted by person_id); the counts are the same")
+    release.add_argument("--scheduler", metavar="ADDRESS", help="with --engine dask: the "
+                         "scheduler of a running cluster, e.g. tcp://10.0.0.5:8786 (default: a "
+                         "LocalCluster on this machine)")
+    release.add_argument("--workers", type=positive_int, default=2, help="with --engine dask "
+                         "and no --scheduler: LocalCluster worker processes (default 2)")
+    release.add_argument("--chunk-rows", type=positive_int, default=1_000_000,
+                         help="graduates per chunk (local) or per Dask task (default "
+                         "1,000,000): bounds the memory per chunk; changes no count")
     release.set_defaults(run=_release)
 
     republish = sub.add_parser("republish", parents=[common], help="re-derive a published release's files from the "
@@ -474,8 +541,20 @@ def parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--data", required=True, help="folder with synthetic graduates and outcomes")
     evaluate.add_argument("--out", required=True, help="folder for the tables, figures and report "
                           "(created if missing; existing study files are replaced)")
-    evaluate.add_argument("--quick", action="store_true", help="reduced grid (bins 10-30 by 5, 7 epsilons, "
-                          "5 draws), under two minutes")
+    evaluate.add_argument("--product", choices=["earnings", "flows"], default="earnings",
+                          help="earnings: the percentile study (paper section 5); flows: the "
+                          "employment flows post-processing study")
+    evaluate.add_argument("--quick", action="store_true", help="reduced grid (earnings: bins 10-30 by 5, "
+                          "7 epsilons, 5 draws, under two minutes; flows: epsilon 1.5, 2 draws)")
+    evaluate.add_argument("--epsilons", type=lambda t: [float(x) for x in t.split(",")],
+                          help="flows only: comma-separated epsilons (default 0.5,1,1.5,2,3)")
+    evaluate.add_argument("--draws", type=int, help="flows only: noise draws per setting (default 5)")
+    evaluate.add_argument("--total-shares", type=lambda t: [float(x) for x in t.split(",")],
+                          help="flows only: comma-separated shares of epsilon for a measured "
+                          "origin-cell total (default 0.1,0.2)")
+    evaluate.add_argument("--nonemployed-weights", type=lambda t: [float(x) for x in t.split(",")],
+                          help="flows only: comma-separated non-employed weights of the appendix "
+                          "candidate (default 1,0.01,3e-06)")
     evaluate.add_argument("--seed", type=_seed_hex, help="simulation seed, 64 hex digits "
                           "(default: a fixed public seed, so the study is repeatable)")
     evaluate.add_argument("--i-know-this-is-synthetic", action="store_true",

@@ -119,11 +119,24 @@ class PrivacyConfig(_Strict):
         return [lvl for lvl in CIP_LEVELS if self.cip_levels[lvl] == "measure"]
 
 
+# How the noisy flows of an origin cell are made non-negative integers with a total:
+# "appendix": technical appendix A.3.1-A.3.2 as written, the total is the sum of the cell's
+# noisy flows; "measured-total": the same weighted removal, but the total is the cell's
+# graduate count measured as its own tabulation (flows.total_epsilon_per_tabulation), and a
+# deficit is added in proportion to the kept flows (README, "Employment flows accuracy").
+APPENDIX_CORRECTION = "appendix"
+MEASURED_TOTAL_CORRECTION = "measured-total"
+
+
 class FlowsConfig(_Strict):
     epsilon_per_tabulation: float = Field(gt=0)
     cip_levels: dict[Literal["4", "2", "A"], Literal["measure", "derive"]] = Field(min_length=1)
     nonemployed_weight: float = Field(gt=0)
     division_unobserved_share_max: float = Field(ge=0, le=1)
+    # Defaults: what releases of earlier versions did (their recorded configurations have
+    # neither key); default_config.toml sets the measured total.
+    correction: Literal["appendix", "measured-total"] = APPENDIX_CORRECTION
+    total_epsilon_per_tabulation: float = Field(default=0, ge=0)
 
     @model_validator(mode="after")
     def _levels(self) -> "FlowsConfig":
@@ -131,7 +144,18 @@ class FlowsConfig(_Strict):
         if self.cip_levels[levels[0]] != "measure":
             raise ValueError(f'flows.cip_levels: the finest level listed ("{levels[0]}") '
                              'must be "measure"')
+        if self.correction == MEASURED_TOTAL_CORRECTION and self.total_epsilon_per_tabulation <= 0:
+            raise ValueError('flows.correction = "measured-total" measures each origin cell\'s '
+                             'graduate count: flows.total_epsilon_per_tabulation must be above 0')
+        if self.correction == APPENDIX_CORRECTION and self.total_epsilon_per_tabulation != 0:
+            raise ValueError('flows.correction = "appendix" uses the noisy sum of the flows as '
+                             'the total and measures none: set flows.total_epsilon_per_tabulation '
+                             '= 0 (or flows.correction = "measured-total")')
         return self
+
+    @property
+    def measures_total(self) -> bool:
+        return self.correction == MEASURED_TOTAL_CORRECTION
 
     def levels(self) -> list[str]:
         """The CIP levels of the flows, finest first."""
@@ -169,7 +193,10 @@ class ReleaseConfig(_Strict):
                 f"planned total epsilon {epsilon_text(total)} (earnings: "
                 f"{self.n_earnings_tabulations()} tabulations x "
                 f"{epsilon_text(self.privacy.epsilon_per_tabulation)}; flows: "
-                f"{self.n_flows_tabulations()} x {epsilon_text(self.flows.epsilon_per_tabulation)})"
+                f"{self.n_flows_tabulations()} x {epsilon_text(self.flows.epsilon_per_tabulation)}"
+                + (f"; flows origin counts: {self.n_flows_total_tabulations()} x "
+                   f"{epsilon_text(self.flows.total_epsilon_per_tabulation)}"
+                   if self.flows.measures_total else "") + ")"
                 f" exceeds privacy.epsilon_cap {epsilon_text(self.privacy.epsilon_cap)}")
         return self
 
@@ -183,10 +210,17 @@ class ReleaseConfig(_Strict):
     def n_flows_tabulations(self) -> int:
         return len(self.cells.years_after) * len(self.flows.measured_levels())
 
+    def n_flows_total_tabulations(self) -> int:
+        """Measured origin-cell graduate counts: one per flows tabulation with the
+        measured-total correction, none with the appendix's."""
+        return self.n_flows_tabulations() if self.flows.measures_total else 0
+
     def planned_total_epsilon(self) -> Fraction:
         """The release's total epsilon, exactly (sequential composition)."""
         return (self.n_earnings_tabulations() * exact_epsilon(self.privacy.epsilon_per_tabulation)
-                + self.n_flows_tabulations() * exact_epsilon(self.flows.epsilon_per_tabulation))
+                + self.n_flows_tabulations() * exact_epsilon(self.flows.epsilon_per_tabulation)
+                + self.n_flows_total_tabulations()
+                * exact_epsilon(self.flows.total_epsilon_per_tabulation))
 
     def flat(self) -> dict[str, object]:
         """Every configuration value as a flat {section.key: value} mapping (for MLflow)."""
@@ -238,7 +272,7 @@ def load_config(path: Path | None = None) -> ReleaseConfig:
 
 
 EPSILON_KEYS = (("privacy", "epsilon_per_tabulation"), ("privacy", "epsilon_cap"),
-                ("flows", "epsilon_per_tabulation"))
+                ("flows", "epsilon_per_tabulation"), ("flows", "total_epsilon_per_tabulation"))
 
 
 def _inexact_epsilons(text: str) -> list[str]:

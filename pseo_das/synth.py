@@ -60,6 +60,7 @@ from __future__ import annotations
 
 import functools
 import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -729,20 +730,23 @@ def outcomes_table(outcomes: OutcomeChunk) -> pa.Table:
 
 
 def is_synthetic(data_dir: Path) -> bool:
-    """Whether `data_dir`'s graduates.parquet was written by `write_synthetic` (it carries
-    SYNTHETIC_MARKER in its Parquet metadata); False for any other file or format."""
-    path = Path(data_dir) / "graduates.parquet"
+    """Whether `data_dir`'s graduates (graduates.parquet, or every part file of graduates/)
+    were written by `write_synthetic` (they carry SYNTHETIC_MARKER in their Parquet
+    metadata); False for any other file or format."""
+    single, folder = Path(data_dir) / "graduates.parquet", Path(data_dir) / "graduates"
+    paths = [single] if single.exists() else sorted(folder.glob("*.parquet"))
     try:
-        metadata = pq.read_schema(path).metadata or {}
+        return bool(paths) and all(SYNTHETIC_MARKER in (pq.read_schema(p).metadata or {})
+                                   for p in paths)
     except (OSError, pa.ArrowInvalid):
         return False
-    return SYNTHETIC_MARKER in metadata
 
 
 def write_synthetic(out_dir: Path, graduates: int = 200_000, seed: int = 20240101,
                     last_data_year: int = 2022,
                     progress: Callable[[str], None] = print,
-                    cip_switch_year: int = CIP_SWITCH_YEAR) -> dict[str, int]:
+                    cip_switch_year: int = CIP_SWITCH_YEAR,
+                    part_graduates: int | None = None) -> dict[str, int]:
     """Write graduates.parquet and outcomes.parquet to out_dir; return {"graduates": n, "outcomes": m}.
 
     The same arguments always give byte-identical files. Files are written under
@@ -751,34 +755,71 @@ def write_synthetic(out_dir: Path, graduates: int = 200_000, seed: int = 2024010
     of 250,000 graduates. Graduates with grad_year < `cip_switch_year` carry their
     program's CIP-2010 code, the others its CIP-2020 code (the vintage changes nothing
     else: the same draws, earnings and industries).
+
+    With `part_graduates`, the data are written as partitioned datasets instead: folders
+    graduates/ and outcomes/ of part files part-00000.parquet, ... of about that many
+    graduates each (whole chunks; the same rows, in the same order, as the single files).
+    Memory stays bounded by the chunk at any size.
     """
     if graduates < 1:
         raise ValueError(f"graduates must be positive, got {graduates}")
+    if part_graduates is not None and part_graduates < 1:
+        raise ValueError(f"part_graduates must be positive, got {part_graduates}")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    names = ("graduates", "outcomes")
+    final = {n: out_dir / (n if part_graduates else f"{n}.parquet") for n in names}
+    other = {n: out_dir / (f"{n}.parquet" if part_graduates else n) for n in names}
+    in_the_way = [str(p) for p in other.values() if p.exists()]
+    if in_the_way:
+        raise ValueError(f"{', '.join(in_the_way)} already there: a data folder holds each input "
+                         "once, as a file or as a folder of part files; remove it or write elsewhere")
     universe = make_universe(seed)
     coverage = state_coverage()
     cip_vintages()  # read the crosswalk before any file is opened
-    final = {name: out_dir / f"{name}.parquet" for name in ("graduates", "outcomes")}
-    partial = {name: out_dir / f".{name}.parquet.partial" for name in final}
+    partial = {n: out_dir / f".{n}.partial" for n in names}
+    chunks_per_part = -(-part_graduates // CHUNK_GRADUATES) if part_graduates else None
     counts = {"graduates": 0, "outcomes": 0}
+    writers: dict[str, pq.ParquetWriter] = {}
     try:
-        with pq.ParquetWriter(partial["graduates"], GRADUATES_SCHEMA) as grad_writer, \
-                pq.ParquetWriter(partial["outcomes"], OUTCOMES_SCHEMA) as out_writer:
-            for chunk, first in enumerate(range(0, graduates, CHUNK_GRADUATES)):
-                rng = _generator(seed, CHUNK_STREAM, chunk)
-                n = min(CHUNK_GRADUATES, graduates - first)
-                grads = draw_graduates(universe, rng, first + 1, n)
-                outcomes = draw_outcomes(universe, grads, rng, last_data_year, coverage)
-                grad_writer.write_table(graduates_table(universe, grads, cip_switch_year))
-                out_writer.write_table(outcomes_table(outcomes))
-                counts["graduates"] += n
-                counts["outcomes"] += len(outcomes.person_id)
-                progress(f"synth: {counts['graduates']:,} / {graduates:,} graduates, "
-                         f"{counts['outcomes']:,} outcome rows")
-        for name in final:
+        for path in partial.values():
+            _remove(path)
+            if part_graduates:
+                path.mkdir()
+        for chunk, first in enumerate(range(0, graduates, CHUNK_GRADUATES)):
+            if not writers or (chunks_per_part and chunk % chunks_per_part == 0):
+                for writer in writers.values():
+                    writer.close()
+                part = f"part-{chunk // chunks_per_part:05d}.parquet" if chunks_per_part else None
+                writers = {n: pq.ParquetWriter(partial[n] / part if part else partial[n], schema)
+                           for n, schema in zip(names, (GRADUATES_SCHEMA, OUTCOMES_SCHEMA))}
+            rng = _generator(seed, CHUNK_STREAM, chunk)
+            n = min(CHUNK_GRADUATES, graduates - first)
+            grads = draw_graduates(universe, rng, first + 1, n)
+            outcomes = draw_outcomes(universe, grads, rng, last_data_year, coverage)
+            writers["graduates"].write_table(graduates_table(universe, grads, cip_switch_year))
+            writers["outcomes"].write_table(outcomes_table(outcomes))
+            counts["graduates"] += n
+            counts["outcomes"] += len(outcomes.person_id)
+            progress(f"synth: {counts['graduates']:,} / {graduates:,} graduates, "
+                     f"{counts['outcomes']:,} outcome rows")
+        for writer in writers.values():
+            writer.close()
+        writers = {}
+        for name in names:
+            if final[name].is_dir():
+                _remove(final[name])
             os.replace(partial[name], final[name])
     finally:
+        for writer in writers.values():
+            writer.close()
         for path in partial.values():
-            path.unlink(missing_ok=True)
+            _remove(path)
     return counts
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir():
+        shutil.rmtree(path)
+    else:
+        path.unlink(missing_ok=True)

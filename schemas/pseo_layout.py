@@ -69,7 +69,7 @@ COHORT_YEARS_BY_DEGREE = {"05": "3"}       # section Grad Cohort Years: bachelor
 DEFAULT_COHORT_YEARS = "5"                 # every other degree level 5
 ALL_INDUSTRIES = "00"                      # label_industry, ind_level A: All NAICS Sectors
 UNCLASSIFIED_DIVISION = "Z"                # label_geography_division: not a PSEO destination
-# label_institution.csv (not shipped, 4 MB) codes inst_level S by the 2-digit state FIPS
+# label_institution.csv codes inst_level S by the 2-digit state FIPS
 # code of the 50 states and DC: label_fipsnum's states without these two.
 NO_INSTITUTION_STATE_ROWS = ("72", "78")
 OPEID = r"\d{8}"                           # institution at inst_level I: an 8-digit OPEID
@@ -246,9 +246,10 @@ class LayoutInputMissing(Exception):
     """The public folder or one of its official files does not exist."""
 
 
-def check_public_folder(folder: Path) -> LayoutReport:
+def check_public_folder(folder: Path, note=None) -> LayoutReport:
     """Check `pseoe_all.csv` and `pseof_all.csv` of `folder` against the schema. Raises
-    LayoutInputMissing when the folder or a file is missing."""
+    LayoutInputMissing when the folder or a file is missing. `note(message)`, if given,
+    is told each file's progress."""
     folder = Path(folder)
     if not folder.is_dir():
         raise LayoutInputMissing(f"{folder}: no such folder")
@@ -258,14 +259,18 @@ def check_public_folder(folder: Path) -> LayoutReport:
                                  f"files are {', '.join(p.file_name for p in Product)})")
     rows, problems = {}, []
     for product in Product:
-        count, found = check_file(folder / product.file_name, product)
+        count, found = check_file(folder / product.file_name, product, note)
         rows[product.file_name] = count
         problems += found
+        if note is not None:
+            note(f"checked {product.file_name}: {count:,} rows, {len(found)} problem(s)")
     return LayoutReport(folder, rows, problems)
 
 
-def check_file(path: Path, product: Product | str) -> tuple[int, list[LayoutProblem]]:
-    """(data rows, problems) of one file of the product."""
+def check_file(path: Path, product: Product | str, note=None
+               ) -> tuple[int, list[LayoutProblem]]:
+    """(data rows, problems) of one file of the product; `note(message)`, if given, is
+    told when the file has been read."""
     product = Product(product)
     name = Path(path).name
     try:
@@ -292,6 +297,8 @@ def check_file(path: Path, product: Product | str) -> tuple[int, list[LayoutProb
                             index_col=False, encoding="utf-8")
     frame.columns = header                      # duplicates are reported, not renamed
     frame = frame.loc[:, ~frame.columns.duplicated()]
+    if note is not None:
+        note(f"read {name}: {len(frame):,} rows; checking their values")
     return len(frame), problems + _RowChecks(name, layout(product), frame).run()
 
 

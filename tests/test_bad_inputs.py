@@ -118,13 +118,12 @@ def both_formats(root: Path) -> dict[str, Path]:
     return {"--data": folder}
 
 
-def dataset_folder(root: Path) -> dict[str, Path]:
-    """outcomes.parquet as a folder of part files (a partitioned dataset)."""
+def empty_dataset_folder(root: Path) -> dict[str, Path]:
+    """outcomes/ as a folder without Parquet part files."""
     folder = data()(root)["--data"]
-    single = folder / "outcomes.parquet"
-    single.rename(folder / "part-0.parquet")
-    single.mkdir()
-    (folder / "part-0.parquet").rename(single / "part-0.parquet")
+    (folder / "outcomes.parquet").unlink()
+    (folder / "outcomes").mkdir()
+    (folder / "outcomes" / "part-0.csv").write_text("person_id\n1\n")
     return {"--data": folder}
 
 
@@ -253,7 +252,7 @@ CASES = [
                  ["{root}/nowhere: data folder not found"],
                  id="data-folder-missing"),
     pytest.param(without_outcomes,
-                 ["{root}/parquet-data: no outcomes.parquet or outcomes.csv found"],
+                 ["{root}/parquet-data: no outcomes.parquet, outcomes.csv or outcomes/ (a folder of Parquet files) found"],
                  id="data-outcomes-missing"),
     pytest.param(data(outcomes=cut_in_half),
                  ["{root}/parquet-data/outcomes.parquet: cannot read: not a readable Parquet file"],
@@ -299,9 +298,9 @@ CASES = [
     pytest.param(both_formats,
                  ["{root}/parquet-data: both graduates.parquet and graduates.csv are there"],
                  id="data-parquet-and-csv"),
-    pytest.param(dataset_folder,
-                 ["{root}/parquet-data/outcomes.parquet: a folder (a partitioned Parquet dataset?)"],
-                 id="parquet-dataset-folder"),
+    pytest.param(empty_dataset_folder,
+                 ["{root}/parquet-data/outcomes: a folder without *.parquet files"],
+                 id="parquet-dataset-folder-empty"),
     # public reference files (--reference)
     pytest.param(lambda root: {"--reference": root / "nowhere"},
                  [f"{{root}}/nowhere/{J2J_FILE}: reference file not found",

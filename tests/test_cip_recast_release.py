@@ -63,7 +63,7 @@ def test_the_recast_keeps_every_population_total_value_by_value(releases):
     root, uri = releases
     as_measured = _tables(store_beside(uri), "2026Q4-test", recast=False)
     recast = _tables(store_beside(uri), "2026Q4-test", recast=True)
-    assert as_measured[3] == [] and len(recast[3]) == 6
+    assert as_measured[3] == [] and len(recast[3]) == 9   # earnings, flows, origin counts
     for kind in (0, 1):
         for old, new in zip(as_measured[kind], recast[kind]):
             values = old.counts if kind == 0 else old.noisy
@@ -85,7 +85,7 @@ def test_the_recast_spends_nothing_and_is_in_the_ledger_and_documents(releases):
     root, _ = releases
     ledger = pd.read_csv(root / "a" / "internal" / "ledger.csv", dtype={"epsilon": str})
     recast = ledger[ledger["tabulation_id"].str.startswith("cip-recast.")]
-    assert len(recast) == 6 and (recast["epsilon"] == "0").all()
+    assert len(recast) == 9 and (recast["epsilon"] == "0").all()   # 3 x (earnings, flows, counts)
     assert set(recast["derived_from"]) == set(ledger.loc[ledger["mechanism"] ==
                                                          "two-sided geometric", "tabulation_id"])
     assert recast["noise_stream"].str.fullmatch(r"[0-9a-f]{64}(;[0-9a-f]{64})*").all()

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from pseo_das.tasks.employment_flows.flows_correction import remove_excess
+from pseo_das.tasks.employment_flows.flows_correction import correct_values
 
 
 def _exponentials(seed: int):
@@ -35,7 +35,7 @@ def _chi_square_p(noisy_row, weights, assumed_weights, n_cells=20_000, seed=7) -
     `assumed_weights`."""
     noisy = np.tile(np.array(noisy_row, dtype=np.int64), (n_cells, 1))
     log_w = np.tile(np.log(np.array(weights, dtype=float)), (n_cells, 1))
-    corrected, _ = remove_excess(noisy, log_w, _exponentials(seed))
+    corrected, _ = correct_values(noisy, log_w, _exponentials(seed))
     clipped = tuple(max(c, 0) for c in noisy_row)
     excess = sum(clipped) - sum(noisy_row)
     law = _sequential_distribution(clipped, tuple(Fraction(w) for w in assumed_weights), excess)
@@ -67,7 +67,7 @@ def test_invariants_on_random_noisy_flows():
     true = generator.poisson(0.3, size=(2_000, 40)) * (generator.random((2_000, 40)) < 0.2)
     noisy = true + generator.geometric(0.6, true.shape) - generator.geometric(0.6, true.shape)
     log_w = np.log(generator.uniform(0.01, 10.0, size=noisy.shape))
-    corrected, summary = remove_excess(noisy, log_w, _exponentials(3))
+    corrected, summary = correct_values(noisy, log_w, _exponentials(3))
     total = noisy.sum(axis=1)
     assert (corrected >= 0).all()
     assert (corrected <= np.maximum(noisy, 0)).all()
@@ -81,6 +81,6 @@ def test_invariants_on_random_noisy_flows():
 def test_same_draws_same_correction():
     noisy = np.array([[3, -1, 2, 0, -2], [5, 1, -4, 1, 1]], dtype=np.int64)
     log_w = np.zeros_like(noisy, dtype=float)
-    first, _ = remove_excess(noisy, log_w, _exponentials(5))
-    second, _ = remove_excess(noisy, log_w, _exponentials(5))
+    first, _ = correct_values(noisy, log_w, _exponentials(5))
+    second, _ = correct_values(noisy, log_w, _exponentials(5))
     assert (first == second).all()

@@ -144,7 +144,7 @@ def test_missing_column_and_wrong_type(tmp_path):
 
 def test_missing_file(tmp_path):
     valid_graduates().to_parquet(tmp_path / "graduates.parquet")
-    with pytest.raises(InputValidationError, match="no outcomes.parquet or outcomes.csv"):
+    with pytest.raises(InputValidationError, match="no outcomes.parquet, outcomes.csv or outcomes/"):
         read_inputs(tmp_path, FIRST, LAST)
 
 

@@ -237,13 +237,15 @@ def test_an_added_cohort_is_the_only_thing_measured(synthetic_dir, tmp_path, tra
     assert run_release(earlier, tmp_path / "r1", SEED_A, tracking_uri, "R1") == 0
     assert run_release(synthetic_dir, tmp_path / "r2", None, tracking_uri, "R2") == 0
     summary = _summary(tmp_path / "r2")
-    # bachelor's cohort 2019-2021 reaches only 1 year after by 2022: earnings 1 + flows 1.5
+    # bachelor's cohort 2019-2021 reaches only 1 year after by 2022: earnings 1 + flows 1.2
+    # + origin counts 0.3
     assert summary["new_epsilon"] == "2.5"
     with PrivacyStore.open(store_beside(tracking_uri)) as store:
         plan = store.get_frame(store.attempts("R2")[0].plan_sha256)
     new = plan[plan["new"]]
     assert set(zip(new["degree_level"], new["grad_cohort"])) == {("05", 2019)}
-    assert set(new["tabulation_id"]) == {"earnings.I.cip4.y1", "flows.I.cip2.y1"}
+    assert set(new["tabulation_id"]) == {"earnings.I.cip4.y1", "flows.I.cip2.y1",
+                                         "flows_total.I.cip2.y1"}
     assert summary["populations_measured"] == new[["institution", "degree_level",
                                                    "grad_cohort"]].drop_duplicates().shape[0]
 

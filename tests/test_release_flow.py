@@ -155,18 +155,21 @@ def test_ledger_and_budget(releases):
     ledger = pd.read_csv(root / "a" / "internal" / "ledger.csv")
     measured = ledger[ledger["epsilon"] > 0].set_index("tabulation_id")
     assert sorted(measured.index) == sorted([f"earnings.I.cip4.y{k}" for k in (1, 5, 10)]
-                                            + [f"flows.I.cip2.y{k}" for k in (1, 5, 10)])
+                                            + [f"flows.I.cip2.y{k}" for k in (1, 5, 10)]
+                                            + [f"flows_total.I.cip2.y{k}" for k in (1, 5, 10)])
     assert (measured["sensitivity"] == 1).all()
-    assert set(measured.groupby("product")["n_bins"].unique().map(tuple)) == {(21,), (1021,)}
+    assert set(measured.groupby("product")["n_bins"].unique().map(tuple)) == {(21,), (1021,), (1,)}
     assert measured.groupby("product")["epsilon"].sum().to_dict() == \
-        {"earnings histograms": 3.0, "employment flows": pytest.approx(4.5)}
+        {"earnings histograms": 3.0, "employment flows": pytest.approx(3.6),
+         "employment flows origin counts": pytest.approx(0.9)}
     assert ledger["epsilon"].sum() == pytest.approx(7.5)
     assert ledger["epsilon"].sum() <= CFG.privacy.epsilon_cap
     derived = ledger[ledger["epsilon"] == 0]
     assert derived["derived_from"].isin(ledger["tabulation_id"]).all()
     # earnings sums per years-after (institution CIP 2 and A, state x 3 CIP levels, all
-    # cohorts x 6); flows all-fields sums; flows corrections; CIP recasts
-    assert len(derived) == 3 * (2 + 3 + 6) + 3 + 6 + 6
+    # cohorts x 6); flows and origin-count all-fields sums; flows corrections; CIP recasts
+    # (earnings, flows and origin counts)
+    assert len(derived) == 3 * (2 + 3 + 6) + 3 + 3 + 6 + 9
     drb = (root / "a" / "internal" / "drb_report.md").read_text()
     assert "noisy values drawn = noisy values recorded in the ledger | passed" in drb
     assert "FAILED" not in drb
@@ -185,7 +188,8 @@ def test_mlflow_run_has_the_audit_trail(releases):
     assert set(CFG.flat()) <= set(params)
     metrics = run.data.metrics
     assert metrics["epsilon.total"] == 7.5 and metrics["epsilon.earnings.I.cip4.y5"] == 1.0
-    assert metrics["epsilon.flows.I.cip2.y5"] == 1.5
+    assert metrics["epsilon.flows.I.cip2.y5"] == 1.2
+    assert metrics["epsilon.flows_total.I.cip2.y5"] == 0.3
     assert metrics["flows.units_removed.flows.I.cip2.y1"] > 0
     assert metrics["flows.division_flows_suppressed"] > 0
     assert metrics["cells.suppressed"] > 0
@@ -255,7 +259,8 @@ def test_release_notes_carry_a_certificate(releases):
     assert "| release id | `2026Q4-test` |" in certificate
     assert f"| configuration SHA-256 | `{config_sha256}`" in certificate
     assert hashlib.sha256(bytes.fromhex(SEED_A)).hexdigest() in certificate
-    assert "total epsilon **7.5** over 6 measured tabulations (earnings histograms 3; employment flows 4.5)" in certificate
+    assert ("total epsilon **7.5** over 9 measured tabulations (earnings histograms 3; "
+            "employment flows 3.6; employment flows origin counts 0.9)") in certificate
     assert "pseo-das audit" in certificate
 
 
@@ -289,7 +294,7 @@ def test_every_stage_is_its_own_named_task_run(releases):
         assert len(subflows) == 1
         task_runs += task_runs_of(client, [subflows[0].id])
     names = {run.name.rsplit("-", 1)[0] for run in task_runs}
-    assert {"validate inputs", "load reference inputs", "build cell frames", "release plan",
+    assert {"validate and count the inputs", "load reference inputs", "release plan",
             "measure earnings histograms", "measure employment flows",
             "keep measurements in the privacy store", "keep publication record",
             "read the release's measurements from the store", "derive earnings histograms",

@@ -341,3 +341,35 @@ def test_switch_year_moves_the_boundary(tmp_path, data_dir, graduates, crosswalk
     assert (old[~same] != new[~same]).any()
     assert ((tmp_path / "outcomes.parquet").read_bytes()
             == (data_dir / "outcomes.parquet").read_bytes())
+
+
+# --- partitioned datasets -----------------------------------------------------------
+
+def test_part_files_hold_the_same_rows_as_single_files(tmp_path):
+    """300,000 graduates in parts of one 250,000-graduate chunk: two part files per input,
+    whose rows are those of the single files, in order; both marked synthetic."""
+    from pseo_das.synth import is_synthetic
+    single, parts = tmp_path / "single", tmp_path / "parts"
+    write_synthetic(single, graduates=300_000, progress=_quiet)
+    counts = write_synthetic(parts, graduates=300_000, progress=_quiet, part_graduates=1)
+    for name in ("graduates", "outcomes"):
+        files = sorted((parts / name).iterdir())
+        assert [f.name for f in files] == ["part-00000.parquet", "part-00001.parquet"]
+        joined = pd.concat([pd.read_parquet(f) for f in files], ignore_index=True)
+        whole = pd.read_parquet(single / f"{name}.parquet")
+        assert len(joined) == counts[name] == len(whole)
+        for column in whole:
+            pd.testing.assert_series_equal(joined[column].astype(object), whole[column].astype(object))
+    assert is_synthetic(parts) and is_synthetic(single)
+    assert sorted(p.name for p in parts.iterdir()) == ["graduates", "outcomes"]
+    with pytest.raises(ValueError, match="already there"):
+        write_synthetic(single, graduates=10, progress=_quiet, part_graduates=5)
+
+
+def test_a_crash_while_writing_parts_leaves_nothing(tmp_path):
+    def crash(_message: str) -> None:
+        raise RuntimeError("interrupted")
+
+    with pytest.raises(RuntimeError, match="interrupted"):
+        write_synthetic(tmp_path, graduates=1_000, progress=crash, part_graduates=100)
+    assert list(tmp_path.iterdir()) == []

@@ -17,6 +17,7 @@ from pseo_das.epsilon import epsilon_text, exact_epsilon
 from pseo_das.tasks.audit.audit_target import AuditedRelease
 from pseo_das.tasks.privacy.mechanism import GEOMETRIC
 from pseo_das.tasks.employment_flows.noisy_flows import PRODUCT as FLOWS_PRODUCT
+from pseo_das.tasks.employment_flows.noisy_flows import TOTAL_PRODUCT as FLOWS_TOTAL_PRODUCT
 from pseo_das.tasks.earnings.noisy_histograms import PRODUCT as EARNINGS_PRODUCT
 from pseo_das.tasks.audit.verification import (FAILED, PASSED, CheckResult,
                                 configuration_differences, flatten, logged_configuration,
@@ -26,7 +27,8 @@ LEDGER = "internal/ledger.csv"
 CONFIG = "internal/config.json"
 # The configuration value that sets the epsilon of each product's measured tabulations.
 EPSILON_SETTING = {EARNINGS_PRODUCT: "privacy.epsilon_per_tabulation",
-                   FLOWS_PRODUCT: "flows.epsilon_per_tabulation"}
+                   FLOWS_PRODUCT: "flows.epsilon_per_tabulation",
+                   FLOWS_TOTAL_PRODUCT: "flows.total_epsilon_per_tabulation"}
 
 
 def _read_ledger_text(path: Path) -> pd.DataFrame:
@@ -155,7 +157,8 @@ def total_findings(total: Fraction, by_product: pd.DataFrame, metrics: dict[str,
                    "the planned total could not be computed")
         return out
     planned = {EARNINGS_PRODUCT: plan.n_earnings_tabulations(),
-               FLOWS_PRODUCT: plan.n_flows_tabulations()}
+               FLOWS_PRODUCT: plan.n_flows_tabulations(),
+               FLOWS_TOTAL_PRODUCT: plan.n_flows_total_tabulations()}
     for product, n in planned.items():
         found = int(by_product["count"].get(product, 0))
         if found != n:

@@ -27,9 +27,15 @@ def earnings_records(inputs: ValidatedInputs, years_after: int, bin_edges: tuple
     earnings = inputs.outcomes["earnings"].to_numpy(dtype=np.float64, na_value=np.nan)
     years = inputs.outcomes["years_after"].to_numpy()
     in_universe = (years == years_after) & (earnings >= sample_floor)
-    bins = np.searchsorted(np.asarray(bin_edges, dtype=np.float64), earnings[in_universe],
-                           side="right") - 1
-    return EarningsRecords(years_after, inputs.graduate_row[in_universe], bins.astype(np.int64))
+    return EarningsRecords(years_after, inputs.graduate_row[in_universe],
+                           earnings_bin(earnings[in_universe], bin_edges))
+
+
+def earnings_bin(earnings: np.ndarray, bin_edges: tuple[int, ...]) -> np.ndarray:
+    """0-based bin of earnings at or above the floor (bin_edges[0]); the top edge and above
+    fall in the last bin."""
+    return np.searchsorted(np.asarray(bin_edges, dtype=np.float64), earnings,
+                           side="right").astype(np.int64) - 1
 
 
 def true_histograms(frame: CellFrame, records: EarningsRecords, last_earnings_year: int,

@@ -12,13 +12,12 @@ import pandas as pd
 
 from pseo_das.config import CIP_LEVELS, ReleaseConfig
 from pseo_das.tasks import progress, release_task
-from pseo_das.tasks.inputs.cells import CellFrame, sum_to_coarser
-from pseo_das.tasks.earnings.histograms import earnings_records, true_histograms
-from pseo_das.tasks.inputs.ingest import ValidatedInputs
+from pseo_das.tasks.inputs.cells import sum_to_coarser
 from pseo_das.tasks.privacy.mechanism import (LedgerEntry, NoisyMeasurement, derived_entry,
                                               measure_with_geometric_noise)
 
 if TYPE_CHECKING:
+    from pseo_das.tasks.inputs.true_counts import TrueCounts
     from pseo_das.tasks.privacy.release_plan import PendingMeasurement
 
 PRODUCT = "earnings histograms"
@@ -71,21 +70,19 @@ def derive_histograms(source: NoisyHistograms, inst_level: str, cip_level: str,
 
 
 @release_task("measure earnings histograms")
-def measure_earnings(pending: dict[int, list["PendingMeasurement"]], inputs: ValidatedInputs,
-                     frames: dict[str, CellFrame], cfg: ReleaseConfig) -> list[NoisyMeasurement]:
+def measure_earnings(pending: dict[int, list["PendingMeasurement"]], counts: "TrueCounts",
+                     cfg: ReleaseConfig) -> list[NoisyMeasurement]:
     """Noisy institution histograms of the plan's pending earnings measurements (by years
     after; new populations only). Privacy cost: epsilon_per_tabulation per measurement, on
     its populations only. True counts stay inside."""
     started = time.perf_counter()
     measured = []
     for years_after, mine in pending.items():
-        records = earnings_records(inputs, years_after, cfg.earnings.bin_edges,
-                                   cfg.earnings.sample_floor)
         for measurement in mine:
             question = measurement.question
-            cells, true_counts = true_histograms(frames[question.cip_level], records,
-                                                 cfg.cells.last_earnings_year,
-                                                 cfg.earnings.n_bins, measurement.populations)
+            cells, true_counts = counts.histograms(question.cip_level, years_after,
+                                                   cfg.cells.last_earnings_year,
+                                                   measurement.populations)
             measured.append(measure_histograms(
                 bytes.fromhex(measurement.seed_hex), measurement.measurement_id, cells,
                 true_counts, question.cip_level, years_after, question.epsilon))

@@ -224,7 +224,8 @@ def flows_table(origins: list[OriginTable]) -> pd.DataFrame:
 
 def state_flows_table(tables: list[NoisyFlows]) -> pd.DataFrame:
     """flows_state.csv (internal): noisy and corrected count of every flow whose noisy or
-    corrected count is not 0, so an auditor can check the correction cell by cell.
+    corrected count is not 0, and the total its origin cell's corrected flows match
+    (`target_total`), so an auditor can check the correction cell by cell.
     Code columns stay categorical (millions of rows)."""
     dest = destinations().astype("category")
     parts = []
@@ -243,6 +244,7 @@ def state_flows_table(tables: list[NoisyFlows]) -> pd.DataFrame:
             "state": dest["state"].array.take(cols),
             "noisy_count": table.noisy[rows, cols],
             "corrected_count": table.corrected[rows, cols],
+            "origin_total": target_total(table)[rows],
         })
     return pd.DataFrame({name: _concat([part[name] for part in parts]) for name in parts[0]})
 
@@ -285,15 +287,23 @@ def recheck_division_sums(pseof: pd.DataFrame, flows_state: pd.DataFrame) -> tup
     return compared, differ
 
 
+def target_total(table: NoisyFlows) -> np.ndarray:
+    """The total the correction matches: the measured origin counts, or the noisy sum."""
+    return table.noisy.sum(axis=1) if table.total is None else table.total
+
+
 def flows_invariants(tables: list[NoisyFlows], pseof: pd.DataFrame,
                      flows_state: pd.DataFrame) -> list[dict]:
     """The logical constraints the correction promises, checked on every table, the
     published flows' own (never negative, in-state within employed), and the published
     division flows recomputed from the state flows they come from."""
     negative = sum(int((t.corrected < 0).sum()) for t in tables)
-    totals = sum(int((t.corrected.sum(axis=1) != np.maximum(t.noisy.sum(axis=1), 0)).sum())
+    totals = sum(int((t.corrected.sum(axis=1) != np.maximum(target_total(t), 0)).sum())
                  for t in tables)
-    exceed = sum(int((t.corrected > np.maximum(t.noisy, 0)).sum()) for t in tables)
+    # units are only removed, except in a cell whose measured total exceeds its kept flows
+    removed_only = [np.maximum(t.noisy, 0).sum(axis=1) >= target_total(t) for t in tables]
+    exceed = sum(int((t.corrected > np.maximum(t.noisy, 0))[keep].sum())
+                 for t, keep in zip(tables, removed_only))
     published_negative = sum(int((pseof[f"y{k}_{name}"] < 0).sum())
                              for k in YEARS_AFTER for name in MEASURES)
     instate_over = sum(int((pseof[f"y{k}_grads_emp_instate"] > pseof[f"y{k}_grads_emp"]).sum())
@@ -301,9 +311,10 @@ def flows_invariants(tables: list[NoisyFlows], pseof: pd.DataFrame,
     compared, differ = recheck_division_sums(pseof, flows_state)
     checks = [
         ("no corrected flow is negative", negative, "negative flows"),
-        ("per origin cell, corrected total = noisy total (0 when that is negative)", totals,
-         "cells differ"),
-        ("no corrected flow exceeds its positive noisy count", exceed, "flows exceed"),
+        ("per origin cell, corrected total = its target (measured origin count, or the noisy "
+         "sum of its flows; 0 when that is negative)", totals, "cells differ"),
+        ("no corrected flow exceeds its positive noisy count where units were removed",
+         exceed, "flows exceed"),
         ("no published flow is negative", published_negative, "negative values"),
         ("no published in-state count exceeds its employed count", instate_over, "rows exceed"),
         (f"every published division flow of the institution cells recomputed from "
@@ -337,7 +348,10 @@ def build_flows_tables(tables: list[NoisyFlows], correction: list[dict],
     shares = [unobserved_division_share(t, m, history) for t, m in zip(tables, unobserved)]
     origins = [origin for t, share in zip(tables, shares)
                for origin in origin_tables(t, share > share_max)]
+    progress(f"division suppression decided, origin tables built "
+             f"({time.perf_counter() - started:.1f} s)")
     pseof = flows_table(origins)
+    progress(f"pseof_all assembled: {len(pseof):,} rows ({time.perf_counter() - started:.1f} s)")
     touched = np.concatenate([s[divisions_at_risk(m)]
                               for s, m in zip(shares, unobserved)])
     suppression = {
@@ -349,6 +363,8 @@ def build_flows_tables(tables: list[NoisyFlows], correction: list[dict],
                          for th in SHARE_THRESHOLDS_SHOWN],
     }
     flows_state = state_flows_table(tables)
+    progress(f"flows_state assembled: {len(flows_state):,} rows; checking the flows "
+             f"invariants ({time.perf_counter() - started:.1f} s)")
     checks = flows_invariants(tables, pseof, flows_state)
     if any(c["result"].startswith("FAILED") for c in checks):
         raise RuntimeError("flows checks failed: " + "; ".join(

@@ -41,24 +41,29 @@ def destination_state() -> np.ndarray:
     return np.append(np.tile(np.arange(N_STATES), N_SECTORS), -1)
 
 
-def _code_index(codes: pd.Series, universe: tuple[str, ...]) -> np.ndarray:
+def code_index(codes: pd.Series, universe: tuple[str, ...]) -> np.ndarray:
     """Position in `universe` of each row's code; -1 for a missing code."""
     position = np.array([universe.index(c) for c in codes.cat.categories] + [-1], dtype=np.int64)
     return position[codes.cat.codes.to_numpy()]  # code -1 (missing) picks the appended -1
 
 
+def employed_destination(outcomes: pd.DataFrame, sample_floor: float) -> np.ndarray:
+    """Each outcome row's employed destination (sector x state), or NONEMPLOYED: no job,
+    no state or industry on record, or earnings under the floor."""
+    earnings = outcomes["earnings"].to_numpy(dtype=np.float64, na_value=np.nan)
+    sector = code_index(outcomes["industry"], NAICS_SECTORS)
+    state = code_index(outcomes["emp_state"], STATE_FIPS)
+    employed = (earnings >= sample_floor) & (sector >= 0) & (state >= 0)
+    return np.where(employed, sector * N_STATES + state, NONEMPLOYED)
+
+
 def graduate_destinations(inputs: ValidatedInputs, years_after: int,
                           sample_floor: float) -> np.ndarray:
     """Destination of every graduate (row of inputs.graduates) `years_after` years out."""
-    outcomes = inputs.outcomes
-    rows = outcomes["years_after"].to_numpy() == years_after
-    earnings = outcomes["earnings"].to_numpy(dtype=np.float64, na_value=np.nan)[rows]
-    sector = _code_index(outcomes["industry"], NAICS_SECTORS)[rows]
-    state = _code_index(outcomes["emp_state"], STATE_FIPS)[rows]
-    employed = (earnings >= sample_floor) & (sector >= 0) & (state >= 0)
+    rows = inputs.outcomes["years_after"].to_numpy() == years_after
     destination = np.full(len(inputs.graduates), NONEMPLOYED, dtype=np.int64)
-    graduate = inputs.graduate_row[rows]
-    destination[graduate[employed]] = sector[employed] * N_STATES + state[employed]
+    destination[inputs.graduate_row[rows]] = employed_destination(inputs.outcomes[rows],
+                                                                  sample_floor)
     return destination
 
 

@@ -1,10 +1,11 @@
 """The flows correction (technical appendix A.3.1-A.3.2, as settled in SPEC.md).
 Privacy cost: none (post-processing of noisy flows; its random draws are recorded).
 
-Per origin cell: (1) negative flows are set to 0; (2) a cell whose noisy total is negative
-is set to 0 entirely; (3) otherwise F = (sum after step 1) - (noisy total) units are
-removed one at a time, each from a flow drawn among the still-positive flows with
-probability proportional to its weight
+Per origin cell, with its total T (`flows.correction`: "measured-total", the default, takes
+the cell's measured origin count; "appendix" the sum of its noisy flows, as A.3.2 writes):
+(1) negative flows are set to 0; (2) a cell whose total is negative is set to 0 entirely;
+(3) otherwise F = (sum after step 1) - T units are removed one at a time, each from a flow
+drawn among the still-positive flows with probability proportional to its weight
 
     w = 1 / (J2J(home state -> destination state) x QCEW(destination state, sector)
              x INDFLOW(institution, 2-digit CIP, sector)),
@@ -13,13 +14,16 @@ each factor replaced by 1 where it is zero or negative. INDFLOW sums the measure
 flows over cohorts, degree levels, years after and states. The non-employed destination
 gets `nonemployed_weight` times the geometric mean of the cell's employed-destination
 weights (the raw weights' scale depends on the units of J2J and QCEW, so an absolute
-weight would mean nothing).
+weight would mean nothing). A measured total above the sum after step 1 is made up by
+adding the missing units in proportion to the kept flows (`flows_candidates.add_in_proportion`).
 
 The sequential draws are simulated exactly and for all cells at once with competing
 exponential clocks: give each positive flow's units exponential waiting times at rate w
 (a Poisson process stopped after its count), and remove the F earliest units of the
 cell. At every step the next unit then comes from a still-positive flow with probability
-proportional to its weight, which is the sequential procedure of A.3.2.
+proportional to its weight, which is the sequential procedure of A.3.2. The F earliest
+units are selected within each cell (`flows_candidates.remove_units`), not by a sort of
+all units.
 """
 from __future__ import annotations
 
@@ -36,6 +40,7 @@ from pseo_das.tasks.employment_flows.flow_counts import (N_SECTORS, N_STATES, NO
                                destination_state)
 from pseo_das.tasks.privacy.mechanism import (LedgerEntry, post_processing_exponentials,
                                               post_processing_seed)
+from pseo_das.tasks.employment_flows.flows_candidates import appendix_correction
 from pseo_das.tasks.employment_flows.noisy_flows import PRODUCT, NoisyFlows
 from pseo_das.tasks.inputs.reference_inputs import ReferenceInputs
 
@@ -80,34 +85,33 @@ def log_weights(table: NoisyFlows, reference: ReferenceInputs, indflow: pd.DataF
     return np.hstack([employed, nonemployed])
 
 
-def remove_excess(noisy: np.ndarray, log_w: np.ndarray, exponentials) -> tuple[np.ndarray, dict]:
-    """Corrected flows (cells x destinations) from noisy flows and log weights.
+NOISY_SUM_TOTAL = "noisy sum of the flows"
+MEASURED_TOTAL = "measured origin count"
+
+
+def correct_values(noisy: np.ndarray, log_w: np.ndarray, exponentials,
+                   total: np.ndarray | None = None) -> tuple[np.ndarray, dict]:
+    """Corrected flows (cells x destinations) from noisy flows and log weights, and
+    statistics. `total` None: the appendix's total, the sum of the cell's noisy flows
+    (never a deficit); otherwise the measured origin counts, and a kept sum below one is
+    made up in proportion to the kept flows (`flows_candidates.add_in_proportion`).
 
     `exponentials(n)` returns n standard exponential variates (the seeded stream): one
     per unit that could be removed, in canonical (cell, destination, unit) order.
+    Privacy cost: none.
     """
-    clipped = np.maximum(noisy, 0)
-    total = noisy.sum(axis=1)
-    excess = np.where(total >= 0, clipped.sum(axis=1) - total, 0)
-    corrected = np.where(total[:, None] >= 0, clipped, 0)
-    rows, cols = np.nonzero((corrected > 0) & (excess[:, None] > 0))
-    units = np.minimum(corrected[rows, cols], excess[rows])      # at most F per flow matter
-    entry = np.repeat(np.arange(len(rows)), units)
-    waits = pd.Series(exponentials(len(entry))).groupby(entry, sort=False).cumsum().to_numpy()
-    clock = np.log(waits) - log_w[rows, cols][entry]              # log(waiting time / w)
-    unit_row = rows[entry]
-    order = np.lexsort((clock, unit_row))
-    first_of_row = np.searchsorted(unit_row[order], unit_row[order], side="left")
-    rank = np.arange(len(order)) - first_of_row
-    removed_units = order[rank < excess[unit_row[order]]]
-    removed = np.bincount(entry[removed_units], minlength=len(rows))
-    corrected[rows, cols] -= removed
+    target = noisy.sum(axis=1) if total is None else np.asarray(total, dtype=np.int64)
+    clipped = np.where(target[:, None] >= 0, np.maximum(noisy, 0), 0)
+    gap = clipped.sum(axis=1) - np.maximum(target, 0)
+    corrected = appendix_correction(noisy, target, log_w, exponentials)
     stats = {
+        "total": NOISY_SUM_TOTAL if total is None else MEASURED_TOTAL,
         "origin_cells": len(noisy),
         "negative_flows_set_to_zero": int((noisy < 0).sum()),
-        "cells_with_negative_total": int((total < 0).sum()),
-        "units_removed": int(excess.sum()),
-        "cells_corrected": int((excess > 0).sum()),
+        "cells_with_negative_total": int((target < 0).sum()),
+        "units_removed": int(np.maximum(gap, 0).sum()),
+        "units_added": int(np.maximum(-gap, 0).sum()),
+        "cells_corrected": int((gap != 0).sum()),
     }
     return corrected, stats
 
@@ -128,7 +132,7 @@ def correct_table(table: NoisyFlows, reference: ReferenceInputs, indflow: pd.Dat
         entries.append(entry)
         return draws
 
-    corrected, stats = remove_excess(table.noisy, log_w, exponentials)
+    corrected, stats = correct_values(table.noisy, log_w, exponentials, table.total)
     return (replace(table, corrected=corrected),
             {"tabulation_id": table.tabulation_id, "cip_level": table.cip_level,
              "years_after": table.years_after, **stats}, entries)
@@ -146,8 +150,10 @@ def correct_flows(tables: list[NoisyFlows], reference: ReferenceInputs,
     corrected = [r[0] for r in results]
     stats = [r[1] for r in results]
     entries = [e for r in results for e in r[2]]
-    progress(f"corrected {len(tables)} flows tables: "
+    progress(f"corrected {len(tables)} flows tables to "
+             + " / ".join(sorted({s['total'] for s in stats})) + ": "
              f"{sum(s['units_removed'] for s in stats):,} units removed, "
+             f"{sum(s['units_added'] for s in stats):,} added, "
              f"{sum(s['cells_with_negative_total'] for s in stats):,} origin cells with a "
              f"negative total set to 0 ({time.perf_counter() - started:.1f} s)")
     return corrected, stats, entries

@@ -1,5 +1,10 @@
 """Noisy employment flows: measured tabulations (geometric noise, epsilon each) and
-coarser CIP levels derived from them by summation (post-processing, zero epsilon)."""
+coarser CIP levels derived from them by summation (post-processing, zero epsilon).
+
+With the measured-total correction (`flows.correction`), each flows tabulation has a
+companion: the origin cells' graduate counts, measured as their own tabulation (product
+TOTAL_PRODUCT, one column, flows.total_epsilon_per_tabulation; each graduate is in one
+origin cell, so sensitivity 1), summed to the coarser levels like the flows."""
 from __future__ import annotations
 
 import time
@@ -11,16 +16,17 @@ import pandas as pd
 
 from pseo_das.config import ReleaseConfig
 from pseo_das.tasks import progress, release_task
-from pseo_das.tasks.inputs.cells import CellFrame, sum_to_coarser
-from pseo_das.tasks.employment_flows.flow_counts import N_DESTINATIONS, graduate_destinations, true_flows
-from pseo_das.tasks.inputs.ingest import ValidatedInputs
+from pseo_das.tasks.inputs.cells import sum_to_coarser
+from pseo_das.tasks.employment_flows.flow_counts import N_DESTINATIONS
 from pseo_das.tasks.privacy.mechanism import (LedgerEntry, NoisyMeasurement, derived_entry,
                                               measure_with_geometric_noise)
 
 if TYPE_CHECKING:
+    from pseo_das.tasks.inputs.true_counts import TrueCounts
     from pseo_das.tasks.privacy.release_plan import PendingMeasurement
 
 PRODUCT = "employment flows"
+TOTAL_PRODUCT = "employment flows origin counts"
 
 
 @dataclass(frozen=True)
@@ -35,6 +41,7 @@ class NoisyFlows:
     measured_from: tuple[str, ...]
     sources: tuple[str, ...] = ()  # SHA-256 of the stored measurements it comes from
     corrected: np.ndarray | None = None  # a copy with it set is returned by the flows correction
+    total: np.ndarray | None = None      # measured noisy graduate count per origin cell, if any
 
     @property
     def measured(self) -> bool:
@@ -45,37 +52,56 @@ def tabulation_id(cip_level: str, years_after: int) -> str:
     return f"flows.I.cip{cip_level}.y{years_after}"
 
 
+def total_tabulation_id(cip_level: str, years_after: int) -> str:
+    """The origin cells' measured graduate counts that go with flows tabulation_id()."""
+    return f"flows_total.I.cip{cip_level}.y{years_after}"
+
+
 @release_task("measure employment flows")
-def measure_flows(pending: dict[int, list["PendingMeasurement"]], inputs: ValidatedInputs,
-                  frames: dict[str, CellFrame], cfg: ReleaseConfig) -> list[NoisyMeasurement]:
-    """Noisy flows of the plan's pending flows measurements (by years after; new
-    populations only). Privacy cost: flows.epsilon_per_tabulation per measurement, on its
-    populations only. True counts stay inside."""
+def measure_flows(pending: dict[int, list["PendingMeasurement"]], counts: "TrueCounts",
+                  cfg: ReleaseConfig) -> list[NoisyMeasurement]:
+    """Noisy flows of the plan's pending flows and origin-count measurements (by years
+    after; new populations only). An origin count is the row sum of the cell's true flows
+    (every graduate of the cell is in exactly one destination). Privacy cost: the
+    question's epsilon per measurement (flows.epsilon_per_tabulation, or
+    flows.total_epsilon_per_tabulation for an origin count), on its populations only.
+    True counts stay inside."""
     started = time.perf_counter()
     measured = []
     for years_after, mine in pending.items():
-        destination = graduate_destinations(inputs, years_after, cfg.earnings.sample_floor)
         for measurement in mine:
             question = measurement.question
-            cells, true_counts = true_flows(frames[question.cip_level], destination, years_after,
-                                            cfg.cells.last_earnings_year, measurement.populations)
+            cells, true_counts = counts.flows(question.cip_level, years_after,
+                                              cfg.cells.last_earnings_year,
+                                              measurement.populations)
+            if question.product == TOTAL_PRODUCT:
+                true_counts = true_counts.sum(axis=1, keepdims=True)
             measured.append(measure_with_geometric_noise(
                 bytes.fromhex(measurement.seed_hex), measurement.measurement_id,
-                question.tabulation_id, PRODUCT, cells, true_counts, question.epsilon))
+                question.tabulation_id, question.product, cells, true_counts, question.epsilon))
             del true_counts
     progress("measured flows: " + (", ".join(
-        f"{m.measurement_id} ({len(m.cells):,} cells x {N_DESTINATIONS:,} destinations)"
+        f"{m.measurement_id} ({len(m.cells):,} cells x {m.values.shape[1]:,} "
+        f"{'destinations' if m.values.shape[1] == N_DESTINATIONS else 'count'})"
         for m in measured) or "nothing new") + f" ({time.perf_counter() - started:.1f} s)")
     return measured
 
 
-def derive_flows(source: NoisyFlows, cip_level: str) -> tuple[NoisyFlows, LedgerEntry]:
-    """Sum `source`'s noisy flows up to a coarser CIP level. Privacy cost: none."""
+def derive_flows(source: NoisyFlows, cip_level: str) -> tuple[NoisyFlows, list[LedgerEntry]]:
+    """Sum `source`'s noisy flows (and its measured origin counts, if any) up to a coarser
+    CIP level. Privacy cost: none."""
     cells, noisy = sum_to_coarser(source.cells, source.noisy, "I", cip_level, source.cip_level)
     tab_id = tabulation_id(cip_level, source.years_after)
-    entry = derived_entry(tab_id, PRODUCT, len(cells), noisy.shape[1], source.tabulation_id)
-    return NoisyFlows(tab_id, cip_level, source.years_after, cells, noisy, source.measured_from,
-                      source.sources), entry
+    entries = [derived_entry(tab_id, PRODUCT, len(cells), noisy.shape[1], source.tabulation_id)]
+    total = None
+    if source.total is not None:
+        total = sum_to_coarser(source.cells, source.total[:, None], "I", cip_level,
+                               source.cip_level)[1][:, 0]
+        entries.append(derived_entry(total_tabulation_id(cip_level, source.years_after),
+                                     TOTAL_PRODUCT, len(cells), 1,
+                                     total_tabulation_id(source.cip_level, source.years_after)))
+    return NoisyFlows(tab_id, cip_level, source.years_after,
+                      cells, noisy, source.measured_from, source.sources, total=total), entries
 
 
 @release_task("derive employment flows")
@@ -90,9 +116,10 @@ def derive_all_flows(measured: list[NoisyFlows], cfg: ReleaseConfig
         for level in cfg.flows.levels():
             table = by_level.get(level)
             if table is None:
-                table, entry = derive_flows(finer, level)
-                entries.append(entry)
+                table, derived = derive_flows(finer, level)
+                entries += derived
             tables.append(table)
             finer = table
-    progress(f"derived {len(entries)} flows tables by summation (zero epsilon)")
+    progress(f"derived {sum(e.product == PRODUCT for e in entries)} flows tables by summation "
+             "(zero epsilon)")
     return tables, entries

@@ -21,7 +21,6 @@ import numpy as np
 import pandas as pd
 
 from pseo_das.config import CellsConfig
-from pseo_das.tasks import progress, release_task
 
 ALL_FIELDS_CIPCODE = "00"
 NATIONAL_INSTITUTION = "00000000"
@@ -51,7 +50,7 @@ class CellFrame:
     """Institution-level cells at one CIP level, in canonical (sorted) order."""
     cip_level: str
     cells: pd.DataFrame          # MEASURED_CELL_COLUMNS
-    graduate_cell: np.ndarray    # each graduate's cell (row of `cells`)
+    graduate_cell: np.ndarray | None  # each graduate's cell (row of `cells`); None when counted in chunks
 
     def observable(self, years_after: int, last_earnings_year: int) -> np.ndarray:
         """Cells whose whole cohort window has `years_after` earnings by the last year."""
@@ -171,13 +170,3 @@ def cell_frame(attributes: pd.DataFrame, cip_level: str) -> CellFrame:
     member[graduate_cell] = np.arange(len(graduate_cell))
     cells = keyed.iloc[member].reset_index(drop=True)[MEASURED_CELL_COLUMNS]
     return CellFrame(cip_level, cells, graduate_cell)
-
-
-@release_task("build cell frames")
-def build_cell_frames(graduates: pd.DataFrame, cfg: CellsConfig, cip_levels: list[str],
-                      cip_switch_year: int) -> dict[str, CellFrame]:
-    """Cell frames of the measured CIP levels. Privacy cost: none."""
-    attributes = cohort_attributes(graduates, cfg, cip_switch_year)
-    frames = {level: cell_frame(attributes, level) for level in cip_levels}
-    progress("cell frame: " + ", ".join(f"CIP level {k}: {len(f.cells):,} cells" for k, f in frames.items()))
-    return frames

@@ -50,6 +50,18 @@ def earnings_years(inputs: ValidatedInputs) -> np.ndarray:
     return grad_year + inputs.outcomes["years_after"].to_numpy(dtype=np.int64)
 
 
+def deflated(earnings: np.ndarray, year: np.ndarray, cpi: ConsumerPrices,
+             dollar_year: int) -> np.ndarray:
+    """Earnings of calendar years `year` in dollars of `dollar_year` (NaN stays NaN).
+    Years the CPI file lacks are refused (InputValidationError)."""
+    present = np.unique(year)
+    cpi.require(list(present) + [dollar_year])
+    base = float(cpi.value(dollar_year))
+    factor_by_year = np.zeros(int(present.max()) + 1)
+    factor_by_year[present] = [base / float(cpi.value(int(y))) for y in present]
+    return earnings * factor_by_year[year]
+
+
 @release_task("deflate earnings to constant dollars")
 def in_constant_dollars(inputs: ValidatedInputs, cpi: ConsumerPrices,
                         dollar_year: int) -> ValidatedInputs:
@@ -60,12 +72,8 @@ def in_constant_dollars(inputs: ValidatedInputs, cpi: ConsumerPrices,
     if len(year) == 0:
         return inputs
     present = np.unique(year)
-    cpi.require(list(present) + [dollar_year])
-    base = float(cpi.value(dollar_year))
-    factor_by_year = np.zeros(int(present.max()) + 1)
-    factor_by_year[present] = [base / float(cpi.value(int(y))) for y in present]
     earnings = inputs.outcomes["earnings"].to_numpy(dtype=np.float64, na_value=np.nan)
-    outcomes = inputs.outcomes.assign(earnings=earnings * factor_by_year[year])
+    outcomes = inputs.outcomes.assign(earnings=deflated(earnings, year, cpi, dollar_year))
     progress(f"earnings deflated to {dollar_year} dollars with the CPI-U annual averages of "
              f"{present.min()}-{present.max()} ({time.perf_counter() - started:.1f} s)")
     return replace(inputs, outcomes=outcomes)

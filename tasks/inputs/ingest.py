@@ -2,12 +2,24 @@
 
 A violation raises InputValidationError naming the file, column, number of bad rows
 and a few example rows; the flow stops before any noise is drawn.
+
+An input `name` (graduates, outcomes) of a data folder is one of:
+  * `name.parquet`: one Parquet file, read a record batch at a time;
+  * `name.parquet/` or `name/`: a partitioned Parquet dataset, a folder of `*.parquet`
+    part files (any depth), read file after file in the order of their relative paths;
+  * `name.csv`: one CSV file, read whole (the CSV reader names ragged rows and encodings
+    precisely; national-scale inputs belong in Parquet).
+A chunk is a DataFrame of the input's columns, converted as the input contract says
+(convert_columns), indexed by its rows' numbers counted over the whole input (0 = first
+data row of the first file); `InputFiles.where(row)` names the file of a row.
 """
 from __future__ import annotations
 
+import bisect
 import csv
 import hashlib
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,6 +28,7 @@ import pandas as pd
 import pandera.pandas as pa
 import pyarrow
 import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
 from pandera.errors import SchemaErrors
 
 from pseo_das.tasks import file_task, progress
@@ -48,45 +61,160 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def find_input(data_dir: Path, name: str) -> Path:
-    """The one input file `name`.parquet or `name`.csv in `data_dir`."""
-    if not Path(data_dir).is_dir():
+CHUNK_ROWS = 1_000_000  # rows per chunk of the streaming readers (bounded memory)
+
+
+@dataclass(frozen=True)
+class InputFiles:
+    """One confidential input: a file, or the part files of a partitioned dataset."""
+    name: str                     # "graduates" or "outcomes"
+    path: Path                    # the file or folder given
+    files: tuple[Path, ...]       # the files, in reading order
+    first_rows: tuple[int, ...]   # the input row number of each file's first row
+    rows: int                     # -1 for a CSV file (counted as it is read)
+
+    @property
+    def is_dataset(self) -> bool:
+        return self.path.is_dir()
+
+    @property
+    def is_csv(self) -> bool:
+        return self.path.suffix == ".csv"
+
+    def fingerprints(self, data_dir: Path) -> dict[str, str]:
+        """SHA-256 of each file, by its path relative to the data folder."""
+        return {file.relative_to(data_dir).as_posix(): sha256_file(file) for file in self.files}
+
+    def where(self, row: int) -> str:
+        """'row 12' for a single file; 'row 12 (part-3.parquet row 2)' for a dataset."""
+        if not self.is_dataset:
+            return f"row {row}"
+        k = bisect.bisect_right(self.first_rows, row) - 1
+        return f"row {row} ({self.files[k].relative_to(self.path).as_posix()} row {row - self.first_rows[k]})"
+
+    def check_columns(self, columns: tuple[str, ...]) -> None:
+        """Refuse part files without all of `columns` (CSV: checked as it is read)."""
+        if self.is_csv:
+            return
+        for file in self.files:
+            missing = [c for c in columns if c not in _open_parquet(file).schema_arrow.names]
+            if missing:
+                raise InputValidationError(f"{file}: missing column(s) {', '.join(missing)}; "
+                                           f"expected {', '.join(columns)}")
+
+    def chunks(self, columns: tuple[str, ...], chunk_rows: int = CHUNK_ROWS
+               ) -> Iterator[pd.DataFrame]:
+        """The input's rows, `chunk_rows` at a time at most, converted (see module doc)."""
+        if self.is_csv:
+            table = read_csv_input(self.path, columns)
+            for start in range(0, len(table), chunk_rows):
+                yield table.iloc[start:start + chunk_rows]
+            return
+        for file, first in zip(self.files, self.first_rows):
+            parquet = _open_parquet(file)
+            start = first
+            try:
+                for table in _tables(parquet, list(columns), chunk_rows):
+                    df = table.to_pandas()
+                    df.index = pd.RangeIndex(start, start + len(df))
+                    start += len(df)
+                    yield convert_columns(file, df, columns)
+            except (OSError, pyarrow.ArrowException) as exc:
+                raise InputValidationError(f"{file}: cannot read: {exc}") from exc
+
+
+def _tables(parquet: pq.ParquetFile, columns: list[str], rows: int) -> Iterator[pyarrow.Table]:
+    """The file's rows as tables of `rows` rows (the last one shorter), whatever the size
+    of its row groups."""
+    batches, n = [], 0
+    for batch in parquet.iter_batches(batch_size=rows, columns=columns):
+        batches.append(batch)
+        n += batch.num_rows
+        if n >= rows:
+            table = pyarrow.Table.from_batches(batches)
+            yield table.slice(0, rows)
+            rest = table.slice(rows)
+            batches, n = rest.to_batches(), rest.num_rows
+    if n:
+        yield pyarrow.Table.from_batches(batches)
+
+
+def _open_parquet(path: Path) -> pq.ParquetFile:
+    try:
+        return pq.ParquetFile(path)
+    except (ValueError, OSError, pyarrow.ArrowException) as exc:
+        why = str(exc).removeprefix(f"Could not open Parquet input source '{path}': ")
+        raise InputValidationError(f"{path}: cannot read: not a readable Parquet file "
+                                   f"(truncated, corrupted or not Parquet): {why}") from exc
+
+
+def find_input_files(data_dir: Path, name: str) -> InputFiles:
+    """The input `name` of `data_dir` (see module doc), refused with a clear message when
+    it is missing, ambiguous, empty or unreadable."""
+    data_dir = Path(data_dir)
+    if not data_dir.is_dir():
         raise InputValidationError(f"{data_dir}: data folder not found")
-    found = [Path(data_dir) / f"{name}{suffix}" for suffix in (".parquet", ".csv")
-             if (Path(data_dir) / f"{name}{suffix}").exists()]
+    found = [data_dir / f"{name}{suffix}" for suffix in (".parquet", ".csv", "")
+             if (data_dir / f"{name}{suffix}").exists()]
+    found = [p for p in found if p.suffix in (".parquet", ".csv") or p.is_dir()]
     if len(found) > 1:
-        raise InputValidationError(f"{data_dir}: both {name}.parquet and {name}.csv are there; "
-                                   "which one is the release's input is ambiguous: keep one")
-    if not found:
-        raise InputValidationError(f"{data_dir}: no {name}.parquet or {name}.csv found")
-    if found[0].is_dir():
         raise InputValidationError(
-            f"{found[0]}: a folder (a partitioned Parquet dataset?); pseo-das reads one file per "
-            "input, so that its SHA-256 identifies it: write the dataset as one file, e.g. "
-            "pyarrow.parquet.write_table(pyarrow.dataset.dataset(folder).to_table(), file)")
-    return found[0]
-
-
-def read_table(path: Path, columns: tuple[str, ...]) -> pd.DataFrame:
-    """Read a Parquet or CSV input with its code columns as sorted categoricals."""
-    codes = [c for c in columns if c in CODE_COLUMNS]
-    if path.suffix == ".csv":
-        df = read_csv(path, dtype={c: "string" for c in codes})
+            f"{data_dir}: both {' and '.join(p.name for p in found)} are there; which one is the "
+            "release's input is ambiguous: keep one")
+    if not found:
+        raise InputValidationError(f"{data_dir}: no {name}.parquet, {name}.csv or {name}/ "
+                                   "(a folder of Parquet files) found")
+    path = found[0]
+    if path.is_dir():
+        files = tuple(sorted(path.rglob("*.parquet"), key=lambda p: p.relative_to(path).as_posix()))
+        if not files:
+            raise InputValidationError(f"{path}: a folder without *.parquet files; a partitioned "
+                                       "input is a folder of Parquet part files")
     else:
+        files = (path,)
+    if path.suffix == ".csv":
+        return InputFiles(name, path, files, (0,), -1)
+    first_rows, rows = [], 0
+    for file in files:
+        first_rows.append(rows)
+        rows += _open_parquet(file).metadata.num_rows
+    if rows == 0:
+        raise InputValidationError(f"{path}: no rows; there is nothing to release")
+    return InputFiles(name, path, files, tuple(first_rows), rows)
+
+
+def find_inputs(data_dir: Path) -> tuple[InputFiles, InputFiles]:
+    """The graduates and outcomes inputs of `data_dir`, each opened and its columns
+    checked; the problems of both are reported together."""
+    found, problems = [], []
+    for name, columns in (("graduates", GRADUATE_COLUMNS), ("outcomes", OUTCOME_COLUMNS)):
         try:
-            df = pd.read_parquet(path)
-        except (ValueError, OSError, pyarrow.ArrowException) as exc:
-            why = str(exc).removeprefix(f"Could not open Parquet input source '{path}': ")
-            raise InputValidationError(f"{path}: cannot read: not a readable Parquet file "
-                                       f"(truncated, corrupted or not Parquet): {why}") from exc
+            found.append(find_input_files(data_dir, name))
+            found[-1].check_columns(columns)
+        except InputValidationError as exc:
+            problems.append(str(exc))
+    if problems:
+        raise InputValidationError("\n".join(dict.fromkeys(problems)))
+    return found[0], found[1]
+
+
+def read_csv_input(path: Path, columns: tuple[str, ...]) -> pd.DataFrame:
+    """Read a CSV input whole, with its code columns as sorted categoricals."""
+    df = read_csv(path, dtype={c: "string" for c in columns if c in CODE_COLUMNS})
     missing = [c for c in columns if c not in df.columns]
     if missing:
         raise InputValidationError(
             f"{path}: missing column(s) {', '.join(missing)}; expected {', '.join(columns)}")
     if df.empty:
-        header_only = " (only a header line)" if path.suffix == ".csv" else ""
-        raise InputValidationError(f"{path}: no rows{header_only}; there is nothing to release")
-    df = df[list(columns)]
+        raise InputValidationError(f"{path}: no rows (only a header line); there is nothing "
+                                   "to release")
+    return convert_columns(path, df[list(columns)], columns)
+
+
+def convert_columns(path: Path, df: pd.DataFrame, columns: tuple[str, ...]) -> pd.DataFrame:
+    """The input contract's types: code columns as sorted categoricals of text, dollars as
+    float64, whole numbers as int64; a column of the wrong kind is refused, naming it."""
+    codes = [c for c in columns if c in CODE_COLUMNS]
     for col in codes:
         df[col] = _as_sorted_codes(path, col, df[col])
     for col in df.columns:
@@ -215,8 +343,15 @@ def validate(path: Path, df: pd.DataFrame, schema: pa.DataFrameSchema) -> pd.Dat
         raise InputValidationError(describe_failures(path, err.failure_cases)) from None
 
 
-def describe_failures(path: Path, failures: pd.DataFrame) -> str:
-    """One line per broken rule: column(s), check, number of bad rows, examples."""
+def describe_failures(path: Path, failures: pd.DataFrame,
+                      counts: dict[tuple[str, str], int] | None = None,
+                      where: Callable[[int], str] | None = None,
+                      extra: tuple[str, ...] = ()) -> str:
+    """One line per broken rule: column(s), check, number of bad rows, examples. `counts`
+    gives the number of bad rows per (schema context, check) when `failures` holds only
+    the first ones (a streamed input); `where` names a row ('row 12' by default); `extra`
+    lines are added as they are."""
+    where = where or (lambda row: f"row {row}")
     lines = [f"{path}: input rejected; nothing was released."]
     failures = failures.assign(column=failures["column"].fillna("(table)"),
                                check=failures["check"].astype(str))
@@ -225,16 +360,17 @@ def describe_failures(path: Path, failures: pd.DataFrame) -> str:
         rows = group.drop_duplicates("index")
         has_rows = rows["index"].notna().any()
         if context == "DataFrameSchema" or not has_rows:
-            examples = ", ".join(f"row {int(i)}" for i in rows["index"].dropna().head(MAX_EXAMPLES))
+            examples = ", ".join(where(int(i)) for i in rows["index"].dropna().head(MAX_EXAMPLES))
             if not has_rows:
                 examples = "; ".join(map(str, group["failure_case"].head(MAX_EXAMPLES)))
         else:
-            examples = ", ".join(f"row {int(i)}: {v!r}" for i, v in
+            examples = ", ".join(f"{where(int(i))}: {v!r}" for i, v in
                                  zip(rows["index"].head(MAX_EXAMPLES),
                                      rows["failure_case"].head(MAX_EXAMPLES)))
-        count = f"{len(rows)} bad row(s)" if has_rows else "column-level failure"
+        n_rows = (counts or {}).get((context, check), len(rows))
+        count = f"{n_rows} bad row(s)" if has_rows else "column-level failure"
         lines.append(f"  column {columns}: check {check} failed, {count}; e.g. {examples}")
-    return "\n".join(lines)
+    return "\n".join(lines + list(extra))
 
 
 def link_outcomes(grad_path: Path, out_path: Path, graduates: pd.DataFrame,
@@ -257,23 +393,37 @@ def link_outcomes(grad_path: Path, out_path: Path, graduates: pd.DataFrame,
     return graduates, row
 
 
+def read_whole(source: InputFiles, columns: tuple[str, ...]) -> pd.DataFrame:
+    """All rows of an input in one DataFrame (for inputs that fit in memory)."""
+    if source.is_csv:
+        return read_csv_input(source.path, columns)
+    chunks = list(source.chunks(columns, chunk_rows=max(source.rows, 1)))
+    if len(chunks) == 1:
+        return chunks[0]
+    whole = pd.concat([c.astype({k: object for k in columns if k in CODE_COLUMNS})
+                       for c in chunks])
+    return convert_columns(source.path, whole, columns)
+
+
 def read_inputs(data_dir: Path, first_year: int, last_year: int,
                 cip_vintages: CipVintages | None = None) -> ValidatedInputs:
-    """Read, validate and link graduates and outcomes. Privacy cost: none."""
-    grad_path, out_path = find_input(data_dir, "graduates"), find_input(data_dir, "outcomes")
+    """Read, validate and link graduates and outcomes, whole, in memory (the accuracy
+    studies; a release streams them: tasks/inputs/true_counts.py). Privacy cost: none."""
+    sources = find_inputs(data_dir)
+    grad_path, out_path = (s.path for s in sources)
     problems, tables = [], []
     graduates_rules = graduates_schema(first_year, last_year, cip_vintages)
-    for path, columns, schema in ((grad_path, GRADUATE_COLUMNS, graduates_rules),
-                                  (out_path, OUTCOME_COLUMNS, outcomes_schema())):
+    for source, columns, schema in ((sources[0], GRADUATE_COLUMNS, graduates_rules),
+                                    (sources[1], OUTCOME_COLUMNS, outcomes_schema())):
         try:  # check both files, so that one run reports every problem
-            tables.append(validate(path, read_table(path, columns), schema))
+            tables.append(validate(source.path, read_whole(source, columns), schema))
         except InputValidationError as exc:
             problems.append(str(exc))
     if problems:
         raise InputValidationError("\n".join(problems))
     graduates, outcomes = tables
     graduates, row = link_outcomes(grad_path, out_path, graduates, outcomes)
-    prints = {p.name: sha256_file(p) for p in (grad_path, out_path)}
+    prints = {k: v for s in sources for k, v in s.fingerprints(Path(data_dir)).items()}
     checks = [
         {"name": f"{grad_path.name} passes the graduates schema", "result": f"passed ({len(graduates):,} rows)"},
         {"name": f"{out_path.name} passes the outcomes schema", "result": f"passed ({len(outcomes):,} rows)"},

@@ -23,7 +23,9 @@ from pseo_das.schemas.cpi import CPI_U_SERIES
 from pseo_das.tasks import progress, release_task
 from pseo_das.tasks.employment_flows.flow_counts import N_DESTINATIONS
 from pseo_das.tasks.employment_flows.noisy_flows import PRODUCT as FLOWS_PRODUCT
+from pseo_das.tasks.employment_flows.noisy_flows import TOTAL_PRODUCT as FLOWS_TOTAL_PRODUCT
 from pseo_das.tasks.employment_flows.noisy_flows import tabulation_id as flows_tabulation_id
+from pseo_das.tasks.employment_flows.noisy_flows import total_tabulation_id
 from pseo_das.tasks.earnings.noisy_histograms import PRODUCT as EARNINGS_PRODUCT
 from pseo_das.tasks.earnings.noisy_histograms import tabulation_id as earnings_tabulation_id
 from pseo_das.tasks.inputs.cells import CellFrame
@@ -86,7 +88,11 @@ def release_questions(cfg: ReleaseConfig) -> list[Question]:
              for k in cfg.cells.years_after for level in cfg.privacy.measured_levels()]
             + [Question(flows_tabulation_id(level, k), FLOWS_PRODUCT, level, k,
                         exact_epsilon(cfg.flows.epsilon_per_tabulation), N_DESTINATIONS, flows)
-               for k in cfg.cells.years_after for level in cfg.flows.measured_levels()])
+               for k in cfg.cells.years_after for level in cfg.flows.measured_levels()]
+            + [Question(total_tabulation_id(level, k), FLOWS_TOTAL_PRODUCT, level, k,
+                        exact_epsilon(cfg.flows.total_epsilon_per_tabulation), 1, flows)
+               for k in cfg.cells.years_after for level in cfg.flows.measured_levels()
+               if cfg.flows.measures_total])
 
 
 @dataclass(frozen=True)
@@ -113,11 +119,11 @@ class ReleasePlan:
     def lifetime_cap(self) -> Fraction:
         return self.policy.lifetime_cap
 
-    def pending_for(self, product: str) -> dict[int, list[PendingMeasurement]]:
-        """The product's measurements still to draw, by years after (ascending)."""
+    def pending_for(self, *products: str) -> dict[int, list[PendingMeasurement]]:
+        """The products' measurements still to draw, by years after (ascending)."""
         grouped: dict[int, list[PendingMeasurement]] = {}
         for pending in sorted(self.pending, key=lambda p: p.question.years_after):
-            if pending.question.product == product:
+            if pending.question.product in products:
                 grouped.setdefault(pending.question.years_after, []).append(pending)
         return grouped
 

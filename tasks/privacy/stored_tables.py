@@ -16,6 +16,7 @@ from pseo_das.config import ReleaseConfig
 from pseo_das.tasks import file_task, progress
 from pseo_das.tasks.earnings.noisy_histograms import PRODUCT as EARNINGS_PRODUCT
 from pseo_das.tasks.earnings.noisy_histograms import NoisyHistograms
+from pseo_das.tasks.employment_flows.noisy_flows import TOTAL_PRODUCT as FLOWS_TOTAL_PRODUCT
 from pseo_das.tasks.employment_flows.noisy_flows import NoisyFlows
 from pseo_das.tasks.inputs.cells import CELL_COLUMNS, CELL_KEYS, in_populations
 from pseo_das.tasks.inputs.ipeds_counts import IpedsAwards
@@ -129,6 +130,7 @@ def stored_tables(store_path: Path, plan: pd.DataFrame, cfg: ReleaseConfig,
     recast summaries. Reads no microdata. Privacy cost: none (the spends were recorded when
     the measurements were taken; the recast is post-processing)."""
     histograms, flows, entries, summaries = [], [], [], []
+    totals: dict[tuple[str, int], tuple[pd.DataFrame, np.ndarray, tuple[str, ...]]] = {}
     with PrivacyStore.open(store_path) as store:
         for question in release_questions(cfg):
             rows = plan[plan["tabulation_id"] == question.tabulation_id]
@@ -140,16 +142,44 @@ def stored_tables(store_path: Path, plan: pd.DataFrame, cfg: ReleaseConfig,
                 histograms.append(NoisyHistograms(tab, "I", question.cip_level,
                                                   question.years_after, cells, values, (tab,),
                                                   sources))
+            elif question.product == FLOWS_TOTAL_PRODUCT:
+                totals[question.cip_level, question.years_after] = (cells, values[:, 0], sources)
             else:
                 flows.append(NoisyFlows(tab, question.cip_level, question.years_after, cells,
                                         values, (tab,), sources))
             entries += found
             summaries += [summary] if summary else []
-    progress(f"read {len(histograms) + len(flows)} measured tables from the privacy store "
+            progress(f"read {tab} from the privacy store: {len(cells):,} cells"
+                     + (" (CIP-2010 cells recast to CIP-2020)" if summary else ""))
+    flows = [with_measured_total(table, totals.get((table.cip_level, table.years_after)))
+             for table in flows]
+    progress(f"read {len(histograms) + len(flows) + len(totals)} measured tables from the privacy store "
              f"({sum(e.n_cells for e in entries if e.epsilon > 0):,} cells)"
              + (f"; recast {sum(s['cells_recast'] for s in summaries):,} CIP-2010 cells to "
                 "CIP-2020 (zero epsilon)" if summaries else ""))
     return histograms, flows, entries, summaries
+
+
+def with_measured_total(table: NoisyFlows,
+                        measured: tuple[pd.DataFrame, np.ndarray, tuple[str, ...]] | None
+                        ) -> NoisyFlows:
+    """`table` with the measured origin counts of its cells (None: the appendix's
+    correction, no counts measured). Both tables cover the same populations and cells;
+    the counts' stored measurements join the table's sources, so the correction's draws
+    are keyed by everything it reads. Privacy cost: none."""
+    if measured is None:
+        return table
+    cells, values, sources = measured
+    keys = [table.cells[k].astype(str).to_numpy() for k in CELL_KEYS]
+    position = pd.Series(np.arange(len(cells)), index=pd.MultiIndex.from_arrays(
+        [cells[k].astype(str).to_numpy() for k in CELL_KEYS]))
+    found = position.reindex(pd.MultiIndex.from_arrays(keys))
+    if found.isna().any() or len(cells) != len(table.cells):
+        raise ValueError(f"{table.tabulation_id}: the stored origin counts do not cover the "
+                         f"same cells as the flows ({len(cells):,} counts, "
+                         f"{len(table.cells):,} flows cells)")
+    return replace(table, total=values[found.to_numpy(dtype=np.int64)],
+                   sources=table.sources + tuple(sources))
 
 
 @file_task("keep publication record")

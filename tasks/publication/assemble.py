@@ -3,6 +3,7 @@ internal ledger, configuration, disclosure review board report and manifest."""
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
@@ -20,6 +21,7 @@ from pseo_das.tasks.publication.document_context import flows_context, release_c
 from pseo_das.reports.render import render_markdown, to_html
 from pseo_das.tasks import file_task, progress
 from pseo_das.tasks.study.accuracy import release_accuracy
+from pseo_das.tasks.study.flows_release_accuracy import grads_consistency
 from pseo_das.tasks.employment_flows.division_flows import FlowsRelease
 from pseo_das.tasks.privacy.mechanism import GEOMETRIC, PrivacyLedger
 from pseo_das.tasks.earnings.noisy_histograms import NoisyHistograms
@@ -62,8 +64,12 @@ class ReleaseCheckFailed(RuntimeError):
 
 def write_folder_files(public: Path, files: dict[str, pd.DataFrame | str]) -> None:
     """The metadata and per-state files, by path relative to the public folder."""
+    started = time.perf_counter()
     for name, content in files.items():
         path = public / name
+        if not path.parent.exists():
+            progress(f"writing the state folder {path.parent.name}/ "
+                     f"({time.perf_counter() - started:.1f} s into the folder files)")
         path.parent.mkdir(exist_ok=True)
         if isinstance(content, str):
             path.write_text(content)
@@ -89,7 +95,9 @@ def official_layout_check(public: Path, cip_vintage: str) -> dict:
         return {"name": f"official layout (LEHD Public Use Schema {SCHEMA_VERSION})",
                 "result": "not checked: the CIP codes are published as measured; "
                           "republish with --cip-vintage 2020 for files that follow the schema"}
-    report = check_public_folder(public)
+    started = time.perf_counter()
+    report = check_public_folder(public, lambda message: progress(
+        f"LEHD schema check: {message} ({time.perf_counter() - started:.1f} s)"))
     rows = ", ".join(f"{name} {n:,} rows" for name, n in report.rows.items())
     if report.ok:
         return {"name": f"{' and '.join(report.rows)} follow the LEHD Public Use Schema "
@@ -112,7 +120,8 @@ def ledger_checks(ledger: PrivacyLedger, tables: list[NoisyHistograms],
                   flows: FlowsRelease) -> list[dict]:
     """Every noisy value comes from a ledger entry; the total is within the cap."""
     drawn = (sum(t.counts.size for t in tables if t.measured)
-             + sum(t.noisy.size for t in flows.tables if t.measured))
+             + sum(t.noisy.size + (0 if t.total is None else t.total.size)
+                   for t in flows.tables if t.measured))
     recorded = sum(e.n_cells * e.n_bins for e in ledger.entries if e.mechanism == GEOMETRIC)
     return [
         {"name": "noisy values drawn = noisy values recorded in the ledger",
@@ -160,16 +169,27 @@ def write_release(staging: Path, identity: ReleaseIdentity, cfg: ReleaseConfig,
                   pseoh: pd.DataFrame, cells: pd.DataFrame, flows: FlowsRelease,
                   lifetime: LifetimeFigures, checks: list[dict],
                   input_fingerprints: dict[str, str], cip_recast: dict,
-                  dollars: dict | None) -> dict[str, str]:
-    """Write every file of the release into `staging`; return the manifest."""
+                  dollars: dict | None, flows_accuracy: dict) -> dict[str, str]:
+    """Write every file of the release into `staging`; return the manifest.
+    `flows_accuracy`: `release_flows_accuracy`'s simulation of the published flows."""
     public, internal = staging / "public", staging / "internal"
+    started = time.perf_counter()
+
+    def done(what: str) -> None:
+        progress(f"{what} ({time.perf_counter() - started:.1f} s into writing the release)")
+
     write_code_table(pseoe, public / Product.PSEOE.file_name)
-    write_code_table(flows.pseof, public / Product.PSEOF.file_name)
     write_code_table(pseoh, public / HISTOGRAMS_FILE)
+    done(f"wrote {Product.PSEOE.file_name} ({len(pseoe):,} rows) and {HISTOGRAMS_FILE}")
+    write_code_table(flows.pseof, public / Product.PSEOF.file_name)
+    done(f"wrote {Product.PSEOF.file_name} ({len(flows.pseof):,} rows)")
     metadata = official_folder_files(pseoe, flows.pseof, institution_states(tables),
                                      identity.release_id)
+    done(f"built the institutions, version and {len(metadata)} state folder files")
     write_folder_files(public, metadata)
+    done("wrote the institutions, version and state folder files")
     write_code_table(flows.flows_state, internal / "flows_state.csv")
+    done(f"wrote internal/flows_state.csv ({len(flows.flows_state):,} rows)")
     checks = checks + [official_layout_check(public, cip_recast["published_vintage"])]
     context = release_context(cfg, ledger, tables, cells, release_id=identity.release_id,
                               code_version=identity.code_version,
@@ -185,10 +205,13 @@ def write_release(staging: Path, identity: ReleaseIdentity, cfg: ReleaseConfig,
     context["dollars"] = dollars
     context["demo_inputs"] = lifetime.release_summary["demo_inputs"]
     context["metadata_files"] = metadata_summary(metadata)
+    context["consistency"] = grads_consistency(cfg, pseoe, flows.pseof, cells,
+                                               flows_accuracy["errors"])
     notes = render_markdown("release_notes.md.j2", context)
     (public / "release_notes.md").write_text(notes)
     (public / "release_notes.html").write_text(
         to_html(notes, f"PSEO release {identity.release_id}: release notes"))
+    done("wrote the release notes")
 
     checks = stop_on_failed_checks(checks + flows.checks + ledger_checks(ledger, tables, flows))
     write_csv(ledger.to_frame(), internal / "ledger.csv")
@@ -200,7 +223,7 @@ def write_release(staging: Path, identity: ReleaseIdentity, cfg: ReleaseConfig,
         context, ledger=ledger.entries, mlflow_run_id=identity.mlflow_run_id,
         tracking_uri=identity.tracking_uri, suppression=suppression_summary(cells),
         checks=checks, input_fingerprints=input_fingerprints,
-        lifetime=lifetime.summary,
+        lifetime=lifetime.summary, flows_accuracy=flows_accuracy,
         accuracy=release_accuracy(cfg, tables, bytes.fromhex(identity.seed_sha256)),
         output_fingerprints=fingerprints(staging), config_flat=cfg.flat(),
         package_versions=package_versions()))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from pseo_das.reports.render import render_markdown, to_html
@@ -23,7 +24,8 @@ STYLES = {
                                      label="Smooth sensitivity, eps per percentile"),
 }
 HISTOGRAM_METHODS = (LOG_NORMAL, EVEN)
-FLOOR = -1.0  # relative accuracy axes stop here; lower values are drawn at the edge
+FLOOR = -1.0  # relative accuracy axes stop here; lower values are drawn under it, marked
+FLOOR_STEP = 0.03   # one level per method under the floor
 
 
 def _pyplot():
@@ -62,10 +64,19 @@ def _grid(plt, n: int, ncols: int, sharey: bool = True):
 
 
 def _line(ax, x, y, method, floor=None):
+    """One method's line. With `floor`, values below it are drawn with a down-triangle on
+    a level of their own just under the floor (one per method, so that no line hides
+    another there)."""
     y = pd.Series(y, dtype=float).to_numpy()
+    style = STYLES[method]
     if floor is not None:
-        y = y.clip(min=floor)
-    ax.plot(list(x), y, **STYLES[method])
+        level = floor - FLOOR_STEP * (1 + list(STYLES).index(method))
+        below = y < floor
+        y = np.where(below, level, y)
+        if below.any():
+            ax.plot(np.asarray(list(x), dtype=float)[below], y[below], linestyle="none",
+                    marker="v", markersize=4, color=style["color"])
+    ax.plot(list(x), y, **style)
 
 
 def _finish(fig, axes, path: Path, ylabel: str, xlabel: str, relative: bool) -> None:
@@ -73,8 +84,8 @@ def _finish(fig, axes, path: Path, ylabel: str, xlabel: str, relative: bool) -> 
         ax.grid(alpha=0.3)
         ax.set_xlabel(xlabel)
         if relative and ax.get_ylim()[0] < FLOOR:
-            ax.set_ylim(FLOOR - 0.05, 1.02)
-    axes[0].set_ylabel(ylabel)
+            ax.set_ylim(FLOOR - FLOOR_STEP * (len(STYLES) + 1), 1.02)
+    axes[0].set_ylabel(ylabel + (f" (\u25bc: below {FLOOR:g})" if relative else ""))
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=len(labels), frameon=False)
     fig.tight_layout(rect=(0, 0.07, 1, 1))

@@ -15,6 +15,9 @@ import math
 import numpy as np
 from randomgen import ChaCha
 
+from pseo_das.epsilon import exact_epsilon
+from pseo_das.tasks.privacy.discrete_laplace import draw, inversion_table
+
 
 SIMULATION_DOMAIN = b"pseo-das/simulation-stream/v1"
 # Largest value of (1 + y^2) / (1 + y^4), reached at y^2 = sqrt(2) - 1: the rejection bound
@@ -35,6 +38,18 @@ def simulated_geometric_noise(generator: np.random.Generator, epsilon: float,
     the release's noise distribution, for simulations. Privacy cost: none (simulation)."""
     p = -math.expm1(-epsilon)
     return generator.geometric(p, size=shape) - generator.geometric(p, size=shape)
+
+
+def exact_geometric_noise(seed: bytes, stream_id: str, epsilon: float,
+                          shape: tuple[int, ...]) -> np.ndarray:
+    """Two-sided geometric noise at `epsilon`, int64, drawn exactly as the release draws it
+    (the integer-only inversion of tasks/privacy/discrete_laplace.py, 64-bit words in
+    order) from the simulation stream (seed, stream id), never a release stream.
+    Privacy cost: none (simulation)."""
+    table = inversion_table(exact_epsilon(epsilon))
+    bits = simulation_generator(seed, stream_id).bit_generator
+    size = math.prod(shape)
+    return draw(table, bits.random_raw(size), lambda: int(bits.random_raw())).reshape(shape)
 
 
 def sample_inverse_quartic(generator: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:

@@ -1,0 +1,353 @@
+"""True counts: the only step of a release that reads microdata. Privacy cost: none by
+itself; its output is confidential and goes only to the mechanism layer, never to a file.
+
+The inputs are read in chunks of whole persons (person_chunks), and each chunk is reduced
+to its cells: per measured CIP level, the cells of its graduates (the cell frame is
+built from the graduates only, see cells.py), their number of graduates, and per
+years-after the earnings-bin counts of the records in the earnings universe and the
+counts of employed destinations. A chunk's counts (a `ChunkCounts`) are keyed by the
+cells' codes, so they add up across chunks, and across the workers of the Dask engine
+(dask_engine.py), to exactly the same integers in any order. Memory is bounded by the
+chunk and by the cell-level arrays, never by the number of records.
+
+Non-employed flows are not counted record by record: every graduate of an origin cell is
+in exactly one destination per years-after (no outcome row counts as non-employed), so
+the non-employed count of a cell is its number of graduates minus its employed ones.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from pseo_das.config import ReleaseConfig
+from pseo_das.schemas.inputs import CipVintages, graduates_schema, outcomes_schema
+from pseo_das.tasks import progress, release_task
+from pseo_das.tasks.earnings.histograms import earnings_bin
+from pseo_das.tasks.employment_flows.flow_counts import (N_DESTINATIONS, NONEMPLOYED,
+                                                         employed_destination)
+from pseo_das.tasks.inputs.cells import (CIP_VINTAGES, MEASURED_CELL_COLUMNS,
+                                         MEASURED_CELL_KEYS, CellFrame, cell_frame,
+                                         cohort_attributes)
+from pseo_das.tasks.inputs.constant_dollars import deflated
+from pseo_das.tasks.inputs.cpi import ConsumerPrices
+from pseo_das.tasks.inputs.ingest import CHUNK_ROWS, InputFiles, find_inputs
+from pseo_das.tasks.inputs.person_chunks import PersonChunk, Validator, person_chunks
+
+
+@dataclass(frozen=True)
+class CountingRules:
+    """What a chunk is reduced to: public configuration only (sent to Dask workers)."""
+    cfg: ReleaseConfig
+    cip_switch_year: int
+    cpi: ConsumerPrices
+    earnings_levels: tuple[str, ...]
+    flows_levels: tuple[str, ...]
+
+    @classmethod
+    def of(cls, cfg: ReleaseConfig, cip_switch_year: int, cpi: ConsumerPrices) -> "CountingRules":
+        return cls(cfg, cip_switch_year, cpi, tuple(cfg.privacy.measured_levels()),
+                   tuple(cfg.flows.measured_levels()))
+
+    @property
+    def levels(self) -> list[str]:
+        return sorted(set(self.earnings_levels) | set(self.flows_levels))
+
+
+@dataclass
+class LevelChunkCounts:
+    """One chunk's counts at one CIP level, in the chunk's own cells."""
+    cells: pd.DataFrame                  # MEASURED_CELL_COLUMNS
+    graduates: np.ndarray                # per cell
+    histograms: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    employed: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    # years_after -> (flat index cell * width + bin or destination, count), sparse
+
+
+ChunkCounts = dict[str, LevelChunkCounts]
+
+
+# The bit fields of a cell's composite key (LevelTotals): at most 2**20 institutions, ...
+KEY_BITS = {"institution": 20, "degree_level": 6, "cip_vintage": 1, "cipcode": 14,
+            "grad_cohort": 16}
+CODED_KEYS = ["institution", "degree_level", "cip_vintage", "cipcode"]
+
+
+def _sparse(flat: np.ndarray, space: int) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct values of `flat` (all in [0, space)) and their counts."""
+    if space <= 8 * len(flat):
+        counts = np.bincount(flat, minlength=space)
+        keys = np.flatnonzero(counts)
+        return keys, counts[keys]
+    keys, counts = np.unique(flat, return_counts=True)
+    return keys, counts.astype(np.int64)
+
+
+def count_chunk(chunk: PersonChunk, rules: CountingRules) -> ChunkCounts:
+    """The counts of one validated chunk of persons (module doc)."""
+    cfg = rules.cfg
+    outcomes = chunk.outcomes
+    years_after = outcomes["years_after"].to_numpy(dtype=np.int64)
+    grad_year = chunk.graduates["grad_year"].to_numpy(dtype=np.int64)[chunk.graduate_row]
+    earnings = outcomes["earnings"].to_numpy(dtype=np.float64, na_value=np.nan)
+    if len(earnings):
+        earnings = deflated(earnings, grad_year + years_after, rules.cpi, cfg.earnings.dollar_year)
+    in_universe = earnings >= cfg.earnings.sample_floor
+    bins = np.full(len(earnings), -1, dtype=np.int64)
+    bins[in_universe] = earnings_bin(earnings[in_universe], cfg.earnings.bin_edges)
+    destination = employed_destination(outcomes.assign(earnings=earnings),
+                                       cfg.earnings.sample_floor)
+    attributes = cohort_attributes(chunk.graduates, cfg.cells, rules.cip_switch_year)
+    counts: ChunkCounts = {}
+    for level in rules.levels:
+        frame = cell_frame(attributes, level)
+        record_cell = frame.graduate_cell[chunk.graduate_row]
+        level_counts = LevelChunkCounts(
+            frame.cells, np.bincount(frame.graduate_cell, minlength=len(frame.cells)))
+        for k in cfg.cells.years_after:
+            rows = years_after == k
+            if level in rules.earnings_levels:
+                kept = rows & in_universe
+                level_counts.histograms[k] = _sparse(record_cell[kept] * cfg.earnings.n_bins
+                                                     + bins[kept],
+                                                     len(frame.cells) * cfg.earnings.n_bins)
+            if level in rules.flows_levels:
+                kept = rows & (destination != NONEMPLOYED)
+                level_counts.employed[k] = _sparse(record_cell[kept] * N_DESTINATIONS
+                                                   + destination[kept],
+                                                   len(frame.cells) * N_DESTINATIONS)
+        counts[level] = level_counts
+    return counts
+
+
+class LevelTotals:
+    """The counts of one CIP level added up over chunks, in cells numbered as first seen."""
+
+    def __init__(self, n_bins: int, years_after: tuple[int, ...]):
+        self.n_bins, self.years_after = n_bins, years_after
+        self.vocabularies = {c: {} for c in CODED_KEYS}   # code -> number, as first seen
+        self.keys = np.zeros(0, np.int64)                  # the composite key of each cell
+        self.lookup = pd.Index(self.keys)
+        self.rows: list[pd.DataFrame] = []                 # the cells, as first seen
+        self.graduates = np.zeros(0, np.int64)
+        self.histograms: dict[int, np.ndarray] = {}
+        self.employed: dict[int, np.ndarray] = {}
+
+    def _composite(self, cells: pd.DataFrame) -> np.ndarray:
+        """One int64 per cell: its codes' numbers and its cohort, in fixed bit fields."""
+        key = np.zeros(len(cells), np.int64)
+        for column, bits in KEY_BITS.items():
+            if column in CODED_KEYS:
+                vocabulary = self.vocabularies[column]
+                codes = cells[column].cat.categories.astype(str)
+                number = np.array([vocabulary.setdefault(c, len(vocabulary)) for c in codes],
+                                  dtype=np.int64)
+                value = number[cells[column].cat.codes.to_numpy()]
+            else:
+                value = cells[column].to_numpy(dtype=np.int64)
+            if value.size and (value.min() < 0 or value.max() >= 1 << bits):
+                raise ValueError(f"{column}: more distinct values than the cell key holds")
+            key = (key << bits) | value
+        return key
+
+    def _grow(self, n: int) -> None:
+        capacity = len(self.graduates)
+        if n <= capacity:
+            return
+        new = max(n, 2 * capacity, 1024)
+
+        def grown(a: np.ndarray) -> np.ndarray:
+            b = np.zeros((new,) + a.shape[1:], a.dtype)
+            b[:len(a)] = a
+            return b
+        self.graduates = grown(self.graduates)
+        self.histograms = {k: grown(a) for k, a in self.histograms.items()}
+        self.employed = {k: grown(a) for k, a in self.employed.items()}
+
+    def add(self, part: LevelChunkCounts) -> None:
+        keys = self._composite(part.cells)
+        ids = self.lookup.get_indexer(keys)
+        new = ids < 0
+        if new.any():
+            ids[new] = len(self.keys) + np.arange(int(new.sum()))
+            self.keys = np.concatenate([self.keys, keys[new]])
+            self.lookup = pd.Index(self.keys)
+            self.rows.append(part.cells[new].astype(
+                {c: object for c in CODED_KEYS + ["inst_state"]}))
+        self._grow(len(self.keys))
+        self.graduates[ids] += part.graduates
+        for store, sparse, width, dtype in ((self.histograms, part.histograms, self.n_bins, np.int64),
+                                            (self.employed, part.employed, N_DESTINATIONS, np.int32)):
+            for k, (flat, count) in sparse.items():
+                if k not in store:
+                    store[k] = np.zeros((len(self.graduates), width), dtype)
+                store[k][ids[flat // width], flat % width] += count.astype(dtype)
+
+    def frame(self, level: str) -> tuple[CellFrame, np.ndarray]:
+        """The cell frame in canonical order, and the order of the cells as numbered here."""
+        cells = (pd.concat(self.rows, ignore_index=True) if self.rows else
+                 pd.DataFrame({c: pd.Series(dtype=object) for c in MEASURED_CELL_COLUMNS}))
+        order = cells.sort_values(MEASURED_CELL_KEYS).index.to_numpy()
+        cells = cells.iloc[order].reset_index(drop=True)
+        for c in ("institution", "inst_state", "degree_level", "cipcode"):
+            cells[c] = pd.Categorical(cells[c], categories=sorted(set(cells[c])))
+        cells["cip_vintage"] = pd.Categorical(cells["cip_vintage"], categories=list(CIP_VINTAGES))
+        for c in ("grad_cohort", "grad_cohort_years"):
+            cells[c] = cells[c].astype(np.int64)
+        return CellFrame(level, cells[MEASURED_CELL_COLUMNS], None), order
+
+
+@dataclass
+class LevelCounts:
+    """The true counts of one CIP level over every cell of its frame (canonical order)."""
+    frame: CellFrame
+    graduates: np.ndarray                  # per cell
+    histograms: dict[int, np.ndarray]      # years_after -> cells x bins
+    employed: dict[int, np.ndarray]        # years_after -> cells x destinations (no ZZ/Z)
+
+
+@dataclass
+class TrueCounts:
+    """Every true count a release measures, by CIP level; what the aggregation read."""
+    levels: dict[str, LevelCounts]
+    fingerprints: dict[str, str]
+    checks: list[dict]
+    rows: dict[str, int]                   # graduates, outcomes
+
+    @property
+    def frames(self) -> dict[str, CellFrame]:
+        return {level: counts.frame for level, counts in self.levels.items()}
+
+    def histograms(self, level: str, years_after: int, last_earnings_year: int,
+                   populations: pd.DataFrame | None = None) -> tuple[pd.DataFrame, np.ndarray]:
+        """Cells (canonical order) and cells x bins counts of the cells observable at
+        `years_after` (and, if given, in `populations`), zero rows included."""
+        counts = self.levels[level]
+        selected = counts.frame.measured_cells(years_after, last_earnings_year, populations)
+        histograms = counts.histograms.get(years_after)
+        return (counts.frame.cells[selected].reset_index(drop=True),
+                histograms[selected].astype(np.int64))
+
+    def flows(self, level: str, years_after: int, last_earnings_year: int,
+              populations: pd.DataFrame | None = None) -> tuple[pd.DataFrame, np.ndarray]:
+        """Cells and cells x N_DESTINATIONS flows, the non-employed destination last."""
+        counts = self.levels[level]
+        selected = counts.frame.measured_cells(years_after, last_earnings_year, populations)
+        flows = counts.employed[years_after][selected].astype(np.int64)
+        flows[:, NONEMPLOYED] = counts.graduates[selected] - flows.sum(axis=1)
+        return counts.frame.cells[selected].reset_index(drop=True), flows
+
+
+class CountsAccumulator:
+    """Adds ChunkCounts up, by CIP level; `result` puts the cells in canonical order."""
+
+    def __init__(self, rules: CountingRules):
+        self.rules = rules
+        self.totals = {level: LevelTotals(rules.cfg.earnings.n_bins, rules.cfg.cells.years_after)
+                       for level in rules.levels}
+
+    def add(self, counts: ChunkCounts) -> None:
+        for level, part in counts.items():
+            self.totals[level].add(part)
+
+    def result(self) -> dict[str, LevelCounts]:
+        levels = {}
+        for level, totals in self.totals.items():
+            frame, order = totals.frame(level)
+            n, years = len(order), self.rules.cfg.cells.years_after
+            levels[level] = LevelCounts(
+                frame, totals.graduates[:n][order],
+                {k: _full(totals.histograms.get(k), n, totals.n_bins, np.int64)[order]
+                 for k in years if level in self.rules.earnings_levels},
+                {k: _full(totals.employed.get(k), n, N_DESTINATIONS, np.int32)[order]
+                 for k in years if level in self.rules.flows_levels})
+        return levels
+
+
+def _full(array: np.ndarray | None, n: int, width: int, dtype) -> np.ndarray:
+    return np.zeros((n, width), dtype) if array is None else array[:n]
+
+
+def read_counts(data_dir: Path, cfg: ReleaseConfig, cip_vintages: CipVintages | None,
+                cpi: ConsumerPrices, chunk_rows: int = CHUNK_ROWS) -> TrueCounts:
+    """Validate the inputs of `data_dir` and count them, chunk by chunk (module doc).
+    Bad input raises InputValidationError naming the file, column and rows, after both
+    inputs were read through, so that one run reports every problem."""
+    started = time.perf_counter()
+    data_dir = Path(data_dir)
+    graduates, outcomes = find_inputs(data_dir)
+    validator = Validator(graduates, outcomes,
+                          graduates_schema(cfg.cells.first_cohort_year,
+                                           cfg.cells.last_earnings_year, cip_vintages),
+                          outcomes_schema())
+    rules = CountingRules.of(cfg, cfg.cip.switch_year, cpi)
+    accumulator = CountsAccumulator(rules)
+    rows = {"graduates": 0, "outcomes": 0}
+    shown = time.perf_counter()
+    for chunk in person_chunks(graduates, outcomes, validator, chunk_rows, progress):
+        rows["graduates"] += len(chunk.graduates)
+        rows["outcomes"] += len(chunk.outcomes)
+        if not validator.failed:
+            accumulator.add(count_chunk(chunk, rules))
+        if time.perf_counter() - shown > 5:
+            shown = time.perf_counter()
+            progress(f"read {rows['graduates']:,} graduates, {rows['outcomes']:,} outcome rows "
+                     f"({shown - started:.0f} s)")
+    fingerprints = {**graduates.fingerprints(data_dir), **outcomes.fingerprints(data_dir)}
+    return TrueCounts(accumulator.result(), fingerprints, input_checks(graduates, outcomes, rows),
+                      rows)
+
+
+def input_checks(graduates: InputFiles, outcomes: InputFiles, rows: dict[str, int]) -> list[dict]:
+    """The input checks that passed, for the audit report."""
+    return [
+        {"name": f"{graduates.path.name} passes the graduates schema",
+         "result": f"passed ({rows['graduates']:,} rows)"},
+        {"name": f"{outcomes.path.name} passes the outcomes schema",
+         "result": f"passed ({rows['outcomes']:,} rows)"},
+        {"name": "every outcome belongs to a known graduate", "result": "passed"},
+    ]
+
+
+class EngineKind(StrEnum):
+    LOCAL = "local"    # this process, in chunks
+    DASK = "dask"      # the workers of a Dask cluster (dask_engine.py)
+
+
+@dataclass(frozen=True)
+class Engine:
+    """How the inputs are read and counted; it changes no count (so no published value)."""
+    kind: EngineKind = EngineKind.LOCAL
+    scheduler: str | None = None       # Dask: a running cluster's scheduler address
+    workers: int = 2                   # Dask: LocalCluster worker processes, without scheduler
+    chunk_rows: int = CHUNK_ROWS       # graduates per chunk (local) or per task (Dask)
+
+    def describe(self) -> str:
+        if self.kind == EngineKind.LOCAL:
+            return f"in-process, chunks of {self.chunk_rows:,} rows"
+        where = self.scheduler or f"LocalCluster of {self.workers} workers"
+        return f"Dask ({where}), tasks of about {self.chunk_rows:,} graduates"
+
+
+@release_task("validate and count the inputs")
+def count_inputs(data_dir: Path, cfg: ReleaseConfig, cip_vintages: CipVintages | None,
+                 cpi: ConsumerPrices, engine: Engine = Engine()) -> TrueCounts:
+    """The release's true counts, by the chosen engine, with progress lines."""
+    started = time.perf_counter()
+    progress(f"validating and counting the inputs in {data_dir} ({engine.describe()})")
+    if engine.kind == EngineKind.DASK:
+        from pseo_das.tasks.inputs.dask_engine import dask_counts
+        counts = dask_counts(data_dir, cfg, cip_vintages, cpi, engine.scheduler,
+                             engine.chunk_rows, engine.workers)
+    else:
+        counts = read_counts(data_dir, cfg, cip_vintages, cpi, engine.chunk_rows)
+    progress(f"inputs valid: {counts.rows['graduates']:,} graduates, "
+             f"{counts.rows['outcomes']:,} outcome rows; "
+             + ", ".join(f"CIP level {k}: {len(c.frame.cells):,} cells"
+                         for k, c in counts.levels.items())
+             + f" ({time.perf_counter() - started:.1f} s)")
+    return counts
