@@ -23,7 +23,7 @@ def _synth(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     counts = write_synthetic(Path(args.out), graduates=args.graduates, seed=args.seed,
                              cip_switch_year=args.cip_switch_year,
-                             part_graduates=args.part_graduates)
+                             part_graduates=args.part_graduates, institutions=args.institutions)
     print(f"synthetic data: {counts['graduates']:,} graduates, {counts['outcomes']:,} outcome rows "
           f"in {args.out} ({time.perf_counter() - started:.1f} s)")
     return 0
@@ -420,6 +420,10 @@ def parser() -> argparse.ArgumentParser:
     synth.add_argument("--part-graduates", type=positive_int, metavar="N",
                        help="write folders graduates/ and outcomes/ of Parquet part files of "
                             "about N graduates each (a partitioned dataset) instead of one file each")
+    synth.add_argument("--institutions", type=positive_int, default=40, metavar="N",
+                       help="40 (default): the demo universe, 40 institutions in 5 states; any "
+                            "other N: a national universe of N institutions in every state, the "
+                            "largest with a few percent of the graduates (at N of 500 and more)")
     synth.set_defaults(run=_synth)
 
     release = sub.add_parser("release", parents=[common], help="run a quarterly release (earnings and employment flows)")

@@ -57,7 +57,7 @@ from pseo_das.schemas.codes import STATE_POSTAL
 from pseo_das.schemas.institutions import institution_labels
 from pseo_das.schemas.ipeds import AWLEVEL_DEGREE
 from pseo_das.synth import (CIP_CODES, CIP_SWITCH_YEAR, DEGREE_CODES, FIRST_COHORT,
-                            INST_STATE_CODES, LAST_COHORT, cip_vintages, make_universe)
+                            LAST_COHORT, cip_vintages, make_universe)
 
 SEED = 20240101
 GRADUATES = 200_000
@@ -111,7 +111,7 @@ def institutions(seed: int = SEED) -> list[dict[str, str]]:
     labels = institution_labels().drop_duplicates("institution").set_index("institution")
     rows = []
     for opeid, kind, state in zip(universe.opeid, universe.inst_kind,
-                                  INST_STATE_CODES[universe.inst_state]):
+                                  universe.state_codes[universe.inst_state]):
         opeid, state = str(opeid), str(state)
         name = labels.at[opeid, "label"]
         if kind == "community" and state == "48" and not any(

@@ -4,7 +4,9 @@
 ``outcomes.parquet`` (one row per graduate and observable years-after) describing a
 made-up but realistic universe:
 
-* 40 institutions in 5 states (CO, MI, TX, VA, WI) of four kinds: community colleges,
+* 40 institutions in 5 states (CO, MI, TX, VA, WI) of four kinds (the demo universe;
+  `institutions=N` draws a national one instead: N institutions in every state and DC in
+  proportion to population, with a flatter size law, see make_universe): community colleges,
   regional universities, research universities and health-science centres. Sizes are
   Zipf-like, and each institution offers only a subset of degree levels and programs,
   so an institution x degree x CIP x cohort table has many small cells and a few large
@@ -175,6 +177,13 @@ KIND_POOL = {"community": "college", "regional": "university", "research": "univ
              "health": "health"}
 OPEID_DRAWS = 41_000   # draws of the pick (the range of the made-up OPEIDs before)
 ZIPF_EXPONENT = 1.0
+# The demo universe: 40 institutions in the 5 states of INSTITUTION_STATES (its largest
+# institution has about 18% of the graduates). Any other number of institutions makes a
+# national universe (`_make_national_institutions`): institutions in every state and DC in
+# proportion to population, kinds in the demo's proportions, and a flatter rank-size law,
+# so that with hundreds of institutions or more the largest has a few percent.
+DEMO_INSTITUTIONS = 40
+NATIONAL_ZIPF_EXPONENT = 0.6
 PROGRAM_SIZE_SD = 0.75  # sd of log program size around its popularity
 
 # Real CIP-2010 codes: (code, degree levels at which it is awarded, popularity). Most keep
@@ -311,12 +320,11 @@ FAMILY_INDUSTRIES = {
 
 CIP_CODES = np.array([code for code, _, _ in PROGRAMS])
 CIP_FAMILIES = np.array([code[:2] for code in CIP_CODES])
-INST_STATE_CODES = np.array(sorted(INSTITUTION_STATES))
+INST_STATE_CODES = np.array(sorted(INSTITUTION_STATES))     # the demo universe's
 EMP_STATE_CODES = np.array(sorted(STATE_POPULATION))
 DEGREE_CODES = np.array(DEGREE_LEVELS)
 INDUSTRY_CODES = np.array(NAICS_SECTORS)
 YEARS_AFTER_ARRAY = np.array(YEARS_AFTER, dtype=np.int8)
-HOME_EMP_STATE = np.searchsorted(EMP_STATE_CODES, INST_STATE_CODES)  # inst state -> emp state
 INDUSTRY_EFFECT_ARRAY = np.array([INDUSTRY_EFFECT[s] for s in NAICS_SECTORS])
 
 
@@ -330,7 +338,8 @@ class Universe:
     """
     opeid: np.ndarray              # str, per institution
     inst_kind: np.ndarray          # str, key of INSTITUTION_KINDS, per institution
-    inst_state: np.ndarray         # index into INST_STATE_CODES, per institution
+    state_codes: np.ndarray        # FIPS of the institution states, sorted
+    inst_state: np.ndarray         # index into state_codes, per institution
     inst_effect: np.ndarray        # log-earnings effect, per institution
     cip_effect: np.ndarray         # log-earnings effect, per CIP code
     cip_industry_cdf: np.ndarray   # (CIP code, sector) cumulative industry mix
@@ -341,13 +350,20 @@ class Universe:
     cell_cdf: np.ndarray           # cumulative probability of the cells
 
 
-def make_universe(seed: int) -> Universe:
-    """Draw the institutions and programs of the synthetic universe for `seed`."""
+def make_universe(seed: int, institutions: int = DEMO_INSTITUTIONS) -> Universe:
+    """Draw the institutions and programs of the synthetic universe for `seed`: the demo
+    universe, or a national one of `institutions` institutions (DEMO_INSTITUTIONS)."""
     rng = _generator(seed, UNIVERSE_STREAM)
-    kinds, opeid, inst_state, inst_size, inst_effect = _make_institutions(rng)
+    if institutions == DEMO_INSTITUTIONS:
+        state_codes = INST_STATE_CODES
+        kinds, opeid, inst_state, inst_size, inst_effect = _make_institutions(rng)
+    else:
+        state_codes = EMP_STATE_CODES
+        kinds, opeid, inst_state, inst_size, inst_effect = _make_national_institutions(
+            rng, institutions)
     program_weight = _program_weights(rng, kinds, inst_size)
     cells = _make_cells(rng, program_weight)
-    return Universe(opeid=opeid, inst_kind=kinds, inst_state=inst_state,
+    return Universe(opeid=opeid, inst_kind=kinds, state_codes=state_codes, inst_state=inst_state,
                     inst_effect=inst_effect, cip_effect=_cip_effects(rng),
                     cip_industry_cdf=_cip_industry_cdf(), **cells)
 
@@ -380,16 +396,69 @@ def _make_institutions(rng: np.random.Generator):
     return kinds, opeid, inst_state, inst_size, inst_effect
 
 
+def _make_national_institutions(rng: np.random.Generator, n: int):
+    """A national universe of `n` institutions (DEMO_INSTITUTIONS): states in proportion to
+    population (largest remainders); in each state, distinct real main campuses of
+    label_institution.csv (stratified picks, as `_real_opeids`), whose names give their
+    kind (NAME_POOLS: health, community; a university is a research one with the demo's
+    odds, 8 in 22; any other name a community college or a regional university with even
+    odds); sizes kind size x
+    rank^-NATIONAL_ZIPF_EXPONENT."""
+    states = np.array(sorted(STATE_POPULATION))
+    population = np.array([STATE_POPULATION[s] for s in states])
+    quota = n * population / population.sum()
+    per_state = np.floor(quota).astype(np.int64)
+    per_state[np.argsort(-(quota - per_state), kind="stable")[:n - per_state.sum()]] += 1
+    inst_state = np.repeat(np.arange(len(states)), per_state)
+    campuses = _main_campuses()
+    pick = rng.random(n)
+    opeid = np.empty(n, dtype=object)
+    names = np.empty(n, dtype=object)
+    for s, state in enumerate(states):
+        members = np.flatnonzero(inst_state == s)
+        found = campuses[campuses["statefips"] == state]
+        if len(found) < len(members):
+            raise ValueError(f"{INSTITUTIONS_FILE}: {len(found)} institution(s) of state {state}, "
+                             f"{len(members)} needed (use fewer institutions)")
+        if len(members):
+            bounds = len(found) * np.arange(len(members) + 1) // len(members)
+            chosen = found.iloc[bounds[:-1] + (pick[members] * np.diff(bounds)).astype(np.int64)]
+            opeid[members] = chosen["institution"].to_numpy()
+            names[members] = chosen["label"].to_numpy()
+    names = pd.Series(names, dtype=str)
+    research = rng.random(n) < 8 / 22
+    kinds = np.where(rng.random(n) < 0.5, "community", "regional").astype(object)
+    for pool, kind in (("university", None), ("college", "community"), ("health", "health")):
+        matched = names.str.contains(NAME_POOLS[pool], regex=True).to_numpy()
+        kinds[matched] = np.where(research[matched], "research", "regional") if kind is None else kind
+    kinds = kinds.astype(str)
+    kind_size = np.array([INSTITUTION_KINDS[k]["size"] for k in kinds])
+    inst_size = kind_size * (rng.permutation(n) + 1.0) ** -NATIONAL_ZIPF_EXPONENT
+    kind_effect = np.array([INSTITUTION_KINDS[k]["effect"] for k in kinds])
+    state_effect = np.array([INSTITUTION_STATES.get(s, (0, 0.0))[1] for s in states])[inst_state]
+    inst_effect = kind_effect + state_effect + rng.normal(0.0, 0.08, n)
+    return kinds, opeid.astype(str), inst_state, inst_size, inst_effect
+
+
+@functools.lru_cache(maxsize=1)
+def _main_campuses() -> pd.DataFrame:
+    """Main campuses (OPEID ending in 00) of label_institution.csv in the 50 states and DC,
+    one per name within a state (the lowest OPEID), sorted by state and OPEID."""
+    labels = institution_labels()
+    main = labels[labels["institution"].str.endswith("00")
+                  & labels["statefips"].isin(list(STATE_POPULATION))]
+    return (main.sort_values("institution").drop_duplicates(["statefips", "label"])
+            .sort_values(["statefips", "institution"], ignore_index=True))
+
+
 @functools.lru_cache(maxsize=1)
 def _candidate_institutions() -> dict[tuple[str, str], np.ndarray]:
     """Per (state FIPS, name pool), the OPEIDs of the real institutions a synthetic one may
     take: main campuses (OPEID ending in 00) of label_institution.csv, one per name within
     a state (the lowest OPEID), sorted; a name goes to the first pool of NAME_POOLS it
     matches, others to none."""
-    labels = institution_labels()
-    main = labels[labels["institution"].str.endswith("00")
-                  & labels["statefips"].isin(list(INSTITUTION_STATES))]
-    main = main.sort_values("institution").drop_duplicates(["statefips", "label"])
+    main = _main_campuses()
+    main = main[main["statefips"].isin(list(INSTITUTION_STATES))]
     pool = pd.Series("", index=main.index)
     for name, pattern in reversed(NAME_POOLS.items()):   # the first matching pool wins
         pool[main["label"].str.contains(pattern, regex=True)] = name
@@ -410,7 +479,7 @@ def _real_opeids(kinds: np.ndarray, states: np.ndarray, pick: np.ndarray) -> np.
         found = candidates.get((str(state), str(pool)), np.array([]))
         if len(found) < len(members):
             raise ValueError(f"{INSTITUTIONS_FILE}: {len(found)} {pool} institution(s) of state "
-                             f"{state}, {len(members)} needed")
+                             f"{state}, {len(members)} needed (use fewer institutions)")
         bounds = len(found) * np.arange(len(members) + 1) // len(members)
         width = np.diff(bounds)
         opeid[members] = found[bounds[:-1] + (pick[members] * width).astype(np.int64)]
@@ -576,7 +645,8 @@ def draw_outcomes(universe: Universe, grads: GraduateChunk, rng: np.random.Gener
     """Draw every observable (graduate, years-after) outcome of a chunk of graduates.
     A job in a state and year without earnings records (`coverage`) is not observed: the
     graduate looks non-employed, as in the real data."""
-    home = HOME_EMP_STATE[universe.inst_state[grads.institution]]
+    home = np.searchsorted(EMP_STATE_CODES, universe.state_codes)[
+        universe.inst_state[grads.institution]]
     person = _draw_person_traits(rng, home)
     who, k = _observable_rows(grads.grad_year, last_data_year)
     degree, cip, inst = grads.degree[who], grads.cip[who], grads.institution[who]
@@ -711,7 +781,7 @@ def graduates_table(universe: Universe, grads: GraduateChunk,
     cip = np.where(grads.grad_year >= cip_switch_year, cip2020[grads.cip], cip2010[grads.cip])
     columns = [pa.array(grads.person_id),
                code_array(grads.institution, universe.opeid),
-               code_array(universe.inst_state[grads.institution], INST_STATE_CODES),
+               code_array(universe.inst_state[grads.institution], universe.state_codes),
                code_array(grads.degree, DEGREE_CODES),
                code_array(cip, labels),
                pa.array(grads.grad_year.astype(np.int16))]
@@ -746,7 +816,8 @@ def write_synthetic(out_dir: Path, graduates: int = 200_000, seed: int = 2024010
                     last_data_year: int = 2022,
                     progress: Callable[[str], None] = print,
                     cip_switch_year: int = CIP_SWITCH_YEAR,
-                    part_graduates: int | None = None) -> dict[str, int]:
+                    part_graduates: int | None = None,
+                    institutions: int = DEMO_INSTITUTIONS) -> dict[str, int]:
     """Write graduates.parquet and outcomes.parquet to out_dir; return {"graduates": n, "outcomes": m}.
 
     The same arguments always give byte-identical files. Files are written under
@@ -760,6 +831,9 @@ def write_synthetic(out_dir: Path, graduates: int = 200_000, seed: int = 2024010
     graduates/ and outcomes/ of part files part-00000.parquet, ... of about that many
     graduates each (whole chunks; the same rows, in the same order, as the single files).
     Memory stays bounded by the chunk at any size.
+
+    `institutions` other than DEMO_INSTITUTIONS draws a national universe of that many
+    institutions (make_universe) instead of the demo one, for data sets at national scale.
     """
     if graduates < 1:
         raise ValueError(f"graduates must be positive, got {graduates}")
@@ -774,7 +848,7 @@ def write_synthetic(out_dir: Path, graduates: int = 200_000, seed: int = 2024010
     if in_the_way:
         raise ValueError(f"{', '.join(in_the_way)} already there: a data folder holds each input "
                          "once, as a file or as a folder of part files; remove it or write elsewhere")
-    universe = make_universe(seed)
+    universe = make_universe(seed, institutions)
     coverage = state_coverage()
     cip_vintages()  # read the crosswalk before any file is opened
     partial = {n: out_dir / f".{n}.partial" for n in names}

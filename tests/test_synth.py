@@ -373,3 +373,43 @@ def test_a_crash_while_writing_parts_leaves_nothing(tmp_path):
     with pytest.raises(RuntimeError, match="interrupted"):
         write_synthetic(tmp_path, graduates=1_000, progress=crash, part_graduates=100)
     assert list(tmp_path.iterdir()) == []
+
+
+# --- the national universe (issue 14: data sets at national scale) -------------------
+
+@pytest.mark.parametrize("institutions", [500, 2000])
+def test_a_national_universe_has_no_dominant_institution(institutions):
+    """The expected share of each institution (its cells' probabilities) is a few percent at
+    most, where the demo universe's largest holds about 18%; institutions are distinct real
+    main campuses of every state and DC, each in its own state."""
+    universe = make_universe(20240101, institutions)
+    weights = np.diff(universe.cell_cdf, prepend=0.0)
+    share = np.bincount(universe.cell_institution, weights=weights) / weights.sum()
+    assert len(share) == institutions
+    assert share.max() < 0.05
+    demo = make_universe(20240101)
+    demo_weights = np.diff(demo.cell_cdf, prepend=0.0)
+    assert (np.bincount(demo.cell_institution, weights=demo_weights) / demo_weights.sum()).max() > 0.15
+    labels = institution_labels().drop_duplicates("institution").set_index("institution")
+    states = universe.state_codes[universe.inst_state]
+    assert len(set(universe.opeid)) == institutions
+    assert (labels.loc[universe.opeid, "statefips"].to_numpy() == states).all()
+    assert len(set(states)) == 51 if institutions >= 2000 else len(set(states)) >= 45
+    assert set(universe.inst_kind) == {"community", "regional", "research", "health"}
+
+
+def test_a_national_data_set_passes_the_release_rules(tmp_path):
+    """Written in part files, read back by the release's streaming counts: every input rule
+    holds, with graduates of institutions in many states."""
+    from pseo_das.config import load_config
+    from pseo_das.tasks.inputs.cpi import find_cpi, read_cpi
+    from pseo_das.tasks.inputs.reference_inputs import default_reference_dir
+    from pseo_das.tasks.inputs.true_counts import read_counts
+    counts = write_synthetic(tmp_path, graduates=6_000, institutions=800, part_graduates=3_000,
+                             progress=_quiet)
+    cfg = load_config()
+    streamed = read_counts(tmp_path, cfg, None, read_cpi(find_cpi(default_reference_dir())))
+    assert streamed.rows == counts
+    graduates = pd.read_parquet(tmp_path / "graduates")
+    assert graduates["inst_state"].nunique() >= 40
+    assert graduates["institution"].nunique() > 500
