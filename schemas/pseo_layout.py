@@ -280,26 +280,30 @@ def check_file(path: Path, product: Product | str, note=None
     if header is None:
         return 0, [LayoutProblem(name, ("*",), "empty file: no header", 0)]
     problems = _check_header(name, header, layout(product).columns)
-    frame = _read_regular(path, header)
-    if frame is None:            # irregular: find the rows that break it, row by row
-        try:
-            widths = _widths(path)
-        except (UnicodeDecodeError, csv.Error) as exc:
-            return 0, problems + [LayoutProblem(name, ("*",), f"not a UTF-8 CSV file ({exc})", 0)]
-        ragged = widths != len(header)
-        if ragged.any():   # the columns of these rows cannot be trusted: stop here
-            rows = np.flatnonzero(ragged)
-            problems.append(LayoutProblem(
-                name, ("*",), f"every row has the header's {len(header)} fields", len(rows),
-                tuple((int(r), f"{widths[r]} fields") for r in rows[:EXAMPLES])))
-            return len(widths), problems
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False, skip_blank_lines=False,
-                            index_col=False, encoding="utf-8")
+    checked = _check_regular(path, header, name, layout(product), note)
+    if checked is not None:
+        return checked[0], problems + checked[1]
+    # irregular: find the rows that break it, row by row
+    try:
+        widths = _widths(path)
+    except (UnicodeDecodeError, csv.Error) as exc:
+        return 0, problems + [LayoutProblem(name, ("*",), f"not a UTF-8 CSV file ({exc})", 0)]
+    ragged = widths != len(header)
+    if ragged.any():   # the columns of these rows cannot be trusted: stop here
+        rows = np.flatnonzero(ragged)
+        problems.append(LayoutProblem(
+            name, ("*",), f"every row has the header's {len(header)} fields", len(rows),
+            tuple((int(r), f"{widths[r]} fields") for r in rows[:EXAMPLES])))
+        return len(widths), problems
+    frame = pd.read_csv(path, dtype=str, keep_default_na=False, skip_blank_lines=False,
+                        index_col=False, encoding="utf-8")
     frame.columns = header                      # duplicates are reported, not renamed
     frame = frame.loc[:, ~frame.columns.duplicated()]
     if note is not None:
         note(f"read {name}: {len(frame):,} rows; checking their values")
-    return len(frame), problems + _RowChecks(name, layout(product), frame).run()
+    checks = _FileChecks(name, layout(product))
+    checks.add(frame, 0)
+    return len(frame), problems + checks.problems()
 
 
 def _header(path: Path) -> list[str] | None:
@@ -307,21 +311,96 @@ def _header(path: Path) -> list[str] | None:
         return next(csv.reader(handle), None)
 
 
-def _read_regular(path: Path, header: list[str]) -> pd.DataFrame | None:
-    """Every value as text, fast (Arrow's reader), when every row has the header's fields,
+BATCH_BYTES = 64 * 2 ** 20   # the file is read and checked in blocks of this size
+# Repeated cells are found over the whole file by two independent 64-bit hashes of each
+# row's identifiers (16 bytes a row, not the rows): rows count as the same cell when both
+# agree, a false match has a chance of about rows^2 / 2^129.
+CELL_HASH_KEYS = ("pseo-das-cells-1", "pseo-das-cells-2")
+
+
+def _check_regular(path: Path, header: list[str], name: str, product_layout: ProductLayout,
+                   note=None) -> tuple[int, list[LayoutProblem]] | None:
+    """(data rows, problems), reading every value as text with Arrow's reader one block
+    at a time (memory: one block, not the file), when every row has the header's fields,
     the file is UTF-8 and no column name repeats; None otherwise."""
     if len(set(header)) != len(header):
         return None
+    checks = _FileChecks(name, product_layout)
+    rows = 0
     try:
-        table = pa_csv.read_csv(
-            path, read_options=pa_csv.ReadOptions(column_names=header, skip_rows=1),
+        reader = pa_csv.open_csv(
+            path, read_options=pa_csv.ReadOptions(column_names=header, skip_rows=1,
+                                                  block_size=BATCH_BYTES),
             parse_options=pa_csv.ParseOptions(ignore_empty_lines=False),
             convert_options=pa_csv.ConvertOptions(
                 column_types={c: pa.string() for c in header}, null_values=[],
                 strings_can_be_null=False, quoted_strings_can_be_null=False))
+        for batch in reader:
+            frame = batch.to_pandas()
+            frame.index += rows
+            checks.add(frame, rows)
+            rows += len(frame)
+            if note is not None:
+                note(f"checked {rows:,} rows of {name}")
     except (pa.ArrowInvalid, UnicodeDecodeError):
         return None
-    return table.to_pandas()
+    return rows, checks.problems()
+
+
+class _FileChecks:
+    """The row checks of one file, added up over blocks of rows (`add`): each rule's count
+    of bad rows and its first EXAMPLES rows; the aggregation levels seen; and the cells'
+    identifiers, whose repeats are found over the whole file."""
+
+    def __init__(self, name: str, product_layout: ProductLayout):
+        self.name, self.layout = name, product_layout
+        self.found: dict[tuple, list] = {}          # (columns, rule) -> [rows, examples]
+        self.levels_seen: set[str] = set()
+        self.cell_keys: list[np.ndarray] = []        # 2 x 64-bit hashes of each row's identifiers
+        self.cell_levels: list[np.ndarray] = []      # each row's agg_level_pseo, for examples
+        self.has_level = False
+
+    def add(self, frame: pd.DataFrame, offset: int) -> None:
+        checks = _RowChecks(self.name, self.layout, frame, offset)
+        for problem in checks.run():
+            entry = self.found.setdefault((problem.columns, problem.rule), [0, []])
+            entry[0] += problem.rows
+            entry[1] = (entry[1] + list(problem.examples))[:EXAMPLES]
+        if "agg_level_pseo" in frame:
+            self.has_level = True
+            self.levels_seen |= set(frame["agg_level_pseo"].unique())
+        keys = [c for c in self.layout.identifiers if c in frame]
+        if len(keys) == len(self.layout.identifiers):
+            self.cell_keys.append(np.column_stack([
+                pd.util.hash_pandas_object(frame[keys], index=False, hash_key=key).to_numpy()
+                for key in CELL_HASH_KEYS]))
+            self.cell_levels.append(frame["agg_level_pseo"].to_numpy())
+
+    def problems(self) -> list[LayoutProblem]:
+        out = [LayoutProblem(self.name, columns, rule, rows, tuple(examples))
+               for (columns, rule), (rows, examples) in self.found.items()]
+        if self.has_level:
+            flagged = set(self.layout.levels["agg_level_pseo"])
+            absent = sorted(flagged - self.levels_seen, key=int)
+            if absent:
+                out.append(LayoutProblem(
+                    self.name, ("agg_level_pseo",), f"every level flagged for "
+                    f"{self.layout.product.value} appears at least once; absent: "
+                    f"{', '.join(absent)}", 0))
+        if self.cell_keys:
+            keys = np.concatenate(self.cell_keys)
+            order = np.lexsort(keys.T[::-1])          # by the first hash, then the second,
+            same = (keys[order[1:]] == keys[order[:-1]]).all(axis=1)   # then by row
+            repeat = np.zeros(len(keys), bool)
+            repeat[order[1:]] = same
+            rows = np.flatnonzero(repeat)
+            if len(rows):
+                levels = np.concatenate(self.cell_levels)
+                out.append(LayoutProblem(
+                    self.name, tuple(self.layout.identifiers),
+                    "one row per cell (the identifiers are unique)", len(rows),
+                    tuple((int(r), f"agg_level_pseo={levels[r]!r}") for r in rows[:EXAMPLES])))
+        return out
 
 
 def _widths(path: Path) -> np.ndarray:
@@ -358,8 +437,10 @@ def _check_header(name: str, header: list[str], expected: tuple[str, ...]) -> li
 class _RowChecks:
     """The row checks of one file, every one vectorised over the rows."""
 
-    def __init__(self, name: str, product_layout: ProductLayout, frame: pd.DataFrame):
+    def __init__(self, name: str, product_layout: ProductLayout, frame: pd.DataFrame,
+                 offset: int = 0):
         self.name, self.layout, self.frame = name, product_layout, frame
+        self.offset = offset                    # the file's row number of the frame's first
         self.product = product_layout.product
         self.codes = code_lists()
         self.problems: list[LayoutProblem] = []
@@ -376,7 +457,6 @@ class _RowChecks:
         self._flags_and_values()
         if self.product in RESTRICTED_PRODUCTS:
             self._restricted_cip()
-        self._unique_cells()
         return self.problems
 
     def has(self, *columns: str) -> bool:
@@ -388,7 +468,8 @@ class _RowChecks:
         if len(rows) == 0:
             return
         show = tuple(c for c in (show or columns) if c in self.frame)
-        examples = tuple((int(r), ", ".join(f"{c}={self.frame[c].iat[r]!r}" for c in show))
+        examples = tuple((int(r) + self.offset,
+                          ", ".join(f"{c}={self.frame[c].iat[r]!r}" for c in show))
                          for r in rows[:EXAMPLES])
         self.problems.append(LayoutProblem(self.name, columns, rule, len(rows), examples))
 
@@ -404,11 +485,6 @@ class _RowChecks:
                     ~value.isin(set(every["agg_level_pseo"])))
         self.report(("agg_level_pseo",), f"a level flagged 1 for {self.product.value} in "
                     f"label_agg_level_pseo.csv (this one is flagged 0)", other_product)
-        absent = sorted(flagged - set(value.unique()), key=int)
-        if absent:
-            self.problems.append(LayoutProblem(
-                self.name, ("agg_level_pseo",), f"every level flagged for {self.product.value} "
-                f"appears at least once; absent: {', '.join(absent)}", 0))
 
     # -- identifiers --
     def _identifiers(self) -> None:
@@ -513,9 +589,3 @@ class _RowChecks:
                 self.report((indicator.name,), rule + "no value",
                             restricted & (self.frame[indicator.name] != ""),
                             ("agg_level_pseo", "degree_level", "cipcode", indicator.name))
-
-    def _unique_cells(self) -> None:
-        keys = [c for c in self.layout.identifiers if c in self.frame]
-        if len(keys) == len(self.layout.identifiers):
-            self.report(tuple(keys), "one row per cell (the identifiers are unique)",
-                        self.frame.duplicated(keys, keep="first"), ("agg_level_pseo",))

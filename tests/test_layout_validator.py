@@ -344,3 +344,28 @@ def test_every_level_of_both_products_is_in_the_valid_folder(valid):
         frame = _read(valid, name)
         assert tuple(frame.columns) == expected_columns(product)
         assert set(frame["agg_level_pseo"]) == set(aggregation_levels(product))
+
+
+# --- read in blocks ----------------------------------------------------------------------
+
+def test_the_check_in_small_blocks_finds_what_the_whole_file_check_finds(valid, monkeypatch):
+    """A file is checked one block of rows at a time (bounded memory): with blocks of 1 KB,
+    a repeated cell whose rows are blocks apart, a corrupted row in a later block (named by
+    its row in the file) and a level absent from every block are all found, exactly as
+    with the whole file in one block."""
+    from pseo_das.schemas import pseo_layout
+    frame = _read(valid, PSEOF)
+    frame = frame[frame["agg_level_pseo"] != "40"].reset_index(drop=True)
+    last = len(frame) - 1
+    frame.loc[last, "geography"] = "01"
+    _write(pd.concat([frame, frame.iloc[[2]]], ignore_index=True), valid, PSEOF)
+    assert (valid / PSEOF).stat().st_size > 8 * 1024
+    whole = check_public_folder(valid).problems
+    monkeypatch.setattr(pseo_layout, "BATCH_BYTES", 1024)
+    blocks = check_public_folder(valid).problems
+    assert sorted(map(str, blocks)) == sorted(map(str, whole))
+    found = {p.rule.split(" (")[0].split(";")[0]: p for p in blocks}
+    assert found["one row per cell"].examples[0][0] == len(frame)
+    assert any("absent: 40" in p.rule for p in blocks)
+    division = [p for p in blocks if "geography" in p.columns and "division" in p.rule]
+    assert division and division[0].examples[0][0] == last
