@@ -92,7 +92,7 @@ def _by_epsilon_figure(plt, targets: pd.DataFrame, columns: list[str], titles: l
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel(ylabel)
     _legend(fig, axes[0][-1])
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
 
 
@@ -110,7 +110,7 @@ def _by_quantity_figure(plt, summary: pd.DataFrame, epsilon: float, measure: str
     ax.set_ylabel(measure.replace("_", " ") + f" (epsilon {epsilon:g}, mean over years after)")
     ax.grid(axis="y", alpha=0.3)
     _legend(fig, ax)
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
 
 
@@ -127,7 +127,7 @@ def _by_stratum_figure(plt, summary: pd.DataFrame, epsilon: float, path: Path) -
     ax.set_ylabel(f"MAE of not employed (epsilon {epsilon:g})")
     ax.grid(alpha=0.3)
     _legend(fig, ax)
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
 
 
