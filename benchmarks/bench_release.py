@@ -47,6 +47,7 @@ SIZES = {"tiny": 2_000, "1m": 425_000, "10m": 4_250_000,   # graduates (~2.35 ou
          "50m": 21_250_000, "100m": 42_500_000}
 COUNT_STEP = "validate and count the inputs"
 SYNTH_SEED = 20240101
+DEMO_INSTITUTIONS = 40
 RELEASE_SEED = "5eed" * 16
 FIXED_COST_TARGET_S, RATIO_TARGET = 15.0, 3.0
 # A Prefect console log line: "18:21:36.042 | INFO    | Task run 'validate inputs-9f4' - ..."
@@ -102,14 +103,18 @@ def release_steps(log_text: str, started: float, wall: float) -> dict[str, float
     return dict(steps)
 
 
-def dataset(size: str) -> tuple[Path, int]:
-    """The cached input of `size` (built with `pseo-das synth` if missing) and its outcome rows."""
-    data = RESULTS / "data" / size
+def dataset(size: str, institutions: int = DEMO_INSTITUTIONS) -> tuple[Path, int]:
+    """The cached input of `size` (built with `pseo-das synth` if missing) and its outcome
+    rows: the demo universe, or a national one of `institutions` institutions."""
+    national = institutions != DEMO_INSTITUTIONS
+    data = RESULTS / "data" / (f"{size}-i{institutions}" if national else size)
     graduates = data / "graduates.parquet"
     if not graduates.exists() or pq.ParquetFile(graduates).metadata.num_rows != SIZES[size]:
-        print(f"building the {size} data set ({SIZES[size]:,} graduates) ...", flush=True)
+        print(f"building the {size} data set ({SIZES[size]:,} graduates"
+              + (f", {institutions:,} institutions" if national else "") + ") ...", flush=True)
         subprocess.run([str(BIN / "pseo-das"), "synth", "--out", str(data), "--graduates",
-                        str(SIZES[size]), "--seed", str(SYNTH_SEED)], check=True,
+                        str(SIZES[size]), "--seed", str(SYNTH_SEED),
+                        "--institutions", str(institutions)], check=True,
                        stdout=subprocess.DEVNULL)
     return data, pq.ParquetFile(data / "outcomes.parquet").metadata.num_rows
 
@@ -144,8 +149,8 @@ def summarize(runs: list[dict]) -> dict:
 
 
 def bench_size(size: str, repeat: int, logs: Path, tracking_uri: str,
-               engines: list[str]) -> dict:
-    data, n_rows = dataset(size)
+               engines: list[str], institutions: int) -> dict:
+    data, n_rows = dataset(size, institutions)
     print(f"measuring {size} ({n_rows:,} outcome rows), {repeat} run(s) each ...", flush=True)
     releases = {engine: summarize([run_release(data, logs / f"{size}-{engine}-release.log",
                                                f"bench-{size}-{engine}", tracking_uri, engine)
@@ -248,7 +253,10 @@ def main() -> None:
     parser.add_argument("--sizes", default="tiny,1m,10m",
                         help="comma-separated: tiny, 1m, 10m, 50m, 100m")
     parser.add_argument("--engines", default="local", help="comma-separated: local, dask")
-    parser.add_argument("--repeat", type=int, help="runs per size (default: 1 for 10m, 3 otherwise)")
+    parser.add_argument("--repeat", type=int, help="runs per size (default: 3 for tiny and 1m, 1 otherwise)")
+    parser.add_argument("--institutions", type=int, default=DEMO_INSTITUTIONS,
+                        help="synthetic universe: 40 (default) the demo one; any other number a "
+                             "national one of that many institutions (`pseo-das synth --institutions`)")
     args = parser.parse_args()
     sizes = ["tiny"] + [s for s in args.sizes.split(",") if s and s != "tiny"]
     unknown = [s for s in sizes if s not in SIZES]
@@ -258,7 +266,7 @@ def main() -> None:
     logs.mkdir(parents=True, exist_ok=True)
     started = time.strftime("%Y%m%dT%H%M%S")
     before = machine()
-    tiny, _ = dataset("tiny")
+    tiny, _ = dataset("tiny", args.institutions)
     with tempfile.TemporaryDirectory(prefix="pseo-bench-audit-") as audit:
         tracking_uri = f"sqlite:///{audit}/mlflow.db"
         print("warm-up: one release and one baseline run on tiny (not counted) ...", flush=True)
@@ -266,12 +274,12 @@ def main() -> None:
         run_baseline(tiny, logs / "warm-up-baseline.log")
         engines = [e for e in args.engines.split(",") if e]
         rows = {size: bench_size(size, args.repeat or (3 if size in ("tiny", "1m") else 1), logs,
-                                 tracking_uri, engines)
+                                 tracking_uri, engines, args.institutions)
                 for size in sizes}
     add_marginals(rows)
     print_report(rows)
     record = RESULTS / f"bench-{started}.json"
-    record.write_text(json.dumps({"started": started, "finished": time.strftime("%Y%m%dT%H%M%S"),
+    record.write_text(json.dumps({"started": started, "institutions": args.institutions, "finished": time.strftime("%Y%m%dT%H%M%S"),
                                   "machine": before, "load_average_after": os.getloadavg(),
                                   "results": rows}, indent=2) + "\n")
     print(f"\nresults written to {record}")
