@@ -10,12 +10,16 @@ code. The flows reach it through PREFECT_API_URL like any other server.
 The child is stopped by an `atexit` hook. Prefect sends its queued logs and events when
 threads shut down, and Python does that before it runs `atexit` hooks, so nothing is lost
 and nothing is retried against a closed port. Prefect stops its own temporary server the
-same way.
+same way. A CLI killed outright (SIGKILL, the out-of-memory killer) runs no hook: on Linux
+the child is then sent SIGTERM by the kernel (PR_SET_PDEATHSIG), so no server is left
+behind.
 """
 from __future__ import annotations
 
 import atexit
+import ctypes
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -59,7 +63,8 @@ class _LocalServer:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1",
              "--port", str(port), "--no-ui", "--analytics-off", "--log-level", "WARNING"],
-            stdin=subprocess.DEVNULL, stdout=self.output, stderr=subprocess.STDOUT)
+            stdin=subprocess.DEVNULL, stdout=self.output, stderr=subprocess.STDOUT,
+            preexec_fn=_terminate_with_parent if sys.platform == "linux" else None)
         atexit.register(self.stop)
 
     def wait_until_ready(self) -> None:
@@ -89,3 +94,12 @@ class _LocalServer:
                 self.process.kill()
                 self.process.wait()
         self.output.close()
+
+
+PR_SET_PDEATHSIG = 1   # linux/prctl.h
+
+
+def _terminate_with_parent() -> None:
+    """In the child, before exec: ask the kernel for SIGTERM when the CLI dies. The CLI
+    starts the server from its main thread before any other thread exists."""
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)

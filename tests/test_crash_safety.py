@@ -83,3 +83,27 @@ def test_killed_release_resumes_to_the_same_bytes_without_spending_twice(
     for name in ("pseoe_all.csv", "pseoh_all.csv", "pseof_all.csv", "release_notes.md"):
         assert (out / "public" / name).read_bytes() == (root / "a" / "public" / name).read_bytes()
     assert not list(tmp_path.glob(".release.staging-*"))
+
+
+def test_a_killed_release_leaves_no_prefect_server_behind(tmp_path):
+    """SIGKILL runs no exit hook: the local Prefect server the CLI started is stopped by the
+    kernel (parent-death signal) instead of living on."""
+    import psutil
+    from test_ingest import valid_graduates, valid_outcomes, write
+    data = tmp_path / "data"
+    data.mkdir()
+    write(data, valid_graduates(), valid_outcomes())
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    process = subprocess.Popen(release_command(data, tmp_path / "out", tmp_path),
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               env=env)
+    for line in process.stdout:
+        if "Beginning flow run" in line:   # the server is up: the flow reports to it
+            break
+    servers = [child for child in psutil.Process(process.pid).children()
+               if "server" in child.cmdline() and "prefect" in " ".join(child.cmdline())]
+    assert len(servers) == 1
+    process.kill()                          # SIGKILL the release only, not its group
+    process.wait()
+    gone, alive = psutil.wait_procs(servers, timeout=20)
+    assert not alive, "the Prefect server outlived the killed release"
