@@ -201,13 +201,15 @@ def _year_columns(k: int, n_cells: int, per_cell: int, position: np.ndarray | No
         present[position] = True
         hidden[position] = np.broadcast_to(suppressed, employed.shape).reshape(shape)
     present, hidden = present.reshape(-1), hidden.reshape(-1)
-    status = np.select([~present, hidden], [STATUS_NOT_AVAILABLE, STATUS_SUPPRESSED], STATUS_OK)
+    status = np.select([~present, hidden], [STATUS_NOT_AVAILABLE, STATUS_SUPPRESSED],
+                       STATUS_OK).astype(np.int8)    # flags -1, 1, 5: one byte each
     columns = {}
     for name, values in (("grads_emp", emp), ("grads_emp_instate", instate)):
         columns[f"y{k}_{name}"] = pd.array(np.where(hidden, np.nan, values.reshape(-1)), dtype="Int64")
         columns[f"status_y{k}_{name}"] = status
     columns[f"y{k}_grads_nme"] = pd.array(nme.reshape(-1), dtype="Int64")
-    columns[f"status_y{k}_grads_nme"] = np.where(present, STATUS_OK, STATUS_NOT_AVAILABLE)
+    columns[f"status_y{k}_grads_nme"] = np.where(present, STATUS_OK,
+                                                 STATUS_NOT_AVAILABLE).astype(np.int8)
     return columns
 
 
