@@ -21,9 +21,14 @@ def _quiet_prefect_defaults() -> None:
 def _synth(args: argparse.Namespace) -> int:
     from pseo_das.synth import write_synthetic
     started = time.perf_counter()
-    counts = write_synthetic(Path(args.out), graduates=args.graduates, seed=args.seed,
-                             cip_switch_year=args.cip_switch_year,
-                             part_graduates=args.part_graduates, institutions=args.institutions)
+    try:
+        counts = write_synthetic(Path(args.out), graduates=args.graduates, seed=args.seed,
+                                 cip_switch_year=args.cip_switch_year,
+                                 part_graduates=args.part_graduates,
+                                 institutions=args.institutions)
+    except ValueError as exc:   # arguments the universe cannot meet; nothing is written
+        print(f"pseo-das synth: {exc}", file=sys.stderr)
+        return 2
     print(f"synthetic data: {counts['graduates']:,} graduates, {counts['outcomes']:,} outcome rows "
           f"in {args.out} ({time.perf_counter() - started:.1f} s)")
     return 0

@@ -180,8 +180,8 @@ ZIPF_EXPONENT = 1.0
 # The demo universe: 40 institutions in the 5 states of INSTITUTION_STATES (its largest
 # institution has about 18% of the graduates). Any other number of institutions makes a
 # national universe (`_make_national_institutions`): institutions in every state and DC in
-# proportion to population, kinds in the demo's proportions, and a flatter rank-size law,
-# so that with hundreds of institutions or more the largest has a few percent.
+# proportion to population, their kind from their name, and a flatter rank-size law, so
+# that with hundreds of institutions or more the largest has a few percent.
 DEMO_INSTITUTIONS = 40
 NATIONAL_ZIPF_EXPONENT = 0.6
 PROGRAM_SIZE_SD = 0.75  # sd of log program size around its popularity
@@ -397,13 +397,12 @@ def _make_institutions(rng: np.random.Generator):
 
 
 def _make_national_institutions(rng: np.random.Generator, n: int):
-    """A national universe of `n` institutions (DEMO_INSTITUTIONS): states in proportion to
-    population (largest remainders); in each state, distinct real main campuses of
-    label_institution.csv (stratified picks, as `_real_opeids`), whose names give their
-    kind (NAME_POOLS: health, community; a university is a research one with the demo's
-    odds, 8 in 22; any other name a community college or a regional university with even
-    odds); sizes kind size x
-    rank^-NATIONAL_ZIPF_EXPONENT."""
+    """The institutions of a national universe of `n` (any n but DEMO_INSTITUTIONS): states
+    in proportion to population (largest remainders); in each state, distinct real main
+    campuses of label_institution.csv (stratified picks, as `_real_opeids`), whose names
+    give their kind (NAME_POOLS: health, community; a university is a research one with the
+    demo's odds, 8 in 22; any other name a community college or a regional university with
+    even odds); sizes kind size x rank^-NATIONAL_ZIPF_EXPONENT."""
     states = np.array(sorted(STATE_POPULATION))
     population = np.array([STATE_POPULATION[s] for s in states])
     quota = n * population / population.sum()
@@ -479,7 +478,7 @@ def _real_opeids(kinds: np.ndarray, states: np.ndarray, pick: np.ndarray) -> np.
         found = candidates.get((str(state), str(pool)), np.array([]))
         if len(found) < len(members):
             raise ValueError(f"{INSTITUTIONS_FILE}: {len(found)} {pool} institution(s) of state "
-                             f"{state}, {len(members)} needed (use fewer institutions)")
+                             f"{state}, {len(members)} needed")
         bounds = len(found) * np.arange(len(members) + 1) // len(members)
         width = np.diff(bounds)
         opeid[members] = found[bounds[:-1] + (pick[members] * width).astype(np.int64)]
@@ -840,6 +839,7 @@ def write_synthetic(out_dir: Path, graduates: int = 200_000, seed: int = 2024010
     if part_graduates is not None and part_graduates < 1:
         raise ValueError(f"part_graduates must be positive, got {part_graduates}")
     out_dir = Path(out_dir)
+    universe = make_universe(seed, institutions)   # refuses what it cannot draw, first
     out_dir.mkdir(parents=True, exist_ok=True)
     names = ("graduates", "outcomes")
     final = {n: out_dir / (n if part_graduates else f"{n}.parquet") for n in names}
@@ -848,7 +848,6 @@ def write_synthetic(out_dir: Path, graduates: int = 200_000, seed: int = 2024010
     if in_the_way:
         raise ValueError(f"{', '.join(in_the_way)} already there: a data folder holds each input "
                          "once, as a file or as a folder of part files; remove it or write elsewhere")
-    universe = make_universe(seed, institutions)
     coverage = state_coverage()
     cip_vintages()  # read the crosswalk before any file is opened
     partial = {n: out_dir / f".{n}.partial" for n in names}

@@ -413,3 +413,14 @@ def test_a_national_data_set_passes_the_release_rules(tmp_path):
     graduates = pd.read_parquet(tmp_path / "graduates")
     assert graduates["inst_state"].nunique() >= 40
     assert graduates["institution"].nunique() > 500
+
+
+def test_a_universe_larger_than_the_label_file_is_refused_before_anything_is_written(tmp_path):
+    """`pseo-das synth --institutions` beyond the real main campuses of a state: exit 2, the
+    reason in one line, no output folder."""
+    from pseo_das.cli import main
+    with pytest.raises(SystemExit) as stop:
+        main(["synth", "--out", str(tmp_path / "out"), "--graduates", "10",
+              "--institutions", "20000"])
+    assert stop.value.code == 2
+    assert not (tmp_path / "out").exists()
