@@ -311,7 +311,7 @@ def _header(path: Path) -> list[str] | None:
         return next(csv.reader(handle), None)
 
 
-BATCH_BYTES = 64 * 2 ** 20   # the file is read and checked in blocks of this size
+BATCH_BYTES = 16 * 2 ** 20   # the file is read and checked in blocks of this size
 # Repeated cells are found over the whole file by two independent 64-bit hashes of each
 # row's identifiers (16 bytes a row, not the rows): rows count as the same cell when both
 # agree, a false match has a chance of about rows^2 / 2^129.
@@ -374,7 +374,8 @@ class _FileChecks:
             self.cell_keys.append(np.column_stack([
                 pd.util.hash_pandas_object(frame[keys], index=False, hash_key=key).to_numpy()
                 for key in CELL_HASH_KEYS]))
-            self.cell_levels.append(frame["agg_level_pseo"].to_numpy())
+            # fixed width, not one Python string per row (only shown in examples)
+            self.cell_levels.append(frame["agg_level_pseo"].to_numpy(dtype="U8"))
 
     def problems(self) -> list[LayoutProblem]:
         out = [LayoutProblem(self.name, columns, rule, rows, tuple(examples))
@@ -399,7 +400,7 @@ class _FileChecks:
                 out.append(LayoutProblem(
                     self.name, tuple(self.layout.identifiers),
                     "one row per cell (the identifiers are unique)", len(rows),
-                    tuple((int(r), f"agg_level_pseo={levels[r]!r}") for r in rows[:EXAMPLES])))
+                    tuple((int(r), f"agg_level_pseo={str(levels[r])!r}") for r in rows[:EXAMPLES])))
         return out
 
 

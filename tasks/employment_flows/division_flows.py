@@ -21,12 +21,11 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from pandas.api.types import union_categoricals
 
 from pseo_das.schemas.codes import (CENSUS_DIVISIONS, DIVISION_OF_STATE, NAICS_SECTORS,
-                                    NONEMPLOYED_INDUSTRY, STATE_FIPS, STATUS_NOT_AVAILABLE,
+                                    STATE_FIPS, STATUS_NOT_AVAILABLE,
                                     STATUS_OK, STATUS_SUPPRESSED, YEARS_AFTER)
-from pseo_das.schemas.pseo_layout import ALL_COHORTS, Product, layout
+from pseo_das.schemas.pseo_layout import Product, layout
 from pseo_das.tasks import progress, release_task
 from pseo_das.tasks.employment_flows.flow_counts import (N_DESTINATIONS, N_SECTORS, N_STATES,
                                                          NONEMPLOYED, destinations)
@@ -153,53 +152,119 @@ def destination_blocks(table: OriginTable) -> list[tuple[str, list[str], str, li
     ]
 
 
-def level_rows(tables: list[OriginTable]) -> list[pd.DataFrame]:
-    """pseof rows of one origin level (its tables, one per years-after): one row per origin
-    cell x geography x industry, per block of destination_blocks. A years-after the cell
-    does not have is not available (-1); a suppressed division flow is 5 (non-employment,
-    which has no geography, is never suppressed)."""
+@dataclass(frozen=True)
+class OriginLevelRows:
+    """What the pseof rows of one origin level (its tables, one per years-after) are built
+    from: the union of the tables' cells in canonical order with their official identifiers,
+    where each union cell is in each table (-1: the cell has no such years-after), and each
+    table's destination blocks and non-employed flows."""
+    inst_level: str
+    cip_level: str
+    by_cohort: bool
+    ids: pd.DataFrame                          # official identifiers, one row per union cell
+    in_table: dict[int, np.ndarray]            # years-after -> table row of each union cell
+    blocks: dict[int, list[tuple]]             # years-after -> destination_blocks
+    nonemployed: dict[int, np.ndarray]         # years-after -> corrected non-employed flows
+
+
+@dataclass(frozen=True)
+class PseofPart:
+    """The rows of one aggregation level of pseof_all: one origin level x one block of
+    destination_blocks (employment geography x industry level)."""
+    agg_level: int
+    origin: OriginLevelRows
+    block: int
+    geo_level: str
+    geographies: list[str]
+    ind_level: str
+    industries: list[str]
+
+    @property
+    def rows_per_cell(self) -> int:
+        return len(self.geographies) * len(self.industries)
+
+    @property
+    def n_cells(self) -> int:
+        return len(self.origin.ids)
+
+    @property
+    def n_rows(self) -> int:
+        return self.n_cells * self.rows_per_cell
+
+
+def origin_level_rows(tables: list[OriginTable]) -> OriginLevelRows:
     inst_level, cip_level, by_cohort = tables[0].level
     union = (pd.concat([t.cells[CELL_KEYS + ["inst_state", "grad_cohort_years"]] for t in tables])
              .drop_duplicates(CELL_KEYS).sort_values(CELL_KEYS, kind="stable", ignore_index=True))
-    ids = official_cells(union, inst_level, cip_level)
     keys = pd.MultiIndex.from_frame(union[CELL_KEYS].astype(str))
-    position = {t.years_after: keys.get_indexer(pd.MultiIndex.from_frame(t.cells[CELL_KEYS].astype(str)))
-                for t in tables}
-    blocks = {t.years_after: destination_blocks(t) for t in tables}
-    nonemployed = {t.years_after: t.corrected[:, NONEMPLOYED] for t in tables}
-    frames = []
-    for b, (geo_level, geographies, ind_level, industries, *_) in enumerate(blocks[tables[0].years_after]):
-        per_cell = len(geographies) * len(industries)
-        frame = ids.iloc[np.repeat(np.arange(len(ids)), per_cell)].reset_index(drop=True)
-        frame.insert(0, "agg_level_pseo", agg_level(PRODUCT, inst_level, cip_level, by_cohort,
-                                                    geo_level, ind_level))
-        frame = frame.assign(geo_level=geo_level,
-                             geography=np.tile(np.repeat(geographies, len(industries)), len(ids)),
-                             ind_level=ind_level,
-                             industry=np.tile(industries, len(ids) * len(geographies)))
-        for k in YEARS_AFTER:
-            frame = frame.assign(**_year_columns(
-                k, len(ids), per_cell, position.get(k), blocks.get(k, [None] * 4)[b],
-                nonemployed.get(k)))
-        frames.append(frame)
-    return frames
+    in_table = {}
+    for t in tables:
+        position = keys.get_indexer(pd.MultiIndex.from_frame(t.cells[CELL_KEYS].astype(str)))
+        where = np.full(len(union), -1, dtype=np.int64)
+        where[position] = np.arange(len(position))
+        in_table[t.years_after] = where
+    return OriginLevelRows(inst_level, cip_level, by_cohort,
+                           official_cells(union, inst_level, cip_level), in_table,
+                           {t.years_after: destination_blocks(t) for t in tables},
+                           {t.years_after: t.corrected[:, NONEMPLOYED] for t in tables})
 
 
-def _year_columns(k: int, n_cells: int, per_cell: int, position: np.ndarray | None,
+def pseof_parts(origins: list[OriginTable]) -> list[PseofPart]:
+    """Every aggregation level of pseof_all, in the file's order (aggregation level)."""
+    levels: dict[tuple, list[OriginTable]] = {}
+    for table in origins:
+        levels.setdefault(table.level, []).append(table)
+    parts = []
+    for tables in levels.values():
+        origin = origin_level_rows(tables)
+        first = origin.blocks[tables[0].years_after]
+        for b, (geo_level, geographies, ind_level, industries, *_) in enumerate(first):
+            parts.append(PseofPart(
+                agg_level(PRODUCT, origin.inst_level, origin.cip_level, origin.by_cohort,
+                          geo_level, ind_level),
+                origin, b, geo_level, list(geographies), ind_level, list(industries)))
+    return sorted(parts, key=lambda part: part.agg_level)
+
+
+def part_rows(part: PseofPart, start: int = 0, stop: int | None = None) -> pd.DataFrame:
+    """pseof rows of the origin cells start:stop of one part, the official columns in order:
+    one row per origin cell x geography x industry. A years-after the cell does not have is
+    not available (-1); a suppressed division flow is 5 (non-employment, which has no
+    geography, is never suppressed)."""
+    origin, per_cell = part.origin, part.rows_per_cell
+    stop = part.n_cells if stop is None else min(stop, part.n_cells)
+    n = max(stop - start, 0)
+    frame = origin.ids.iloc[np.repeat(np.arange(start, start + n), per_cell)].reset_index(drop=True)
+    frame.insert(0, "agg_level_pseo", part.agg_level)
+    frame = frame.assign(geo_level=part.geo_level,
+                         geography=np.tile(np.repeat(part.geographies, len(part.industries)), n),
+                         ind_level=part.ind_level,
+                         industry=np.tile(part.industries, n * len(part.geographies)))
+    for k in YEARS_AFTER:
+        rows = origin.in_table[k][start:stop] if k in origin.in_table else None
+        frame = frame.assign(**_year_columns(
+            k, n, per_cell, rows, origin.blocks[k][part.block] if rows is not None else None,
+            origin.nonemployed.get(k)))
+    return frame[list(layout(PRODUCT).columns)]
+
+
+def _year_columns(k: int, n_cells: int, per_cell: int, rows: np.ndarray | None,
                   block: tuple | None, nonemployed: np.ndarray | None) -> dict[str, object]:
-    """The year-k measures and status flags of one block's rows."""
+    """The year-k measures and status flags of n_cells origin cells' rows; `rows` gives each
+    cell's row in the year-k table (-1: none)."""
     emp = np.full((n_cells, per_cell), np.nan)
     instate, nme = emp.copy(), emp.copy()
     present = np.zeros((n_cells, per_cell), bool)
     hidden = present.copy()
-    if position is not None:
+    if rows is not None:
         *_, employed, in_state, suppressed = block
-        shape = (len(position), per_cell)
-        emp[position] = employed.reshape(shape)
-        instate[position] = in_state.reshape(shape)
-        nme[position] = nonemployed[:, None]
-        present[position] = True
-        hidden[position] = np.broadcast_to(suppressed, employed.shape).reshape(shape)
+        mine = rows >= 0
+        at = rows[mine]
+        emp[mine] = employed[at].reshape(len(at), per_cell)
+        instate[mine] = in_state[at].reshape(len(at), per_cell)
+        nme[mine] = nonemployed[at][:, None]
+        present[mine] = True
+        hidden[mine] = np.broadcast_to(suppressed[at], employed[at].shape).reshape(len(at), per_cell)
     present, hidden = present.reshape(-1), hidden.reshape(-1)
     status = np.select([~present, hidden], [STATUS_NOT_AVAILABLE, STATUS_SUPPRESSED],
                        STATUS_OK).astype(np.int8)    # flags -1, 1, 5: one byte each
@@ -213,80 +278,67 @@ def _year_columns(k: int, n_cells: int, per_cell: int, position: np.ndarray | No
     return columns
 
 
+ROWS_PER_CHUNK = 250_000    # pseof rows built at a time: memory holds one chunk, not the file
+
+
+def pseof_chunks(parts: list[PseofPart], rows_per_chunk: int = ROWS_PER_CHUNK):
+    """pseof_all's rows in file order, in chunks of whole origin cells (about
+    rows_per_chunk rows each): (part, first origin cell of the chunk, rows)."""
+    for part in parts:
+        step = max(1, rows_per_chunk // part.rows_per_cell)
+        for start in range(0, part.n_cells, step):
+            yield part, start, part_rows(part, start, start + step)
+
+
 def flows_table(origins: list[OriginTable]) -> pd.DataFrame:
-    """pseof_all.csv: every origin level x employment geography x industry level of the
-    schema, rows in aggregation-level order, the official columns in order."""
-    levels: dict[tuple, list[OriginTable]] = {}
-    for table in origins:
-        levels.setdefault(table.level, []).append(table)
-    frames = [frame for tables in levels.values() for frame in level_rows(tables)]
-    frames.sort(key=lambda f: int(f["agg_level_pseo"].iat[0]) if len(f) else 0)
+    """pseof_all.csv as one frame: every origin level x employment geography x industry
+    level of the schema, rows in aggregation-level order, the official columns in order
+    (small releases and tests; a release writes it in chunks, `pseof_chunks`)."""
+    frames = [part_rows(part) for part in pseof_parts(origins)]
     return pd.concat(frames, ignore_index=True)[list(layout(PRODUCT).columns)]
 
 
-def state_flows_table(tables: list[NoisyFlows]) -> pd.DataFrame:
-    """flows_state.csv (internal): noisy and corrected count of every flow whose noisy or
-    corrected count is not 0, and the total its origin cell's corrected flows match
-    (`target_total`), so an auditor can check the correction cell by cell.
-    Code columns stay categorical (millions of rows)."""
+def flows_state_rows(table: NoisyFlows) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
+    """flows_state.csv's rows of one table (internal): noisy and corrected count of every
+    flow whose noisy or corrected count is not 0, and the total its origin cell's corrected
+    flows match (`origin_total`), so an auditor can check the correction cell by cell; with
+    each row's origin cell (row of the table) and destination (column). Code columns stay
+    categorical (millions of rows)."""
     dest = destinations().astype("category")
-    parts = []
-    for table in tables:
-        rows, cols = np.nonzero((table.noisy != 0) | (table.corrected != 0))
-        ids = table.cells.iloc[rows].reset_index(drop=True)
-        parts.append({
-            "institution": ids["institution"].array,
-            "degree_level": ids["degree_level"].array,
-            "cip_level": pd.Categorical([table.cip_level]).take(np.zeros(len(rows), np.int64)),
-            "cipcode": ids["cipcode"].array,
-            "grad_cohort": ids["grad_cohort"].to_numpy(np.int64),
-            "grad_cohort_years": ids["grad_cohort_years"].to_numpy(np.int64),
-            "years_after": np.full(len(rows), table.years_after, np.int64),
-            "industry": dest["industry"].array.take(cols),
-            "state": dest["state"].array.take(cols),
-            "noisy_count": table.noisy[rows, cols],
-            "corrected_count": table.corrected[rows, cols],
-            "origin_total": target_total(table)[rows],
-        })
-    return pd.DataFrame({name: _concat([part[name] for part in parts]) for name in parts[0]})
+    rows, cols = np.nonzero((table.noisy != 0) | (table.corrected != 0))
+    ids = table.cells.iloc[rows].reset_index(drop=True)
+    frame = pd.DataFrame({
+        "institution": ids["institution"].array,
+        "degree_level": ids["degree_level"].array,
+        "cip_level": pd.Categorical([table.cip_level]).take(np.zeros(len(rows), np.int64)),
+        "cipcode": ids["cipcode"].array,
+        "grad_cohort": ids["grad_cohort"].to_numpy(np.int64),
+        "grad_cohort_years": ids["grad_cohort_years"].to_numpy(np.int64),
+        "years_after": np.full(len(rows), table.years_after, np.int64),
+        "industry": dest["industry"].array.take(cols),
+        "state": dest["state"].array.take(cols),
+        "noisy_count": table.noisy[rows, cols],
+        "corrected_count": table.corrected[rows, cols],
+        "origin_total": target_total(table)[rows],
+    })
+    return frame, rows, cols
 
 
-def _concat(arrays: list) -> object:
-    if isinstance(arrays[0], pd.Categorical):  # one category dtype (an empty table's may differ)
-        return union_categoricals([pd.Categorical.from_codes(a.codes, a.categories.astype(object))
-                                   for a in arrays], sort_categories=True)
-    return np.concatenate(arrays)
+DIVISION_OF_STATE_INDEX = DIVISION_MEMBERSHIP.argmax(axis=0)     # state index -> division index
+
+
+def division_sums(n_cells: int, rows: np.ndarray, cols: np.ndarray,
+                  corrected_count: np.ndarray) -> np.ndarray:
+    """cells x divisions: the employed flows of flows_state rows (origin cell `rows`,
+    destination `cols`) summed over the states of each Census division."""
+    employed = cols < NONEMPLOYED
+    division = DIVISION_OF_STATE_INDEX[cols[employed] % N_STATES]
+    sums = np.bincount(rows[employed] * len(DIVISIONS) + division,
+                       weights=corrected_count[employed], minlength=n_cells * len(DIVISIONS))
+    return np.rint(sums).astype(np.int64).reshape(n_cells, len(DIVISIONS))
 
 
 SHARE_THRESHOLDS_SHOWN = (0.05, 0.10, 0.20, 0.50)
-
-
-def recheck_division_sums(pseof: pd.DataFrame, flows_state: pd.DataFrame) -> tuple[int, int]:
-    """Recompute every published division flow of the institution cells by cohort from
-    flows_state.csv as an auditor would; return (flows compared, flows that differ)."""
-    employed = flows_state[flows_state["industry"] != NONEMPLOYED_INDUSTRY]
-    states = employed["state"].cat
-    of_state = np.array([DIVISIONS.index(DIVISION_OF_STATE[s]) if s in DIVISION_OF_STATE else -1
-                         for s in states.categories])
-    division = pd.Categorical.from_codes(of_state[states.codes], list(DIVISIONS))
-    keys = ["institution", "degree_level", "cip_level", "cipcode", "grad_cohort"]
-    sums = (employed[keys + ["years_after", "corrected_count"]].assign(geography=division)
-            .astype({"grad_cohort": str})
-            .groupby(keys + ["years_after", "geography"], observed=True)["corrected_count"].sum())
-    sums.index = sums.index.set_levels([level.astype(level.categories.dtype)
-                                        if isinstance(level, pd.CategoricalIndex) else level
-                                        for level in sums.index.levels])
-    cells = pseof[(pseof["inst_level"] == "I") & (pseof["grad_cohort"] != ALL_COHORTS)
-                  & (pseof["geo_level"] == "D") & (pseof["ind_level"] == "A")]
-    compared = differ = 0
-    for k in YEARS_AFTER:
-        published = cells[cells[f"status_y{k}_grads_emp"] == STATUS_OK]
-        index = pd.MultiIndex.from_frame(published[keys].assign(years_after=k)
-                                         .join(published["geography"]))
-        expected = sums.reindex(index).fillna(0).to_numpy()
-        compared += len(published)
-        differ += int((published[f"y{k}_grads_emp"].to_numpy(dtype=np.int64) != expected).sum())
-    return compared, differ
 
 
 def target_total(table: NoisyFlows) -> np.ndarray:
@@ -294,11 +346,9 @@ def target_total(table: NoisyFlows) -> np.ndarray:
     return table.noisy.sum(axis=1) if table.total is None else table.total
 
 
-def flows_invariants(tables: list[NoisyFlows], pseof: pd.DataFrame,
-                     flows_state: pd.DataFrame) -> list[dict]:
-    """The logical constraints the correction promises, checked on every table, the
-    published flows' own (never negative, in-state within employed), and the published
-    division flows recomputed from the state flows they come from."""
+def flows_invariants(tables: list[NoisyFlows]) -> list[dict]:
+    """The logical constraints the correction promises, checked on every table (the
+    published rows are checked as they are written: `PublishedFlowsChecks`)."""
     negative = sum(int((t.corrected < 0).sum()) for t in tables)
     totals = sum(int((t.corrected.sum(axis=1) != np.maximum(target_total(t), 0)).sum())
                  for t in tables)
@@ -306,43 +356,89 @@ def flows_invariants(tables: list[NoisyFlows], pseof: pd.DataFrame,
     removed_only = [np.maximum(t.noisy, 0).sum(axis=1) >= target_total(t) for t in tables]
     exceed = sum(int((t.corrected > np.maximum(t.noisy, 0))[keep].sum())
                  for t, keep in zip(tables, removed_only))
-    published_negative = sum(int((pseof[f"y{k}_{name}"] < 0).sum())
-                             for k in YEARS_AFTER for name in MEASURES)
-    instate_over = sum(int((pseof[f"y{k}_grads_emp_instate"] > pseof[f"y{k}_grads_emp"]).sum())
-                       for k in YEARS_AFTER)
-    compared, differ = recheck_division_sums(pseof, flows_state)
-    checks = [
+    return _check_results([
         ("no corrected flow is negative", negative, "negative flows"),
         ("per origin cell, corrected total = its target (measured origin count, or the noisy "
          "sum of its flows; 0 when that is negative)", totals, "cells differ"),
         ("no corrected flow exceeds its positive noisy count where units were removed",
          exceed, "flows exceed"),
-        ("no published flow is negative", published_negative, "negative values"),
-        ("no published in-state count exceeds its employed count", instate_over, "rows exceed"),
-        (f"every published division flow of the institution cells recomputed from "
-         f"flows_state.csv ({compared:,})", differ, "differ"),
-    ]
+    ])
+
+
+def _check_results(checks: list[tuple[str, int, str]]) -> list[dict]:
     return [{"name": name, "result": ("passed" if bad == 0 else "FAILED") + f" ({bad:,} {what})"}
             for name, bad, what in checks]
 
 
+class PublishedFlowsChecks:
+    """The published flows' own constraints, checked chunk by chunk as pseof_all is
+    written: never negative, in-state within employed, and every published division flow
+    of the institution cells by cohort recomputed from the flows_state.csv rows of its
+    origin cell (`expect_divisions`, as flows_state.csv is written)."""
+
+    def __init__(self) -> None:
+        self.negative = self.instate_over = self.compared = self.differ = 0
+        self.division_sums: dict[tuple[str, int], np.ndarray] = {}
+
+    def expect_divisions(self, table: NoisyFlows, rows: np.ndarray, cols: np.ndarray,
+                         corrected_count: np.ndarray) -> None:
+        self.division_sums[(table.cip_level, table.years_after)] = division_sums(
+            len(table.cells), rows, cols, corrected_count)
+
+    def add(self, part: PseofPart, start: int, rows: pd.DataFrame) -> None:
+        """pseof rows of the origin cells from `start` of `part`."""
+        for k in YEARS_AFTER:
+            self.negative += sum(int((rows[f"y{k}_{name}"] < 0).sum()) for name in MEASURES)
+            self.instate_over += int((rows[f"y{k}_grads_emp_instate"] > rows[f"y{k}_grads_emp"]).sum())
+        origin = part.origin
+        if not (origin.inst_level == "I" and origin.by_cohort and part.geo_level == "D"
+                and part.ind_level == "A"):
+            return
+        cell = start + np.arange(len(rows)) // part.rows_per_cell
+        division = rows["geography"].astype(int).to_numpy() - 1
+        for k in YEARS_AFTER:
+            sums = self.division_sums.get((origin.cip_level, k))
+            if sums is None or k not in origin.in_table:
+                continue
+            published = (rows[f"status_y{k}_grads_emp"] == STATUS_OK).to_numpy()
+            table_row = origin.in_table[k][cell[published]]
+            expected = sums[table_row, division[published]]
+            self.compared += int(published.sum())
+            values = rows[f"y{k}_grads_emp"].to_numpy()[published].astype(np.int64)
+            self.differ += int((values != expected).sum())
+
+    def results(self) -> list[dict]:
+        return _check_results([
+            ("no published flow is negative", self.negative, "negative values"),
+            ("no published in-state count exceeds its employed count", self.instate_over,
+             "rows exceed"),
+            (f"every published division flow of the institution cells recomputed from "
+             f"flows_state.csv ({self.compared:,})", self.differ, "differ"),
+        ])
+
+
 @dataclass
 class FlowsRelease:
-    """What the flows product publishes and reports."""
+    """What the flows product publishes and reports. pseof_all is not held whole: its
+    parts are built and written in chunks (`pseof_chunks`)."""
     tables: list[NoisyFlows]     # institution tables by cohort, corrected
     origins: list[OriginTable]   # every origin level of pseof_all
-    pseof: pd.DataFrame          # public: pseof_all.csv
-    flows_state: pd.DataFrame    # internal: noisy and corrected state flows
+    pseof: list[PseofPart]       # public: pseof_all.csv, by aggregation level
+    n_state_rows: int            # rows of internal flows_state.csv
     correction: list[dict]       # per table: correction statistics
     suppression: dict            # division suppression statistics
     checks: list[dict]
     reference_fingerprints: dict[str, str]
 
+    @property
+    def n_pseof_rows(self) -> int:
+        return sum(part.n_rows for part in self.pseof)
+
 
 @release_task("build public flows tables")
 def build_flows_tables(tables: list[NoisyFlows], correction: list[dict],
                        reference: ReferenceInputs, share_max: float) -> FlowsRelease:
-    """pseof_all, flows_state, division suppression statistics and the checks run, from
+    """The origin tables of pseof_all, division suppression statistics and the checks of
     the corrected flows. Privacy cost: none."""
     started = time.perf_counter()
     unobserved = [unobserved_states(t, reference.covered) for t in tables]
@@ -350,10 +446,9 @@ def build_flows_tables(tables: list[NoisyFlows], correction: list[dict],
     shares = [unobserved_division_share(t, m, history) for t, m in zip(tables, unobserved)]
     origins = [origin for t, share in zip(tables, shares)
                for origin in origin_tables(t, share > share_max)]
+    parts = pseof_parts(origins)
     progress(f"division suppression decided, origin tables built "
              f"({time.perf_counter() - started:.1f} s)")
-    pseof = flows_table(origins)
-    progress(f"pseof_all assembled: {len(pseof):,} rows ({time.perf_counter() - started:.1f} s)")
     touched = np.concatenate([s[divisions_at_risk(m)]
                               for s, m in zip(shares, unobserved)])
     suppression = {
@@ -364,15 +459,14 @@ def build_flows_tables(tables: list[NoisyFlows], correction: list[dict],
         "by_threshold": [{"threshold": th, "suppressed": int((touched > th).sum())}
                          for th in SHARE_THRESHOLDS_SHOWN],
     }
-    flows_state = state_flows_table(tables)
-    progress(f"flows_state assembled: {len(flows_state):,} rows; checking the flows "
-             f"invariants ({time.perf_counter() - started:.1f} s)")
-    checks = flows_invariants(tables, pseof, flows_state)
+    n_state_rows = sum(int(np.count_nonzero((t.noisy != 0) | (t.corrected != 0))) for t in tables)
+    checks = flows_invariants(tables)
     if any(c["result"].startswith("FAILED") for c in checks):
         raise RuntimeError("flows checks failed: " + "; ".join(
             f"{c['name']}: {c['result']}" for c in checks if c["result"].startswith("FAILED")))
-    progress(f"public flows: pseof_all {len(pseof):,} rows, "
+    release = FlowsRelease(tables, origins, parts, n_state_rows, correction, suppression,
+                           checks, reference.fingerprints)
+    progress(f"public flows: pseof_all {release.n_pseof_rows:,} rows to write, "
              f"{suppression['division_flows_suppressed']:,} division flows of institution "
              f"cells suppressed ({time.perf_counter() - started:.1f} s)")
-    return FlowsRelease(tables, origins, pseof, flows_state, correction, suppression, checks,
-                        reference.fingerprints)
+    return release

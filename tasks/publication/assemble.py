@@ -14,15 +14,16 @@ from pseo_das.config import ReleaseConfig
 from pseo_das.schemas.pseo_layout import SCHEMA_VERSION, Product, check_public_folder
 from pseo_das.tasks.earnings.earnings_tables import institution_states
 from pseo_das.tasks.inputs.cells import CIP_2020
+from pseo_das.tasks.publication.flows_files import write_flows_state, write_pseof
 from pseo_das.tasks.publication.metadata_files import (INSTITUTIONS_FILE_NAME, VERSION_FILE_NAME,
-                                                       official_folder_files)
+                                                       official_folder_files, row_states)
 from pseo_das.version import package_versions
 from pseo_das.tasks.publication.document_context import flows_context, release_context, suppression_summary
 from pseo_das.reports.render import render_markdown, to_html
 from pseo_das.tasks import file_task, progress
 from pseo_das.tasks.study.accuracy import release_accuracy
 from pseo_das.tasks.study.flows_release_accuracy import grads_consistency
-from pseo_das.tasks.employment_flows.division_flows import FlowsRelease
+from pseo_das.tasks.employment_flows.division_flows import FlowsRelease, PublishedFlowsChecks
 from pseo_das.tasks.privacy.mechanism import GEOMETRIC, PrivacyLedger
 from pseo_das.tasks.earnings.noisy_histograms import NoisyHistograms
 from pseo_das.tasks.privacy.release_plan import ReleasePlan, lifetime_table
@@ -181,15 +182,17 @@ def write_release(staging: Path, identity: ReleaseIdentity, cfg: ReleaseConfig,
     write_code_table(pseoe, public / Product.PSEOE.file_name)
     write_code_table(pseoh, public / HISTOGRAMS_FILE)
     done(f"wrote {Product.PSEOE.file_name} ({len(pseoe):,} rows) and {HISTOGRAMS_FILE}")
-    write_code_table(flows.pseof, public / Product.PSEOF.file_name)
-    done(f"wrote {Product.PSEOF.file_name} ({len(flows.pseof):,} rows)")
-    metadata = official_folder_files(pseoe, flows.pseof, institution_states(tables),
-                                     identity.release_id)
-    done(f"built the institutions, version and {len(metadata)} state folder files")
+    flows_checks = PublishedFlowsChecks()
+    n_state_rows = write_flows_state(internal / "flows_state.csv", flows, flows_checks)
+    done(f"wrote internal/flows_state.csv ({n_state_rows:,} rows)")
+    institution_state = institution_states(tables)
+    states = set(row_states(pseoe, institution_state))
+    pseof = write_pseof(public, flows, institution_state, states, flows_checks)
+    done(f"wrote {Product.PSEOF.file_name} ({pseof.rows[Product.PSEOF.file_name]:,} rows) and "
+         f"{len(pseof.rows) - 1} state copies")
+    metadata = official_folder_files(pseoe, pseof.cohorts, institution_state, identity.release_id)
     write_folder_files(public, metadata)
-    done("wrote the institutions, version and state folder files")
-    write_code_table(flows.flows_state, internal / "flows_state.csv")
-    done(f"wrote internal/flows_state.csv ({len(flows.flows_state):,} rows)")
+    done(f"wrote the institutions, version and {len(metadata) - 1} other state folder files")
     checks = checks + [official_layout_check(public, cip_recast["published_vintage"])]
     context = release_context(cfg, ledger, tables, cells, release_id=identity.release_id,
                               code_version=identity.code_version,
@@ -205,7 +208,7 @@ def write_release(staging: Path, identity: ReleaseIdentity, cfg: ReleaseConfig,
     context["dollars"] = dollars
     context["demo_inputs"] = lifetime.release_summary["demo_inputs"]
     context["metadata_files"] = metadata_summary(metadata)
-    context["consistency"] = grads_consistency(cfg, pseoe, flows.pseof, cells,
+    context["consistency"] = grads_consistency(cfg, pseoe, pseof.national_rows, cells,
                                                flows_accuracy["errors"])
     notes = render_markdown("release_notes.md.j2", context)
     (public / "release_notes.md").write_text(notes)
@@ -213,7 +216,8 @@ def write_release(staging: Path, identity: ReleaseIdentity, cfg: ReleaseConfig,
         to_html(notes, f"PSEO release {identity.release_id}: release notes"))
     done("wrote the release notes")
 
-    checks = stop_on_failed_checks(checks + flows.checks + ledger_checks(ledger, tables, flows))
+    checks = stop_on_failed_checks(checks + flows.checks + pseof.checks
+                                   + ledger_checks(ledger, tables, flows))
     write_csv(ledger.to_frame(), internal / "ledger.csv")
     write_csv(lifetime.populations, internal / "lifetime_budget.csv")
     (internal / "release_summary.json").write_text(

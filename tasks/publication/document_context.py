@@ -190,7 +190,7 @@ def flows_context(cfg: ReleaseConfig, flows: FlowsRelease) -> dict:
             for level in cfg.flows.levels()) + ".",
         "correction": correction, "totals": totals,
         "suppression": flows.suppression,
-        "n_pseof_rows": len(flows.pseof), "n_state_rows": len(flows.flows_state),
+        "n_pseof_rows": flows.n_pseof_rows, "n_state_rows": flows.n_state_rows,
         "layout": official_layout(Product.PSEOF),
         "variances": flows_variance_summary(flows.origins, cfg),
         "reference_files": flows.reference_fingerprints,

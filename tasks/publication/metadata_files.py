@@ -167,20 +167,12 @@ def version_lines(files: Mapping[Product | str, pd.DataFrame], produced: datetim
     return "\n".join(lines) + "\n"
 
 
-def state_files(frame: pd.DataFrame, institution_state: Mapping[str, str],
-                product: Product | str) -> dict[str, pd.DataFrame]:
-    """Split an official file (pseoe_all / pseof_all layout) by institution state:
-    {file name: rows}, one file per state with rows, named per lehd_csv_naming
-    (`pseoe_[st].csv`, the state's lower-case postal code), in postal-code order.
-
-    A state's file holds its state-level rows (inst_level S, `institution` = the state's
-    FIPS code) and the rows of its institutions (inst_level I, `institution` = OPEID, whose
-    state FIPS code `institution_state` gives), with the same columns, in the order of
-    `frame`; every row of `frame` is in exactly one file. Raises ValueError, naming the rows,
-    for another inst_level, an OPEID `institution_state` lacks, or a code that is not one of
-    the 50 states or DC.
-    """
-    product = Product(product)
+def row_states(frame: pd.DataFrame, institution_state: Mapping[str, str]) -> pd.Series:
+    """The institution state (FIPS code) of each row of an official file: the state-level
+    rows' own code (inst_level S, `institution` = the state's FIPS code), the state that
+    `institution_state` gives an institution's OPEID (inst_level I). Raises ValueError,
+    naming the rows, for another inst_level, an OPEID `institution_state` lacks, or a code
+    that is not one of the 50 states or DC."""
     level, code = frame["inst_level"].astype(str), frame["institution"].astype(str)
     bad = ~level.isin(["I", "S"])
     _refuse_rows(bad, frame, "inst_level is neither I (institution) nor S (state)")
@@ -188,11 +180,27 @@ def state_files(frame: pd.DataFrame, institution_state: Mapping[str, str],
     _refuse_rows(state.isna(), frame, "institution (OPEID) has no state in institution_state")
     _refuse_rows(~state.isin(list(STATE_POSTAL)), frame,
                  "state is not the FIPS code of one of the 50 states or DC")
-    files = {}
-    for fips in sorted(set(state), key=STATE_POSTAL.get):
-        files[f"{product.value}_{STATE_POSTAL[fips].lower()}.csv"] = \
-            frame[(state == fips).to_numpy()].reset_index(drop=True)
-    return files
+    return state
+
+
+def state_file_name(product: Product | str, fips: str) -> str:
+    """`pseoe_co.csv`: lehd_csv_naming's name of a state's file (lower-case postal code)."""
+    return f"{Product(product).value}_{STATE_POSTAL[fips].lower()}.csv"
+
+
+def state_files(frame: pd.DataFrame, institution_state: Mapping[str, str],
+                product: Product | str) -> dict[str, pd.DataFrame]:
+    """Split an official file (pseoe_all / pseof_all layout) by institution state:
+    {file name: rows}, one file per state with rows, named per lehd_csv_naming
+    (`pseoe_[st].csv`, the state's lower-case postal code), in postal-code order.
+
+    A state's file holds its state-level rows and the rows of its institutions
+    (`row_states`), with the same columns, in the order of `frame`; every row of `frame` is
+    in exactly one file. Raises ValueError as `row_states` does.
+    """
+    state = row_states(frame, institution_state)
+    return {state_file_name(product, fips): frame[(state == fips).to_numpy()].reset_index(drop=True)
+            for fips in sorted(set(state), key=STATE_POSTAL.get)}
 
 
 def _refuse_rows(bad: pd.Series, frame: pd.DataFrame, rule: str) -> None:
@@ -224,36 +232,38 @@ def release_production(release_id: str) -> tuple[str, datetime] | None:
     return None
 
 
-def official_folder_files(pseoe: pd.DataFrame, pseof: pd.DataFrame,
+def official_folder_files(pseoe: pd.DataFrame, pseof_cohorts: Mapping[str, pd.DataFrame],
                           institution_state: Mapping[str, str],
                           release_id: str) -> dict[str, pd.DataFrame | str]:
     """The metadata and per-state files of a release's public folder (the schema's `all`
     folder), by path relative to it: pseo_all_institutions.csv and version_pseo.txt, and one
-    folder per state as the schema's state folders are (`co/pseoe_co.csv`, `co/pseof_co.csv`,
-    `co/pseo_co_institutions.csv`, `co/version_pseo.txt`). No version_pseo.txt when the
-    release id names no quarter (`release_production`)."""
+    folder per state as the schema's state folders are (`co/pseoe_co.csv`,
+    `co/pseo_co_institutions.csv`, `co/version_pseo.txt`; `co/pseof_co.csv` is written
+    beside them in chunks, `tasks.publication.flows_files`). `pseof_cohorts`: the
+    grad_cohort values of pseof_all (key ALL_STATES) and of each state's pseof file (key:
+    its FIPS code), as frames with that column. No version_pseo.txt when the release id
+    names no quarter (`release_production`)."""
     institutions = institutions_table(pd.DataFrame(
         {"institution": list(institution_state), "statefips": list(institution_state.values())}))
     files: dict[str, pd.DataFrame | str] = {INSTITUTIONS_FILE_NAME: institutions}
     production = release_production(release_id)
     if production is not None:
-        files[VERSION_FILE_NAME] = version_lines({Product.PSEOE: pseoe, Product.PSEOF: pseof},
-                                                 production[1], production[0])
-    by_product = {product: state_files(frame, institution_state, product)
-                  for product, frame in ((Product.PSEOE, pseoe), (Product.PSEOF, pseof))}
+        files[VERSION_FILE_NAME] = version_lines(
+            {Product.PSEOE: pseoe, Product.PSEOF: pseof_cohorts[ALL_STATES]},
+            production[1], production[0])
+    pseoe_by_state = state_files(pseoe, institution_state, Product.PSEOE)
     for fips, postal in sorted(STATE_POSTAL.items(), key=lambda item: item[1]):
         st = postal.lower()
-        names = {product: f"{product.value}_{st}.csv" for product in Product}
-        mine = {product: by_product[product].get(name) for product, name in names.items()}
-        if mine[Product.PSEOE] is None:
+        mine = pseoe_by_state.get(state_file_name(Product.PSEOE, fips))
+        if mine is None:
             continue
-        for product, frame in mine.items():
-            if frame is not None:
-                files[f"{st}/{names[product]}"] = frame
+        files[f"{st}/{state_file_name(Product.PSEOE, fips)}"] = mine
         files[f"{st}/pseo_{st}_institutions.csv"] = \
             institutions[institutions["statefips"] == fips].reset_index(drop=True)
         if production is not None:
+            of_state = {Product.PSEOE: mine}
+            if fips in pseof_cohorts:
+                of_state[Product.PSEOF] = pseof_cohorts[fips]
             files[f"{st}/{VERSION_FILE_NAME}"] = version_lines(
-                {p: f for p, f in mine.items() if f is not None}, production[1], production[0],
-                state=fips)
+                of_state, production[1], production[0], state=fips)
     return files

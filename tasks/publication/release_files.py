@@ -106,14 +106,40 @@ def write_csv(frame: pd.DataFrame, path: Path) -> None:
     frame.to_csv(path, index=False, lineterminator="\n")
 
 
+class CodeTableWriter:
+    """Fast plain CSV for the public tables, written in pieces: nothing quoted, empty for
+    missing; the bytes do not depend on how the rows are split. Only for tables whose
+    text columns are codes that passed the output schemas (digits and letters, never a
+    comma or a quote)."""
+
+    def __init__(self, path: Path, columns: list[str]):
+        self.columns = list(columns)
+        self.rows = 0
+        self._out = open(path, "wb")
+        self._out.write((",".join(self.columns) + "\n").encode())
+
+    def write(self, rows: pd.DataFrame | pa.Table) -> None:
+        table = rows if isinstance(rows, pa.Table) else pa.Table.from_pandas(rows, preserve_index=False)
+        if table.column_names != self.columns:
+            raise ValueError(f"columns {table.column_names} differ from {self.columns}")
+        pa_csv.write_csv(table, self._out, pa_csv.WriteOptions(include_header=False,
+                                                                quoting_style="none"))
+        self.rows += table.num_rows
+
+    def close(self) -> None:
+        self._out.close()
+
+    def __enter__(self) -> "CodeTableWriter":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
 def write_code_table(frame: pd.DataFrame, path: Path) -> None:
-    """Fast plain CSV for the public tables: nothing quoted, empty for missing. Only for
-    tables whose text columns are codes that passed the output schemas (digits and
-    letters, never a comma or a quote)."""
-    table = pa.Table.from_pandas(frame, preserve_index=False)
-    with open(path, "wb") as out:
-        out.write((",".join(frame.columns) + "\n").encode())
-        pa_csv.write_csv(table, out, pa_csv.WriteOptions(include_header=False, quoting_style="none"))
+    """`frame` as one plain CSV file (CodeTableWriter)."""
+    with CodeTableWriter(path, list(frame.columns)) as writer:
+        writer.write(frame)
 
 
 def fingerprints(root: Path, folder: str | None = None) -> dict[str, str]:

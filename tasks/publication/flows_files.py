@@ -1,0 +1,93 @@
+"""The employment flows files of a release, written in chunks so that memory holds one
+chunk of rows, never a whole file: internal/flows_state.csv, public pseof_all.csv and each
+state folder's pseof_[st].csv (the same rows split by institution state), with the
+published flows' checks computed as the rows go by. Privacy cost: none (post-processing of
+noisy flows)."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from pseo_das.schemas.codes import STATE_POSTAL
+from pseo_das.schemas.pseo_layout import Product, layout
+from pseo_das.tasks.employment_flows.division_flows import (FlowsRelease, PublishedFlowsChecks,
+                                                            flows_state_rows, pseof_chunks)
+from pseo_das.tasks.publication.metadata_files import ALL_STATES, row_states, state_file_name
+from pseo_das.tasks.publication.release_files import CodeTableWriter
+
+
+@dataclass(frozen=True)
+class PseofWritten:
+    """What writing pseof_all and its state copies leaves for the rest of the release."""
+    rows: dict[str, int]                 # file path relative to public/ -> rows written
+    cohorts: dict[str, pd.DataFrame]     # ALL_STATES or state FIPS -> grad_cohort values
+    national_rows: pd.DataFrame          # all-fields institution cells by cohort, nation, all industries
+    checks: list[dict]
+
+
+def write_flows_state(path: Path, flows: FlowsRelease, checks: PublishedFlowsChecks) -> int:
+    """internal/flows_state.csv, table by table; each table's division sums go to
+    `checks` (what the published division flows are checked against). Returns the rows."""
+    with CodeTableWriter(path, FLOWS_STATE_COLUMNS) as writer:
+        for table in flows.tables:
+            frame, rows, cols = flows_state_rows(table)
+            checks.expect_divisions(table, rows, cols, frame["corrected_count"].to_numpy())
+            writer.write(frame)
+        return writer.rows
+
+
+FLOWS_STATE_COLUMNS = ["institution", "degree_level", "cip_level", "cipcode", "grad_cohort",
+                       "grad_cohort_years", "years_after", "industry", "state", "noisy_count",
+                       "corrected_count", "origin_total"]
+
+
+def write_pseof(public: Path, flows: FlowsRelease, institution_state: Mapping[str, str],
+                states: set[str], checks: PublishedFlowsChecks) -> PseofWritten:
+    """pseof_all.csv and `[st]/pseof_[st].csv` for each state FIPS code in `states` (the
+    states with a folder), chunk by chunk; a state's file holds its rows in the order of
+    pseof_all (`metadata_files.row_states`)."""
+    columns = list(layout(Product.PSEOF).columns)
+    all_name = Product.PSEOF.file_name
+    cohorts: dict[str, set[str]] = {ALL_STATES: set()}
+    national = []
+    with ExitStack() as files:
+        writers = {ALL_STATES: files.enter_context(CodeTableWriter(public / all_name, columns))}
+        names = {ALL_STATES: all_name}
+        for part, start, rows in pseof_chunks(flows.pseof):
+            checks.add(part, start, rows)
+            if _national_all_fields(part):
+                national.append(rows)
+            table = pa.Table.from_pandas(rows, preserve_index=False)
+            writers[ALL_STATES].write(table)
+            cells = part.origin.ids.iloc[start:start + len(rows) // part.rows_per_cell]
+            cohorts[ALL_STATES].update(cells["grad_cohort"].unique())
+            cell_state = row_states(cells, institution_state).to_numpy()
+            for fips in sorted(set(cell_state) & states):
+                if fips not in writers:
+                    st = STATE_POSTAL[fips].lower()
+                    (public / st).mkdir(exist_ok=True)
+                    names[fips] = f"{st}/{state_file_name(Product.PSEOF, fips)}"
+                    writers[fips] = files.enter_context(CodeTableWriter(public / names[fips], columns))
+                    cohorts[fips] = set()
+                mine = cell_state == fips
+                cohorts[fips].update(cells["grad_cohort"][mine].unique())
+                writers[fips].write(table.take(np.flatnonzero(np.repeat(mine, part.rows_per_cell))))
+        written = {names[key]: writer.rows for key, writer in writers.items()}
+    return PseofWritten(
+        written, {key: pd.DataFrame({"grad_cohort": sorted(values)}) for key, values in cohorts.items()},
+        pd.concat(national, ignore_index=True) if national else pd.DataFrame(columns=columns),
+        checks.results())
+
+
+def _national_all_fields(part) -> bool:
+    """The part holding the all-fields institution cells by cohort at the nation, all
+    industries: each cell's employed count, which the earnings file's count is compared with."""
+    origin = part.origin
+    return (origin.inst_level == "I" and origin.cip_level == "A" and origin.by_cohort
+            and part.geo_level == "N" and part.ind_level == "A")
