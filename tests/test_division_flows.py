@@ -3,8 +3,10 @@ import numpy as np
 import pandas as pd
 
 from pseo_das.schemas.codes import NAICS_SECTORS, STATE_FIPS, STATUS_NOT_AVAILABLE, STATUS_OK, STATUS_SUPPRESSED
-from pseo_das.tasks.employment_flows.division_flows import (flows_table, institution_state_flows,
-                                                            origin_tables, unobserved_division_share,
+from pseo_das.tasks.employment_flows.division_flows import (PublishedFlowsChecks, flows_state_rows,
+                                                            flows_table, institution_state_flows,
+                                                            origin_tables, pseof_chunks, pseof_parts,
+                                                            unobserved_division_share,
                                                             unobserved_states)
 from pseo_das.tasks.employment_flows.flow_counts import N_DESTINATIONS, N_STATES, NONEMPLOYED
 from pseo_das.tasks.employment_flows.noisy_flows import NoisyFlows
@@ -140,3 +142,54 @@ def test_rows_follow_the_official_codes():
     assert set(pseof.loc[pseof["inst_level"] == "S", "institution"]) == {"08"}
     assert set(pseof["grad_cohort"]) == {"2001", "2010", "0000"}
     assert list(pseof["agg_level_pseo"]) == sorted(pseof["agg_level_pseo"])
+
+
+def test_pseof_built_in_chunks_is_the_whole_file_row_for_row():
+    """A release writes pseof_all in chunks of whole origin cells: any chunk size gives the
+    same rows as the whole table (a chunk boundary inside a level changes nothing)."""
+    missing = unobserved_states(FLOWS, covered)
+    share = unobserved_division_share(FLOWS, missing, institution_state_flows([FLOWS], [missing]))
+    origins = origin_tables(FLOWS, share > 0.1)
+    whole = flows_table(origins)
+    parts = pseof_parts(origins)
+    for rows_per_chunk in (1, 7, 200, 10 ** 6):
+        chunks = [rows for _, _, rows in pseof_chunks(parts, rows_per_chunk)]
+        if rows_per_chunk < 10 ** 6:
+            assert len(chunks) > len(parts)      # some level is split between chunks
+        pd.testing.assert_frame_equal(pd.concat(chunks, ignore_index=True), whole)
+
+
+def published_checks(corrupt=None) -> dict[str, str]:
+    checks = PublishedFlowsChecks()
+    frame, rows, cols = flows_state_rows(FLOWS)
+    checks.expect_divisions(FLOWS, rows, cols, frame["corrected_count"].to_numpy())
+    for part, start, chunk in pseof_chunks(pseof_parts(origin_tables(FLOWS, np.zeros((3, 9), bool))), 20):
+        if corrupt is not None:
+            chunk = corrupt(part, chunk)
+        checks.add(part, start, chunk)
+    return {c["name"].split(" (")[0]: c["result"] for c in checks.results()}
+
+
+def test_published_flows_checks_pass_on_the_flows_and_catch_a_wrong_value():
+    assert all(r.startswith("passed") for r in published_checks().values())
+
+    def one_more_in_mountain(part, chunk):
+        if part.origin.inst_level == "I" and part.origin.by_cohort and part.geo_level == "D" \
+                and part.ind_level == "A":
+            chunk = chunk.copy()
+            chunk.loc[chunk["geography"] == MOUNTAIN, "y1_grads_emp"] += 1
+        return chunk
+
+    results = published_checks(one_more_in_mountain)
+    assert results["every published division flow of the institution cells recomputed from "
+                   "flows_state.csv"].startswith("FAILED (3 differ)")   # 3 cells by cohort
+
+    def negative_instate(part, chunk):
+        chunk = chunk.copy()
+        chunk["y1_grads_emp_instate"] = chunk["y1_grads_emp"] + 1
+        chunk.loc[chunk.index[:1], "y1_grads_nme"] = -1
+        return chunk
+
+    results = published_checks(negative_instate)
+    assert results["no published in-state count exceeds its employed count"].startswith("FAILED")
+    assert results["no published flow is negative"].startswith("FAILED")
