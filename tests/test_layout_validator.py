@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -369,3 +370,15 @@ def test_the_check_in_small_blocks_finds_what_the_whole_file_check_finds(valid, 
     assert any("absent: 40" in p.rule for p in blocks)
     division = [p for p in blocks if "geography" in p.columns and "division" in p.rule]
     assert division and division[0].examples[0][0] == last
+
+
+def test_repeated_rows_are_the_rows_an_earlier_row_has_the_keys_of():
+    """The repeat search (one sort by the first hash, then both hashes on the candidates)
+    against the definition, on small random keys with many ties in either hash."""
+    from pseo_das.schemas.pseo_layout import repeated_rows
+    rng = np.random.default_rng(1)
+    for _ in range(300):
+        keys = rng.integers(0, 4, (int(rng.integers(1, 40)), 2)).astype(np.uint64)
+        expected = [r for r in range(len(keys))
+                    if any((keys[e] == keys[r]).all() for e in range(r))]
+        assert repeated_rows(keys).tolist() == expected
