@@ -161,8 +161,7 @@ def test_pseof_built_in_chunks_is_the_whole_file_row_for_row():
 
 def published_checks(corrupt=None) -> dict[str, str]:
     checks = PublishedFlowsChecks()
-    frame, rows, cols = flows_state_rows(FLOWS)
-    checks.expect_divisions(FLOWS, rows, cols, frame["corrected_count"].to_numpy())
+    checks.expect_divisions(FLOWS, *flows_state_rows(FLOWS))
     for part, start, chunk in pseof_chunks(pseof_parts(origin_tables(FLOWS, np.zeros((3, 9), bool))), 20):
         if corrupt is not None:
             chunk = corrupt(part, chunk)

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from pseo_das.schemas.codes import (CENSUS_DIVISIONS, DIVISION_OF_STATE, NAICS_SECTORS,
                                     STATE_FIPS, STATUS_NOT_AVAILABLE,
@@ -298,30 +299,35 @@ def flows_table(origins: list[OriginTable]) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)[list(layout(PRODUCT).columns)]
 
 
-def flows_state_rows(table: NoisyFlows) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
+FLOWS_STATE_COLUMNS = ["institution", "degree_level", "cip_level", "cipcode", "grad_cohort",
+                       "grad_cohort_years", "years_after", "industry", "state", "noisy_count",
+                       "corrected_count", "origin_total"]
+
+
+def flows_state_rows(table: NoisyFlows) -> tuple[pa.Table, np.ndarray, np.ndarray]:
     """flows_state.csv's rows of one table (internal): noisy and corrected count of every
     flow whose noisy or corrected count is not 0, and the total its origin cell's corrected
     flows match (`origin_total`), so an auditor can check the correction cell by cell; with
-    each row's origin cell (row of the table) and destination (column). Code columns stay
-    categorical (millions of rows)."""
-    dest = destinations().astype("category")
+    each row's origin cell (row of the table) and destination (column). An Arrow table
+    whose code columns are dictionary-encoded (millions of rows)."""
     rows, cols = np.nonzero((table.noisy != 0) | (table.corrected != 0))
-    ids = table.cells.iloc[rows].reset_index(drop=True)
-    frame = pd.DataFrame({
-        "institution": ids["institution"].array,
-        "degree_level": ids["degree_level"].array,
-        "cip_level": pd.Categorical([table.cip_level]).take(np.zeros(len(rows), np.int64)),
-        "cipcode": ids["cipcode"].array,
-        "grad_cohort": ids["grad_cohort"].to_numpy(np.int64),
-        "grad_cohort_years": ids["grad_cohort_years"].to_numpy(np.int64),
-        "years_after": np.full(len(rows), table.years_after, np.int64),
-        "industry": dest["industry"].array.take(cols),
-        "state": dest["state"].array.take(cols),
-        "noisy_count": table.noisy[rows, cols],
-        "corrected_count": table.corrected[rows, cols],
-        "origin_total": target_total(table)[rows],
-    })
-    return frame, rows, cols
+    dest = destinations()
+
+    def coded(values, at: np.ndarray) -> pa.DictionaryArray:
+        codes = pd.Categorical(values)
+        return pa.DictionaryArray.from_arrays(codes.codes[at], codes.categories.astype(str))
+
+    cells = table.cells
+    columns = [
+        coded(cells["institution"], rows), coded(cells["degree_level"], rows),
+        coded([table.cip_level], np.zeros(len(rows), np.int8)), coded(cells["cipcode"], rows),
+        cells["grad_cohort"].to_numpy(np.int64)[rows],
+        cells["grad_cohort_years"].to_numpy(np.int64)[rows],
+        np.full(len(rows), table.years_after, np.int64),
+        coded(dest["industry"], cols), coded(dest["state"], cols),
+        table.noisy[rows, cols], table.corrected[rows, cols], target_total(table)[rows],
+    ]
+    return pa.table(columns, names=FLOWS_STATE_COLUMNS), rows, cols
 
 
 DIVISION_OF_STATE_INDEX = DIVISION_MEMBERSHIP.argmax(axis=0)     # state index -> division index
@@ -374,16 +380,19 @@ class PublishedFlowsChecks:
     """The published flows' own constraints, checked chunk by chunk as pseof_all is
     written: never negative, in-state within employed, and every published division flow
     of the institution cells by cohort recomputed from the flows_state.csv rows of its
-    origin cell (`expect_divisions`, as flows_state.csv is written)."""
+    origin cell (`expect_divisions`, as flows_state.csv is written, possibly at the same
+    time in another thread: the division flows are compared in `results`)."""
 
     def __init__(self) -> None:
-        self.negative = self.instate_over = self.compared = self.differ = 0
+        self.negative = self.instate_over = 0
         self.division_sums: dict[tuple[str, int], np.ndarray] = {}
+        self.published: list[tuple[str, int, np.ndarray, np.ndarray, np.ndarray]] = []
 
-    def expect_divisions(self, table: NoisyFlows, rows: np.ndarray, cols: np.ndarray,
-                         corrected_count: np.ndarray) -> None:
+    def expect_divisions(self, table: NoisyFlows, state_rows: pa.Table, rows: np.ndarray,
+                         cols: np.ndarray) -> None:
+        """The division sums of the table's flows_state rows (`flows_state_rows`)."""
         self.division_sums[(table.cip_level, table.years_after)] = division_sums(
-            len(table.cells), rows, cols, corrected_count)
+            len(table.cells), rows, cols, state_rows["corrected_count"].to_numpy())
 
     def add(self, part: PseofPart, start: int, rows: pd.DataFrame) -> None:
         """pseof rows of the origin cells from `start` of `part`."""
@@ -397,23 +406,25 @@ class PublishedFlowsChecks:
         cell = start + np.arange(len(rows)) // part.rows_per_cell
         division = rows["geography"].astype(int).to_numpy() - 1
         for k in YEARS_AFTER:
-            sums = self.division_sums.get((origin.cip_level, k))
-            if sums is None or k not in origin.in_table:
+            if k not in origin.in_table:
                 continue
             published = (rows[f"status_y{k}_grads_emp"] == STATUS_OK).to_numpy()
-            table_row = origin.in_table[k][cell[published]]
-            expected = sums[table_row, division[published]]
-            self.compared += int(published.sum())
-            values = rows[f"y{k}_grads_emp"].to_numpy()[published].astype(np.int64)
-            self.differ += int((values != expected).sum())
+            self.published.append((origin.cip_level, k, origin.in_table[k][cell[published]],
+                                   division[published],
+                                   rows[f"y{k}_grads_emp"].to_numpy()[published].astype(np.int64)))
 
     def results(self) -> list[dict]:
+        compared = differ = 0
+        for cip_level, k, table_row, division, values in self.published:
+            sums = self.division_sums.get((cip_level, k))
+            compared += len(values)
+            differ += len(values) if sums is None else int((values != sums[table_row, division]).sum())
         return _check_results([
             ("no published flow is negative", self.negative, "negative values"),
             ("no published in-state count exceeds its employed count", self.instate_over,
              "rows exceed"),
             (f"every published division flow of the institution cells recomputed from "
-             f"flows_state.csv ({self.compared:,})", self.differ, "differ"),
+             f"flows_state.csv ({compared:,})", differ, "differ"),
         ])
 
 

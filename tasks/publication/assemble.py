@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import time
+import contextvars
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
@@ -172,7 +174,26 @@ def write_release(staging: Path, identity: ReleaseIdentity, cfg: ReleaseConfig,
                   input_fingerprints: dict[str, str], cip_recast: dict,
                   dollars: dict | None, flows_accuracy: dict) -> dict[str, str]:
     """Write every file of the release into `staging`; return the manifest.
-    `flows_accuracy`: `release_flows_accuracy`'s simulation of the published flows."""
+    `flows_accuracy`: `release_flows_accuracy`'s simulation of the published flows. Some
+    of the work runs in a second thread (`beside`), which has finished when this returns
+    or raises."""
+    with ThreadPoolExecutor(1) as pool:
+        def beside(function, *args) -> Future:
+            """function(*args) in the second thread, in the Prefect run's context (its
+            progress lines go to the run's log)."""
+            return pool.submit(contextvars.copy_context().run, function, *args)
+
+        return _write_release(beside, staging, identity, cfg, ledger, tables, pseoe, pseoh,
+                              cells, flows, lifetime, checks, input_fingerprints, cip_recast,
+                              dollars, flows_accuracy)
+
+
+def _write_release(beside, staging: Path, identity: ReleaseIdentity, cfg: ReleaseConfig,
+                   ledger: PrivacyLedger, tables: list[NoisyHistograms], pseoe: pd.DataFrame,
+                   pseoh: pd.DataFrame, cells: pd.DataFrame, flows: FlowsRelease,
+                   lifetime: LifetimeFigures, checks: list[dict],
+                   input_fingerprints: dict[str, str], cip_recast: dict,
+                   dollars: dict | None, flows_accuracy: dict) -> dict[str, str]:
     public, internal = staging / "public", staging / "internal"
     started = time.perf_counter()
 
@@ -183,17 +204,19 @@ def write_release(staging: Path, identity: ReleaseIdentity, cfg: ReleaseConfig,
     write_code_table(pseoh, public / HISTOGRAMS_FILE)
     done(f"wrote {Product.PSEOE.file_name} ({len(pseoe):,} rows) and {HISTOGRAMS_FILE}")
     flows_checks = PublishedFlowsChecks()
-    n_state_rows = write_flows_state(internal / "flows_state.csv", flows, flows_checks)
-    done(f"wrote internal/flows_state.csv ({n_state_rows:,} rows)")
+    # Arrow writes CSV without the GIL: flows_state.csv is written on the other core
+    state_rows = beside(write_flows_state, internal / "flows_state.csv", flows, flows_checks)
     institution_state = institution_states(tables)
     states = set(row_states(pseoe, institution_state))
     pseof = write_pseof(public, flows, institution_state, states, flows_checks)
-    done(f"wrote {Product.PSEOF.file_name} ({pseof.rows[Product.PSEOF.file_name]:,} rows) and "
-         f"{len(pseof.rows) - 1} state copies")
+    done(f"wrote {Product.PSEOF.file_name} ({pseof.rows[Product.PSEOF.file_name]:,} rows) "
+         f"and {len(pseof.rows) - 1} state copies")
+    done(f"wrote internal/flows_state.csv ({state_rows.result():,} rows)")
     metadata = official_folder_files(pseoe, pseof.cohorts, institution_state, identity.release_id)
     write_folder_files(public, metadata)
     done(f"wrote the institutions, version and {len(metadata) - 1} other state folder files")
-    checks = checks + [official_layout_check(public, cip_recast["published_vintage"])]
+    # the files are read back and checked on the other core while the documents are made
+    layout_check = beside(official_layout_check, public, cip_recast["published_vintage"])
     context = release_context(cfg, ledger, tables, cells, release_id=identity.release_id,
                               code_version=identity.code_version,
                               seed_sha256=identity.seed_sha256,
@@ -216,25 +239,27 @@ def write_release(staging: Path, identity: ReleaseIdentity, cfg: ReleaseConfig,
         to_html(notes, f"PSEO release {identity.release_id}: release notes"))
     done("wrote the release notes")
 
-    checks = stop_on_failed_checks(checks + flows.checks + pseof.checks
-                                   + ledger_checks(ledger, tables, flows))
     write_csv(ledger.to_frame(), internal / "ledger.csv")
     write_csv(lifetime.populations, internal / "lifetime_budget.csv")
     (internal / "release_summary.json").write_text(
         json.dumps(lifetime.release_summary, indent=2) + "\n")
     (internal / "config.json").write_text(json.dumps(cfg.model_dump(mode="json"), indent=2) + "\n")
+    written = fingerprints(staging)      # every file but the DRB report and the manifest
+    accuracy = release_accuracy(cfg, tables, bytes.fromhex(identity.seed_sha256))
+    checks = stop_on_failed_checks(checks + [layout_check.result()] + flows.checks
+                                   + flows_checks.results() + ledger_checks(ledger, tables, flows))
     drb = render_markdown("drb_report.md.j2", dict(
         context, ledger=ledger.entries, mlflow_run_id=identity.mlflow_run_id,
         tracking_uri=identity.tracking_uri, suppression=suppression_summary(cells),
         checks=checks, input_fingerprints=input_fingerprints,
-        lifetime=lifetime.summary, flows_accuracy=flows_accuracy,
-        accuracy=release_accuracy(cfg, tables, bytes.fromhex(identity.seed_sha256)),
-        output_fingerprints=fingerprints(staging), config_flat=cfg.flat(),
+        lifetime=lifetime.summary, flows_accuracy=flows_accuracy, accuracy=accuracy,
+        output_fingerprints=written, config_flat=cfg.flat(),
         package_versions=package_versions()))
     (internal / "drb_report.md").write_text(drb)
     (internal / "drb_report.html").write_text(
         to_html(drb, f"DRB report: PSEO release {identity.release_id}"))
     manifest = write_manifest(staging, identity.release_id, identity.mlflow_run_id,
-                              identity.tracking_uri, lifetime.release_summary["store_chain"])
+                              identity.tracking_uri, lifetime.release_summary["store_chain"],
+                              known=written)
     progress(f"wrote {len(manifest)} files to staging")
     return manifest

@@ -16,7 +16,8 @@ import pyarrow as pa
 
 from pseo_das.schemas.codes import STATE_POSTAL
 from pseo_das.schemas.pseo_layout import Product, layout
-from pseo_das.tasks.employment_flows.division_flows import (FlowsRelease, PublishedFlowsChecks,
+from pseo_das.tasks.employment_flows.division_flows import (FLOWS_STATE_COLUMNS, FlowsRelease,
+                                                            PublishedFlowsChecks,
                                                             flows_state_rows, pseof_chunks)
 from pseo_das.tasks.publication.metadata_files import ALL_STATES, row_states, state_file_name
 from pseo_das.tasks.publication.release_files import CodeTableWriter
@@ -28,7 +29,6 @@ class PseofWritten:
     rows: dict[str, int]                 # file path relative to public/ -> rows written
     cohorts: dict[str, pd.DataFrame]     # ALL_STATES or state FIPS -> grad_cohort values
     national_rows: pd.DataFrame          # all-fields institution cells by cohort, nation, all industries
-    checks: list[dict]
 
 
 def write_flows_state(path: Path, flows: FlowsRelease, checks: PublishedFlowsChecks) -> int:
@@ -36,22 +36,17 @@ def write_flows_state(path: Path, flows: FlowsRelease, checks: PublishedFlowsChe
     `checks` (what the published division flows are checked against). Returns the rows."""
     with CodeTableWriter(path, FLOWS_STATE_COLUMNS) as writer:
         for table in flows.tables:
-            frame, rows, cols = flows_state_rows(table)
-            checks.expect_divisions(table, rows, cols, frame["corrected_count"].to_numpy())
-            writer.write(frame)
+            state_rows, rows, cols = flows_state_rows(table)
+            checks.expect_divisions(table, state_rows, rows, cols)
+            writer.write(state_rows)
         return writer.rows
-
-
-FLOWS_STATE_COLUMNS = ["institution", "degree_level", "cip_level", "cipcode", "grad_cohort",
-                       "grad_cohort_years", "years_after", "industry", "state", "noisy_count",
-                       "corrected_count", "origin_total"]
 
 
 def write_pseof(public: Path, flows: FlowsRelease, institution_state: Mapping[str, str],
                 states: set[str], checks: PublishedFlowsChecks) -> PseofWritten:
     """pseof_all.csv and `[st]/pseof_[st].csv` for each state FIPS code in `states` (the
     states with a folder), chunk by chunk; a state's file holds its rows in the order of
-    pseof_all (`metadata_files.row_states`)."""
+    pseof_all (`metadata_files.row_states`). Every chunk goes through `checks`."""
     columns = list(layout(Product.PSEOF).columns)
     all_name = Product.PSEOF.file_name
     cohorts: dict[str, set[str]] = {ALL_STATES: set()}
@@ -81,8 +76,7 @@ def write_pseof(public: Path, flows: FlowsRelease, institution_state: Mapping[st
         written = {names[key]: writer.rows for key, writer in writers.items()}
     return PseofWritten(
         written, {key: pd.DataFrame({"grad_cohort": sorted(values)}) for key, values in cohorts.items()},
-        pd.concat(national, ignore_index=True) if national else pd.DataFrame(columns=columns),
-        checks.results())
+        pd.concat(national, ignore_index=True) if national else pd.DataFrame(columns=columns))
 
 
 def _national_all_fields(part) -> bool:

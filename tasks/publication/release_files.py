@@ -142,18 +142,24 @@ def write_code_table(frame: pd.DataFrame, path: Path) -> None:
         writer.write(frame)
 
 
-def fingerprints(root: Path, folder: str | None = None) -> dict[str, str]:
-    """SHA-256 of every file under root (or root/folder), by relative path, sorted."""
+def fingerprints(root: Path, folder: str | None = None,
+                 known: dict[str, str] | None = None) -> dict[str, str]:
+    """SHA-256 of every file under root (or root/folder), by relative path, sorted; those
+    of `known` (files hashed earlier and not written since) are taken from it."""
     base = root / folder if folder else root
-    return {str(p.relative_to(root)): sha256_file(p)
-            for p in sorted(base.rglob("*")) if p.is_file() and str(p.relative_to(root)) != MANIFEST}
+    known = known or {}
+    names = [str(p.relative_to(root)) for p in sorted(base.rglob("*")) if p.is_file()]
+    return {name: known[name] if name in known else sha256_file(root / name)
+            for name in names if name != MANIFEST}
 
 
 def write_manifest(staging: Path, release_id: str, mlflow_run_id: str,
-                   tracking_uri: str, store_chain: dict) -> dict[str, str]:
-    """SHA-256 of every file, where the release's audit run is, and the privacy store's
-    chain heads the release read and wrote."""
-    files = fingerprints(staging)
+                   tracking_uri: str, store_chain: dict,
+                   known: dict[str, str] | None = None) -> dict[str, str]:
+    """SHA-256 of every file (`known`: those hashed earlier and not written since), where
+    the release's audit run is, and the privacy store's chain heads the release read and
+    wrote."""
+    files = fingerprints(staging, known=known)
     (staging / MANIFEST).write_text(json.dumps(
         {"release_id": release_id, "mlflow_run_id": mlflow_run_id, "tracking_uri": tracking_uri,
          "store_chain": store_chain, "algorithm": "sha256", "files": files}, indent=2) + "\n")
