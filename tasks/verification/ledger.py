@@ -21,9 +21,9 @@ and the charge are one transaction (BEGIN IMMEDIATE: one writer at a time).
 from __future__ import annotations
 
 import hashlib
+import base64
 import json
 import os
-import secrets
 import sqlite3
 import uuid
 from collections import Counter
@@ -32,6 +32,7 @@ from fractions import Fraction
 from pathlib import Path
 
 from pseo_das.epsilon import epsilon_text
+from pseo_das.tasks.privacy.mechanism import fresh_release_seed
 from pseo_das.tasks.privacy.store import (GENESIS, SHA, StoreError, _positive, chain_sha256,
                                           positive_epsilon, row_content, store_exists, utc_now)
 
@@ -236,7 +237,8 @@ class VerificationLedger:
         exact = positive_epsilon(budget, f"budget of analyst {name}")
         if not name.strip():
             raise LedgerError("an analyst needs a name")
-        token = secrets.token_urlsafe(32)
+        # an access token, not noise: 256 bits from the OS (what secrets.token_urlsafe does)
+        token = base64.urlsafe_b64encode(os.urandom(32)).rstrip(b"=").decode()
         with self._transaction():
             if self._db.execute("SELECT 1 FROM analysts WHERE analyst = ?", (name,)).fetchone():
                 raise LedgerError(f"analyst {name!r} is already registered (the ledger is "
@@ -323,7 +325,7 @@ def init_ledger(store: Path, global_cap, set_by: str, reason: str = "verificatio
         ledger = VerificationLedger(path, db)
         with ledger._transaction():
             for key, value in [("format", FORMAT), ("server_id", uuid.uuid4().hex),
-                               ("seed_hex", secrets.token_hex(32)), ("created_at", utc_now())]:
+                               ("seed_hex", fresh_release_seed()), ("created_at", utc_now())]:
                 ledger._append("verification_info", {"key": key, "value": value})
             ledger._append("global_budgets", {"global_cap": epsilon_text(cap), "set_by": set_by,
                                               "reason": reason, "recorded_at": utc_now()})
