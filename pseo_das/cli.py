@@ -192,6 +192,9 @@ def _verify_store(path: Path, tracking_uri: str | None) -> int:
     from pseo_das.tasks.privacy.store_integrity import verify_store
 
     report = verify_store(path, check_objects=True)
+    from pseo_das.tasks.verification.ledger import ledger_path, verify_ledger
+    if ledger_path(path).is_file():     # the verification server's ledger, when the store has one
+        report.problems += [f"verification ledger: {p}" for p in verify_ledger(path)]
     uri = tracking_uri or default_tracking_uri()
     try:
         runs = existing_runs_of_store(uri, path)
