@@ -472,6 +472,8 @@ def _serve_verification(args, store: Path, years: tuple[int, int], default_track
     from pseo_das.tasks.verification.server import ServerState, create_app
     from pseo_das.tasks.verification.session_log import SessionLog
 
+    from pseo_das.tasks.verification.ledger import VerificationLedger
+    VerificationLedger.open(store).close()      # a missing ledger is refused before any reading
     records = load_records(Path(args.data), *years)
     uri = args.tracking_uri or default_tracking_uri()
     session = SessionLog(uri, {"store": str(store), "data_dir": str(Path(args.data).resolve()),
@@ -481,7 +483,11 @@ def _serve_verification(args, store: Path, years: tuple[int, int], default_track
           f"{records.data_version[:16]}), ledger {store}; audit: MLflow run {session.run_id} in "
           f"{session.tracking_uri}; http://{args.host}:{args.port}/ (API docs at /docs)",
           flush=True)
-    uvicorn.run(create_app(state), host=args.host, port=args.port, log_level="warning")
+    try:
+        uvicorn.run(create_app(state), host=args.host, port=args.port, log_level="warning")
+    finally:
+        if not session.closed:                  # the server never started (e.g. port taken)
+            session.close({"note": "the server did not start or stopped abnormally"})
     return 0
 
 

@@ -41,8 +41,8 @@ def fit_on_synthetic(data_dir: Path, query: RegressionQuery, first_year: int,
 def ledger_summary(store: Path) -> str:
     with VerificationLedger.open(store) as ledger:
         analysts = ledger.table("analysts")
-        lines = [f"verification ledger in {store}: global budget {epsilon_text(ledger.spent())} "
-                 f"spent of {epsilon_text(ledger.global_cap())}; {len(ledger.table('queries'))} "
+        lines = [f"verification ledger in {store}: global budget {epsilon_text(ledger.spent())} of "
+                 f"{epsilon_text(ledger.global_cap())} spent; {len(ledger.table('queries'))} "
                  f"queries answered, {len(ledger.table('requests'))} requests logged"]
         for row in analysts:
             lines.append(f"  {row['analyst']}: {epsilon_text(ledger.spent(row['analyst']))} of "

@@ -41,6 +41,7 @@ class SessionLog:
         self.run_id = run.info.run_id
         self.client.log_batch(self.run_id, params=[Param(k, str(v)) for k, v in params.items()])
         self.logged = 0
+        self.closed = False
         self._queue: queue.Queue = queue.Queue()
         self._thread = threading.Thread(target=self._work, name="verification-mlflow-log",
                                         daemon=True)
@@ -74,6 +75,9 @@ class SessionLog:
 
     def close(self, summary: dict) -> None:
         """Drain the queue, log the session's summary and end the run."""
+        if self.closed:
+            return
+        self.closed = True
         self._queue.put(_STOP)
         self._thread.join()
         self.client.log_text(self.run_id, json.dumps(summary, indent=1), "session_summary.json")
