@@ -1,9 +1,11 @@
 """The verification server, for real: `pseo-das verify-server` started as a process on
-127.0.0.1 (uvicorn), queried over HTTP with analysts' tokens. No headless browser is
-installed here, so the page at / is checked over HTTP (its HTML and the script it runs)."""
+127.0.0.1 (uvicorn), queried over HTTP with analysts' tokens. No headless browser installs
+here (no browser binary, and none can be downloaded), so the page at / is checked over HTTP
+and its own script is run by node against the live server with a stubbed DOM."""
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import socket
 import subprocess
@@ -133,10 +135,49 @@ def test_an_invalid_query_is_refused_with_the_field_named(server):
     assert response.status_code == 422 and "epsilon" in response.text
 
 
+NODE_DOM = """
+const elements = {};
+function element(id) { return elements[id] || (elements[id] = {id, value: "", innerHTML: ""}); }
+globalThis.document = {getElementById: element};
+const realFetch = globalThis.fetch;
+globalThis.fetch = (url, options) => realFetch(process.env.BASE + url, options);
+"""
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="no JavaScript engine (node) here")
+def test_the_pages_script_asks_the_server_and_draws_the_posterior(server, tmp_path):
+    """No headless browser installs here: the page's own script runs in node against the
+    live server, with document.getElementById stubbed (the form's fields and the plot)."""
+    page = httpx.get(f"{server['base']}/", timeout=10).text
+    script = page.split("<script>", 1)[1].split("</script>", 1)[0]
+    example = json.loads(page.split('<textarea id="query">', 1)[1].split("</textarea>", 1)[0]
+                         .replace("&#34;", '"').replace("&quot;", '"'))
+    driver = tmp_path / "page.mjs"
+
+    def run(token: str) -> dict:
+        driver.write_text(NODE_DOM + script + f"""
+element("token").value = {json.dumps(token)};
+element("query").value = {json.dumps(json.dumps(example))};
+await ask();
+console.log(JSON.stringify({{answer: element("answer").innerHTML, plot: element("plot").innerHTML}}));
+""")
+        done = subprocess.run(["node", str(driver)], capture_output=True, text=True, timeout=120,
+                              env={"BASE": server["base"], "PATH": "/usr/bin:/bin"})
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    shown = run(server["tokens"]["bob"])
+    assert "posterior mode of r" in shown["answer"] and "P(r &gt; 0.5)" in shown["answer"]
+    assert "<polyline" in shown["plot"] and shown["plot"].count(",") > 200   # 201 points
+    refused = run("wrong-token")
+    assert "401" in refused["answer"] and "not authenticated" in refused["answer"]
+    assert refused["plot"] == ""
+
+
 def test_200_concurrent_queries_are_answered_or_refused_cleanly_within_the_global_budget(server):
     with VerificationLedger.open(server["store"]) as ledger:
         before_requests, before_spent = len(ledger.table("requests")), ledger.spent()
-    assert before_spent == 2
+    assert before_spent == 3          # alice 2, bob 1 (the page's example query)
     bodies = [("carol", query(lower=0.2 + 0.01 * k)) for k in range(10) for _ in range(17)]
     bodies += [("bob", query())] * 20 + [(None, query())] * 10              # 200 requests
     with ThreadPoolExecutor(max_workers=50) as pool:
@@ -153,9 +194,9 @@ def test_200_concurrent_queries_are_answered_or_refused_cleanly_within_the_globa
             assert "over the global budget 8" in response.json()["detail"]
     assert all(len(found) == 1 for found in answers.values())            # one answer per query
     carol_answered = [k for k in answers if json.loads(k)["interval"]["lower"] >= 0.2]
-    assert len(carol_answered) == GLOBAL_CAP - 2                          # 6 of 10 new queries
+    assert len(carol_answered) == GLOBAL_CAP - 3                          # 5 of 10 new queries
     with VerificationLedger.open(server["store"]) as ledger:
-        assert ledger.spent() == GLOBAL_CAP and ledger.spent("carol") == 6  # never over the cap
+        assert ledger.spent() == GLOBAL_CAP and ledger.spent("carol") == 5  # never over the cap
         assert len(ledger.table("requests")) == before_requests + 200     # every request logged
         assert len(ledger.table("answers")) == len(ledger.table("queries")) == GLOBAL_CAP
         total_requests = len(ledger.table("requests"))
