@@ -195,6 +195,8 @@ def test_queries_are_validated_and_their_canonical_form_ignores_order():
     for bad in [dict(base, coefficient="cip2[11]"), dict(base, trend=[]),
                 {k: v for k, v in base.items() if k != "interval"},
                 dict(base, interval={}), dict(base, epsilon="0"), dict(base, epsilon="11"),
-                dict(base, groups=1), dict(base, interval={"lower": 1, "upper": 0})]:
+                dict(base, groups=1), dict(base, interval={"lower": 1, "upper": 0}),
+                dict(base, coefficient="degree_level[7]"),                 # not a degree code
+                dict(base, references={"degree_level": "99"})]:
         with pytest.raises(ValidationError):
             RegressionQuery(**bad)

@@ -18,6 +18,7 @@ from fractions import Fraction
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from pseo_das.epsilon import epsilon_text, exact_epsilon
+from pseo_das.schemas.codes import DEGREE_LEVELS, NAICS_SECTORS, STATE_FIPS
 
 DEFAULT_GROUPS = 50
 MAX_GROUPS = 1000
@@ -45,6 +46,9 @@ class Variable(str, Enum):
 CATEGORICAL = {Variable.DEGREE_LEVEL, Variable.INSTITUTION, Variable.INST_STATE, Variable.CIP2,
                Variable.CIP4, Variable.EMP_STATE, Variable.INDUSTRY}
 NUMERIC = {Variable.GRAD_YEAR, Variable.YEARS_AFTER}
+# The public code lists a level of these variables must come from.
+CODE_LISTS = {Variable.DEGREE_LEVEL: tuple(DEGREE_LEVELS), Variable.INDUSTRY: NAICS_SECTORS,
+              Variable.INST_STATE: STATE_FIPS, Variable.EMP_STATE: STATE_FIPS}
 INTERCEPT = "intercept"
 
 
@@ -157,6 +161,15 @@ class RegressionQuery(BaseModel):
         for variable in self.references:
             if variable not in self.covariates or variable not in CATEGORICAL:
                 raise ValueError(f"references: {variable.value} is not a categorical covariate")
+        levels = list(self.references.items())
+        if "[" in self.coefficient:
+            variable, _, level = self.coefficient.rstrip("]").partition("[")
+            if variable in {v.value for v in CODE_LISTS}:
+                levels.append((Variable(variable), level))
+        for variable, level in levels:
+            if variable in CODE_LISTS and level not in CODE_LISTS[variable]:
+                raise ValueError(f"{variable.value} level {level!r} is not in its code list "
+                                 f"({', '.join(CODE_LISTS[variable])})")
         names = self.coefficient_names()
         if not self._names_coefficient(names):
             raise ValueError(f"coefficient {self.coefficient!r} is not a term of the model; "
