@@ -21,6 +21,7 @@ import pytest
 from pseo_das.tasks.privacy.store import init_store
 from pseo_das.tasks.verification.ledger import VerificationLedger, init_ledger, verify_ledger
 
+pytestmark = pytest.mark.slow  # a system test: the CLI serving in its own process
 GLOBAL_CAP = 8
 
 
