@@ -1,9 +1,10 @@
 """Command line: `pseo-das synth`, `release`, `republish`, `store`, `schedule`, `audit`,
-`noise-sample`, `evaluate` and `validate-layout`."""
+`noise-sample`, `evaluate`, `validate-layout`, `synthesize` and `verify-server`."""
 from __future__ import annotations
 
 import argparse
 import errno
+import json
 import os
 import sys
 import time
@@ -191,6 +192,9 @@ def _verify_store(path: Path, tracking_uri: str | None) -> int:
     from pseo_das.tasks.privacy.store_integrity import verify_store
 
     report = verify_store(path, check_objects=True)
+    from pseo_das.tasks.verification.ledger import ledger_path, verify_ledger
+    if ledger_path(path).is_file():     # the verification server's ledger, when the store has one
+        report.problems += [f"verification ledger: {p}" for p in verify_ledger(path)]
     uri = tracking_uri or default_tracking_uri()
     try:
         runs = existing_runs_of_store(uri, path)
@@ -408,6 +412,103 @@ def release_seed(args: argparse.Namespace):
         raise SeedError(f"{name}: {exc}") from exc
 
 
+def _verify_server(args: argparse.Namespace) -> int:
+    """`pseo-das verify-server [serve|init|add-analyst|show|fit]` (tasks/verification)."""
+    from pydantic import ValidationError
+
+    from pseo_das.config import ConfigError, load_config
+    from pseo_das.tasks.audit.mlflow_run import TrackingStoreError, default_tracking_uri
+    from pseo_das.tasks.inputs.ingest import InputValidationError
+    from pseo_das.tasks.privacy.store import StoreError, resolve_store
+    from pseo_das.tasks.verification import commands
+    from pseo_das.tasks.verification.ledger import VerificationLedger, init_ledger
+
+    name = f"pseo-das verify-server {args.action}"
+    try:
+        cfg = load_config(Path(args.config) if args.config else None)
+        years = (cfg.cells.first_cohort_year, cfg.cells.last_earnings_year)
+        if args.action == "fit":
+            if not (args.data and args.query):
+                raise StoreError("fit needs --data DIR (synthetic data) and --query FILE.json")
+            from pseo_das.tasks.synthesis.synthesizer import is_cart_synthetic
+            from pseo_das.synth import is_synthetic
+            if not (is_cart_synthetic(Path(args.data)) or is_synthetic(Path(args.data))):
+                raise StoreError(f"{args.data}: not synthetic data (written by `pseo-das "
+                                 "synthesize` or `pseo-das synth`); fit prints exact estimates, "
+                                 "so it never runs on confidential data")
+            print(json.dumps(commands.fit_on_synthetic(Path(args.data), commands.read_query(
+                Path(args.query)), *years), indent=1))
+            return 0
+        store = resolve_store(args.store)
+        if args.action == "init":
+            if not args.global_budget:
+                raise StoreError("init needs --global-budget E (the epsilon all queries may spend)")
+            path = init_ledger(store, args.global_budget, args.by or "unknown")
+            print(f"created the verification ledger {path} (global budget {args.global_budget})")
+        elif args.action == "add-analyst":
+            if not (args.name and args.budget):
+                raise StoreError("add-analyst needs NAME and --budget E")
+            with VerificationLedger.open(store) as ledger:
+                token = ledger.add_analyst(args.name, args.budget, args.by or "unknown")
+            print(f"analyst {args.name} registered with epsilon budget {args.budget}. Their token "
+                  f"(shown once, only its SHA-256 is kept):\n{token}")
+        elif args.action == "show":
+            print(commands.ledger_summary(store))
+        else:
+            if not args.data:
+                raise StoreError("serve needs --data DIR (the confidential graduates and outcomes)")
+            return _serve_verification(args, store, years, default_tracking_uri)
+    except (StoreError, ConfigError, InputValidationError, TrackingStoreError, ValidationError,
+            json.JSONDecodeError) as exc:
+        print(f"{name}: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    return 0
+
+
+def _serve_verification(args, store: Path, years: tuple[int, int], default_tracking_uri) -> int:
+    import uvicorn
+
+    from pseo_das.tasks.verification.records import load_records
+    from pseo_das.tasks.verification.server import ServerState, create_app
+    from pseo_das.tasks.verification.session_log import SessionLog
+
+    from pseo_das.tasks.verification.ledger import VerificationLedger
+    VerificationLedger.open(store).close()      # a missing ledger is refused before any reading
+    records = load_records(Path(args.data), *years)
+    uri = args.tracking_uri or default_tracking_uri()
+    session = SessionLog(uri, {"store": str(store), "data_dir": str(Path(args.data).resolve()),
+                               "data_version": records.data_version, "records": len(records)})
+    state = ServerState(store, records, session)
+    print(f"verification server: {len(records):,} outcome records (data version "
+          f"{records.data_version[:16]}), ledger {store}; audit: MLflow run {session.run_id} in "
+          f"{session.tracking_uri}; http://{args.host}:{args.port}/ (API docs at /docs)",
+          flush=True)
+    try:
+        uvicorn.run(create_app(state), host=args.host, port=args.port, log_level="warning")
+    finally:
+        if not session.closed:                  # the server never started (e.g. port taken)
+            session.close({"note": "the server did not start or stopped abnormally"})
+    return 0
+
+
+def _synthesize(args: argparse.Namespace) -> int:
+    from pseo_das.config import ConfigError, load_config
+    from pseo_das.tasks.inputs.ingest import InputValidationError
+    from pseo_das.tasks.synthesis.synthesizer import synthesize
+
+    try:
+        cfg = load_config(Path(args.config) if args.config else None)
+        result = synthesize(Path(args.data), Path(args.out), bytes.fromhex(args.seed), cfg)
+    except (ConfigError, InputValidationError, FileExistsError) as exc:
+        print(f"pseo-das synthesize: FAILED, nothing was written.\n{exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    print(f"synthetic data: {result.graduates:,} graduates, {result.outcomes:,} outcome rows in "
+          f"{result.out_dir} (sequential CART; NO formal privacy guarantee: review before any "
+          f"release)\n  disclosure review report (confidential statistics, never release it "
+          f"with the files): {result.report}")
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     main = argparse.ArgumentParser(prog="pseo-das", description=__doc__)
     common = argparse.ArgumentParser(add_help=False)
@@ -570,6 +671,41 @@ def parser() -> argparse.ArgumentParser:
                           help="run on a folder without the mark `pseo-das synth` writes "
                                "(the study writes true per-cell values: never on confidential data)")
     evaluate.set_defaults(run=_evaluate)
+
+    synthesize = sub.add_parser("synthesize", parents=[common], help="synthetic microdata "
+                                "from the confidential inputs by sequential CART models (no "
+                                "formal privacy guarantee), with a comparison report")
+    synthesize.add_argument("--data", required=True, help="folder with the confidential "
+                            "graduates and outcomes")
+    synthesize.add_argument("--out", required=True, help="folder to create for the synthetic "
+                            "graduates.parquet and outcomes.parquet (must not exist)")
+    synthesize.add_argument("--seed", type=_seed_hex, default="5e" * 32,
+                            help="64 hex digits (default: a fixed public seed)")
+    synthesize.add_argument("--config", help="TOML file overriding the default configuration")
+    synthesize.set_defaults(run=_synthesize)
+
+    verify = sub.add_parser("verify-server", parents=[common], help="the verification server "
+                            "(Barrientos et al. 2017): serve, init, add-analyst, show, fit")
+    verify.add_argument("action", nargs="?", default="serve",
+                        choices=["serve", "init", "add-analyst", "show", "fit"],
+                        help="serve (default): answer queries over HTTP; init: create the "
+                        "verification ledger in a privacy store (--global-budget); add-analyst "
+                        "NAME --budget E: register an analyst and print their token; show: "
+                        "budgets and the ledger's check; fit: a query's estimate on synthetic "
+                        "data (--data, --query)")
+    verify.add_argument("name", nargs="?", help="add-analyst: the analyst's name")
+    verify.add_argument("--data", help="serve: the confidential data folder; fit: synthetic data")
+    verify.add_argument("--store", help="the privacy store folder (default: $PSEO_DAS_STORE)")
+    verify.add_argument("--host", default="127.0.0.1", help="serve: address (default 127.0.0.1)")
+    verify.add_argument("--port", type=int, default=8765, help="serve: port (default 8765)")
+    verify.add_argument("--budget", help="add-analyst: the analyst's epsilon budget")
+    verify.add_argument("--global-budget", help="init: epsilon all queries together may spend")
+    verify.add_argument("--by", help="init, add-analyst: who does it (recorded)")
+    verify.add_argument("--query", help="fit: the query, a JSON file")
+    verify.add_argument("--tracking-uri", help="serve: MLflow tracking URI for the session's "
+                        "audit run (default as for release)")
+    verify.add_argument("--config", help="TOML configuration (the cohort years of the inputs)")
+    verify.set_defaults(run=_verify_server)
 
     layout = sub.add_parser("validate-layout", parents=[common], help="check a release's public "
                             "pseoe_all.csv and pseof_all.csv against the LEHD Public Use Schema "

@@ -228,3 +228,18 @@ def post_processing_split(stream_seed: bytes, step_id: str, product: str, n_cell
         drawn = generator.multinomial(np.abs(counts[moving]), shares[moving])
         parts[moving] = np.sign(counts[moving])[:, None] * drawn
     return parts, entry
+
+
+
+def synthesis_uniforms(synthesis_seed: bytes, step_id: str, count: int) -> np.ndarray:
+    """`count` uniforms in [0, 1) for a step of the CART synthesizer (`pseo-das
+    synthesize`, tasks/synthesis), from a ChaCha20 stream keyed by SHA-256(domain, seed,
+    'synthesis/' + step id), so a synthetic file is reproducible from its seed.
+
+    Privacy cost: NOT differentially private and not recorded in any ledger, because no
+    guarantee is claimed: the synthesizer uses these draws to pick confidential donors'
+    values from the leaves of models fitted on the confidential data. Its output carries no
+    formal privacy guarantee and needs disclosure review before any release (its report
+    says so).
+    """
+    return noise_generator(synthesis_seed, "synthesis/" + step_id).random(count)

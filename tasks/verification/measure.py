@@ -1,0 +1,58 @@
+"""The verification measure: the noisy number of groups whose estimate lies in the
+interval (Barrientos et al. 2017, section 3.1; trends section 3.2), and its posterior.
+
+Privacy cost: the query's epsilon, pure epsilon-DP for the graduates (add or remove one
+graduate with all their records): the graduate's records are in one group (keyed hash of
+person_id), so the count S moves by at most 1 (sensitivity 1), and S is released with
+two-sided geometric noise at epsilon drawn exactly by the mechanism layer (the paper uses
+Laplace noise; the discrete sampler keeps the count an integer and the guarantee exact).
+The noise stream is keyed by the server's seed and the query's canonical SHA-256, so the
+same query gets the same noise whenever it is computed. The posterior is post-processing.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from pseo_das.tasks.privacy.mechanism import LedgerEntry, measure_with_geometric_noise
+from pseo_das.tasks.verification.estimates import group_indicators
+from pseo_das.tasks.verification.groups import person_groups
+from pseo_das.tasks.verification.posterior import VerificationPosterior, posterior
+from pseo_das.tasks.verification.query import RegressionQuery
+from pseo_das.tasks.verification.records import AnalysisRecords
+
+PRODUCT = "verification"
+
+
+@dataclass(frozen=True)
+class VerificationAnswer:
+    query_sha256: str
+    released_count: int
+    posterior: VerificationPosterior
+    entry: LedgerEntry
+
+
+def measurement_id(query_sha256: str) -> str:
+    return f"verification.{query_sha256}"
+
+
+def noisy_count(records: AnalysisRecords, person_hash: np.ndarray, query: RegressionQuery,
+                query_sha256: str, server_seed: bytes) -> tuple[int, LedgerEntry]:
+    """S + two-sided geometric noise at the query's epsilon, and its ledger entry. The true
+    S never leaves this function."""
+    indicators = group_indicators(records, query, person_groups(person_hash, query.groups))
+    measured = measure_with_geometric_noise(
+        server_seed, measurement_id(query_sha256), measurement_id(query_sha256), PRODUCT,
+        pd.DataFrame(index=[0]), np.array([[int(indicators.sum())]], dtype=np.int64),
+        query.exact_epsilon)
+    return int(measured.values[0, 0]), measured.entry
+
+
+def verify(records: AnalysisRecords, person_hash: np.ndarray, query: RegressionQuery,
+           query_sha256: str, server_seed: bytes) -> VerificationAnswer:
+    """Measure (spends the query's epsilon: the caller charges it first) and post-process."""
+    released, entry = noisy_count(records, person_hash, query, query_sha256, server_seed)
+    return VerificationAnswer(query_sha256, released,
+                              posterior(released, query.groups, query.exact_epsilon), entry)

@@ -1,0 +1,87 @@
+"""The verification server's ledger in the privacy store: exact budgets, no double spend,
+append-only and tamper-evident."""
+from __future__ import annotations
+
+import sqlite3
+from fractions import Fraction
+
+import pytest
+
+from pseo_das.tasks.privacy.store import init_store
+from pseo_das.tasks.privacy.store_integrity import verify_store
+from pseo_das.tasks.verification.ledger import (BudgetRefused, LedgerError, VerificationLedger,
+                                                init_ledger, ledger_path, verify_ledger)
+
+SHA = [f"{i:064x}" for i in range(1, 10)]
+
+
+@pytest.fixture
+def store(tmp_path):
+    path = init_store(tmp_path / "store")
+    init_ledger(path, "1", "test")
+    return path
+
+
+def test_the_ledger_needs_a_privacy_store_and_is_created_once(tmp_path, store):
+    with pytest.raises(LedgerError, match="no privacy store"):
+        init_ledger(tmp_path / "nowhere", 1, "test")
+    with pytest.raises(LedgerError, match="already exists"):
+        init_ledger(store, 1, "test")
+    assert verify_store(store).ok and verify_ledger(store) == []     # `store verify` still passes
+
+
+def test_budgets_are_exact_and_a_charged_query_is_never_charged_again(store):
+    with VerificationLedger.open(store) as ledger:
+        token = ledger.add_analyst("ana", "2", "test")
+        assert ledger.analyst_of_token(token) == "ana" and ledger.analyst_of_token("x") is None
+        with pytest.raises(LedgerError, match="already registered"):
+            ledger.add_analyst("ana", "1", "test")
+        third = Fraction(1, 3)
+        for sha in SHA[:3]:                                          # 1/3 + 1/3 + 1/3 = 1 = cap
+            assert ledger.charge("ana", sha, "{}", third).charged == third
+        with pytest.raises(BudgetRefused, match="over the global budget 1"):
+            ledger.charge("ana", SHA[3], "{}", Fraction(1, 10**20))  # floats could not see it
+        # charged but never answered (a crash): no new cost, and the answer is computed again
+        retry = ledger.charge("ana", SHA[0], "{}", third)
+        assert retry.charged == 0 and retry.stored_answer is None
+        kept = ledger.keep_answer(SHA[0], 7, {"posterior": {"mode": 0.1}}, "stream")
+        assert ledger.keep_answer(SHA[0], 8, {"other": 1}, "stream") == kept   # first one stays
+        assert ledger.charge("ana", SHA[0], "{}", third).stored_answer == kept
+        assert ledger.spent() == 1 and ledger.spent("ana") == 1
+        outcomes = [r["outcome"] for r in ledger.table("requests")]
+        assert outcomes == ["refused: budget"]                       # the refusal is logged
+
+
+def test_the_ledger_is_append_only_and_a_rewritten_row_is_detected(store):
+    with VerificationLedger.open(store) as ledger:
+        ledger.add_analyst("ana", "1", "test")
+        ledger.charge("ana", SHA[0], "{}", Fraction(1, 2))
+    db = sqlite3.connect(ledger_path(store))
+    with pytest.raises(sqlite3.DatabaseError, match="append-only"):
+        db.execute("UPDATE queries SET epsilon = '0.1'")
+    with pytest.raises(sqlite3.DatabaseError, match="append-only"):
+        db.execute("DELETE FROM queries")
+    db.execute("DROP TRIGGER queries_no_update")
+    db.execute("UPDATE queries SET epsilon = '0.1'")
+    db.commit()
+    db.close()
+    problems = verify_ledger(store)
+    assert any("queries_no_update was dropped" in p for p in problems)
+    assert any(p.startswith("queries: row not in the chain") for p in problems)
+    assert any(p.startswith("queries: row of the chain is missing") for p in problems)
+
+
+def test_store_verify_checks_the_verification_ledger_too(store, tmp_path, capsys):
+    from pseo_das.cli import main
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    with pytest.raises(SystemExit) as stop:
+        main(["store", "verify", str(store), "--tracking-uri", uri])
+    assert stop.value.code == 0
+    db = sqlite3.connect(ledger_path(store))
+    db.execute("DROP TRIGGER answers_no_delete")
+    db.commit()
+    db.close()
+    with pytest.raises(SystemExit) as stop:
+        main(["store", "verify", str(store), "--tracking-uri", uri])
+    assert stop.value.code == 1
+    assert "verification ledger: trigger answers_no_delete was dropped" in capsys.readouterr().err
