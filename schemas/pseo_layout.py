@@ -311,6 +311,7 @@ def _header(path: Path) -> list[str] | None:
         return next(csv.reader(handle), None)
 
 
+NOTE_ROWS = 1_000_000         # progress: a line each time this many more rows are checked
 BATCH_BYTES = 16 * 2 ** 20   # the file is read and checked in blocks of this size
 # Repeated cells are found over the whole file by two independent 64-bit hashes of each
 # row's identifiers (16 bytes a row, not the rows): rows count as the same cell when both
@@ -340,7 +341,7 @@ def _check_regular(path: Path, header: list[str], name: str, product_layout: Pro
             frame.index += rows
             checks.add(frame, rows)
             rows += len(frame)
-            if note is not None:
+            if note is not None and rows // NOTE_ROWS > (rows - len(frame)) // NOTE_ROWS:
                 note(f"checked {rows:,} rows of {name}")
     except (pa.ArrowInvalid, UnicodeDecodeError):
         return None

@@ -5,6 +5,7 @@ published flows' checks computed as the rows go by. Privacy cost: none (post-pro
 noisy flows)."""
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -16,11 +17,15 @@ import pyarrow as pa
 
 from pseo_das.schemas.codes import STATE_POSTAL
 from pseo_das.schemas.pseo_layout import Product, layout
+from pseo_das.tasks import progress
 from pseo_das.tasks.employment_flows.division_flows import (FLOWS_STATE_COLUMNS, FlowsRelease,
                                                             PublishedFlowsChecks,
                                                             flows_state_rows, pseof_chunks)
 from pseo_das.tasks.publication.metadata_files import ALL_STATES, row_states, state_file_name
 from pseo_das.tasks.publication.release_files import CodeTableWriter
+
+
+PROGRESS_EVERY_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -54,7 +59,12 @@ def write_pseof(public: Path, flows: FlowsRelease, institution_state: Mapping[st
     with ExitStack() as files:
         writers = {ALL_STATES: files.enter_context(CodeTableWriter(public / all_name, columns))}
         names = {ALL_STATES: all_name}
+        last_note = time.monotonic()
         for part, start, rows in pseof_chunks(flows.pseof):
+            if time.monotonic() - last_note > PROGRESS_EVERY_S:
+                progress(f"writing {all_name}: {writers[ALL_STATES].rows:,} of "
+                         f"{flows.n_pseof_rows:,} rows")
+                last_note = time.monotonic()
             checks.add(part, start, rows)
             if _national_all_fields(part):
                 national.append(rows)
