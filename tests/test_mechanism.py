@@ -168,3 +168,25 @@ def test_the_recast_split_keeps_totals_and_signs_and_follows_the_multinomial_law
     expected = np.append(expected[keep], expected[~keep].sum())
     assert stats.chisquare(observed, expected).pvalue > 1e-3
     assert abs(split[:, 1].mean() - 3.0) < 5 * np.sqrt(10 * 0.3 * 0.7 / 20_000)
+
+
+def test_the_recast_split_in_blocks_draws_what_one_split_draws():
+    """A split done a block of counts at a time (bounded memory), each cell's shares serving
+    its `repeat` bins, gives the same parts as one split of every count with the shares
+    repeated: one stream, consumed count by count."""
+    from pseo_das.tasks.privacy.mechanism import post_processing_split, post_processing_split_blocks
+    rng = np.random.default_rng(4)
+    cells, bins = 300, 7
+    counts = rng.integers(-5, 9, size=cells * bins)
+    counts[rng.random(cells * bins) < 0.3] = 0
+    shares = rng.dirichlet(np.ones(3), size=cells)
+    whole, _ = post_processing_split(SEED, "recast.cip2.y5", "flows", cells, bins, "x",
+                                     counts, np.repeat(shares, bins, axis=0))
+    for block in (1, 5, 64, 10_000):
+        blocks, entry = post_processing_split_blocks(SEED, "recast.cip2.y5", "flows", cells, bins,
+                                                     "x", counts, shares, repeat=bins, block=block)
+        firsts, parts = zip(*blocks)
+        assert firsts[0] == 0 and entry.epsilon == 0
+        np.testing.assert_array_equal(np.concatenate(parts), whole)
+    with pytest.raises(ValueError, match="counts for"):
+        post_processing_split_blocks(SEED, "s", "p", 1, 1, "", counts, shares, repeat=bins + 1)

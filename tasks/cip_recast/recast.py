@@ -22,7 +22,7 @@ import pandas as pd
 from pseo_das.config import CellsConfig
 from pseo_das.tasks.cip_recast.transition_shares import WIDTH, transition_counts, transition_shares
 from pseo_das.tasks.inputs.cells import CELL_COLUMNS, CIP_2010, CIP_2020
-from pseo_das.tasks.privacy.mechanism import LedgerEntry, post_processing_split
+from pseo_das.tasks.privacy.mechanism import LedgerEntry, post_processing_split_blocks
 
 if TYPE_CHECKING:
     from pseo_das.tasks.cip_recast.recast_inputs import RecastInputs
@@ -84,14 +84,24 @@ def recast_table(cells: pd.DataFrame, values: np.ndarray, transitions: pd.DataFr
     matrix = np.zeros((len(frame), width))
     matrix[weights["row"].to_numpy(), slot] = weights["share"].to_numpy()
     n_columns = values.shape[1]
-    parts, entry = post_processing_split(
+    blocks, entry = post_processing_split_blocks(
         stream_seed, step_id, product, len(frame), n_columns, derived_from,
-        values.reshape(-1), np.repeat(matrix, n_columns, axis=0))
-    parts = parts.reshape(len(frame), n_columns, width)          # cell, column, slot
-    target = weights.assign(slot=slot)
-    out_values = parts[target["row"].to_numpy(), :, target["slot"].to_numpy()]
-    out_cells = frame.loc[target["row"].to_numpy(), CELL_COLUMNS].reset_index(drop=True)
-    out_cells["cipcode"] = target["cip2020"].to_numpy()
+        values.reshape(-1), matrix, repeat=n_columns)
+    # each part goes straight to its destination row (cell x CIP-2020 code): memory holds
+    # one block of parts, not every cell x column x slot
+    target_rows, target_slots = weights["row"].to_numpy(), slot
+    destination = np.full((len(frame), width), -1, dtype=np.int64)
+    destination[target_rows, target_slots] = np.arange(len(weights))
+    out_values = np.zeros((len(weights), n_columns), dtype=np.int64)
+    for first, parts in blocks:
+        flat = np.arange(first, first + len(parts))
+        row, column = flat // n_columns, flat % n_columns
+        for j in range(width):
+            to = destination[row, j]
+            kept = to >= 0
+            out_values[to[kept], column[kept]] = parts[kept, j]
+    out_cells = frame.loc[target_rows, CELL_COLUMNS].reset_index(drop=True)
+    out_cells["cipcode"] = weights["cip2020"].to_numpy()
     summed_cells, summed_values = _summed(out_cells, out_values)
     how = pd.Series(route).value_counts()
     level = frame.loc[route == SHARES, ["row"] + CELL_KEYS].merge(

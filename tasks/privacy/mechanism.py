@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import math
 import secrets
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from fractions import Fraction
 
@@ -204,14 +205,21 @@ def post_processing_exponentials(stream_seed: bytes, step_id: str, product: str,
     return noise_generator(stream_seed, step_id).standard_exponential(n_draws), entry
 
 
-def post_processing_split(stream_seed: bytes, step_id: str, product: str, n_cells: int,
-                          n_bins: int, derived_from: str, counts: np.ndarray,
-                          shares: np.ndarray) -> tuple[np.ndarray, LedgerEntry]:
+SPLIT_BLOCK = 1 << 20   # counts split at a time by post_processing_split_blocks
+
+
+def post_processing_split_blocks(stream_seed: bytes, step_id: str, product: str, n_cells: int,
+                                 n_bins: int, derived_from: str, counts: np.ndarray,
+                                 shares: np.ndarray, repeat: int = 1, block: int = SPLIT_BLOCK
+                                 ) -> tuple[Iterator[tuple[int, np.ndarray]], LedgerEntry]:
     """Split each noisy count across destinations at random by `shares` (the CIP recast,
     technical appendix B): the magnitude |c| follows Multinomial(|c|, shares of its row)
     and every part keeps the sign of c, so the parts sum to c exactly. `counts`: (n,)
-    int64; `shares`: (n, k) rows summing to 1 (zeros for destinations a row lacks).
-    Returns the (n, k) parts and the ledger entry of the step.
+    int64; `shares`: (n / repeat, k) rows summing to 1 (zeros for destinations a row
+    lacks), row i for counts i * repeat to (i + 1) * repeat - 1 (a cell's shares for each
+    of its bins). Returns the parts, `block` counts at a time as (first count, parts of
+    shape (b, k)), and the ledger entry of the step. The draws are the same whatever the
+    block: one stream, consumed count by count in order.
 
     Privacy cost: none (randomized post-processing of noisy measurements; the draws come
     from a stream keyed by the measurements' content addresses, recorded in the ledger).
@@ -221,14 +229,36 @@ def post_processing_split(stream_seed: bytes, step_id: str, product: str, n_cell
         "post-processing of noisy measurements: no additional privacy loss", derived_from,
         hashlib.sha256(stream_key(stream_seed, step_id)).hexdigest())
     counts = np.asarray(counts, dtype=np.int64)
-    parts = np.zeros(shares.shape, dtype=np.int64)
-    moving = counts != 0
-    if moving.any():
-        generator = noise_generator(stream_seed, step_id)
-        drawn = generator.multinomial(np.abs(counts[moving]), shares[moving])
-        parts[moving] = np.sign(counts[moving])[:, None] * drawn
-    return parts, entry
+    if len(counts) != len(shares) * repeat:
+        raise ValueError(f"{step_id}: {len(counts)} counts for {len(shares)} share rows "
+                         f"of {repeat} counts each")
 
+    def blocks() -> Iterator[tuple[int, np.ndarray]]:
+        generator = noise_generator(stream_seed, step_id)
+        for first in range(0, len(counts), block):
+            mine = counts[first:first + block]
+            parts = np.zeros((len(mine), shares.shape[1]), dtype=np.int64)
+            moving = mine != 0
+            if moving.any():
+                rows = (first + np.flatnonzero(moving)) // repeat
+                drawn = generator.multinomial(np.abs(mine[moving]), shares[rows])
+                parts[moving] = np.sign(mine[moving])[:, None] * drawn
+            yield first, parts
+
+    return blocks(), entry
+
+
+def post_processing_split(stream_seed: bytes, step_id: str, product: str, n_cells: int,
+                          n_bins: int, derived_from: str, counts: np.ndarray,
+                          shares: np.ndarray) -> tuple[np.ndarray, LedgerEntry]:
+    """`post_processing_split_blocks` in one piece: the (n, k) parts and the ledger entry.
+
+    Privacy cost: none (randomized post-processing of noisy measurements).
+    """
+    blocks, entry = post_processing_split_blocks(stream_seed, step_id, product, n_cells, n_bins,
+                                                 derived_from, counts, shares)
+    parts = [part for _, part in blocks]
+    return (np.concatenate(parts) if parts else np.zeros(np.shape(shares), dtype=np.int64)), entry
 
 
 def synthesis_uniforms(synthesis_seed: bytes, step_id: str, count: int) -> np.ndarray:
