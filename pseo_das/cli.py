@@ -25,7 +25,7 @@ def _synth(args: argparse.Namespace) -> int:
         counts = write_synthetic(Path(args.out), graduates=args.graduates, seed=args.seed,
                                  cip_switch_year=args.cip_switch_year,
                                  part_graduates=args.part_graduates,
-                                 institutions=args.institutions)
+                                 institutions=args.institutions, employers=args.employers)
     except ValueError as exc:   # arguments the universe cannot meet; nothing is written
         print(f"pseo-das synth: {exc}", file=sys.stderr)
         return 2
@@ -429,6 +429,10 @@ def parser() -> argparse.ArgumentParser:
                        help="40 (default): the demo universe, 40 institutions in 5 states; any "
                             "other N: a national universe of N institutions in every state, the "
                             "largest with a few percent of the graduates (at N of 500 and more)")
+    synth.add_argument("--employers", action="store_true",
+                       help="add the optional outcomes column employer_id (synthetic "
+                            "establishments, a few dominant ones) for flows.mechanism other than "
+                            "geometric; every other value is the same as without it")
     synth.set_defaults(run=_synth)
 
     release = sub.add_parser("release", parents=[common], help="run a quarterly release (earnings and employment flows)")

@@ -31,6 +31,8 @@ GEOMETRIC = "two-sided geometric"
 POST_PROCESSING = "post-processing (sum of noisy histograms)"
 RANDOMIZED_POST_PROCESSING = "randomized post-processing (weighted draws)"
 STREAM_DOMAIN = b"pseo-das/noise-stream/v1"
+# The mechanisms whose entries are measurements (noise drawn, epsilon spent).
+MEASURING_MECHANISMS = frozenset({GEOMETRIC, *MECHANISM_NAMES.values()})
 
 
 class PrivacyBudgetExceeded(RuntimeError):

@@ -23,7 +23,7 @@ from pseo_das.tasks import file_task, progress
 from pseo_das.tasks.study.accuracy import release_accuracy
 from pseo_das.tasks.study.flows_release_accuracy import grads_consistency
 from pseo_das.tasks.employment_flows.division_flows import FlowsRelease
-from pseo_das.tasks.privacy.mechanism import GEOMETRIC, PrivacyLedger
+from pseo_das.tasks.privacy.mechanism import MEASURING_MECHANISMS, PrivacyLedger
 from pseo_das.tasks.earnings.noisy_histograms import NoisyHistograms
 from pseo_das.tasks.privacy.release_plan import ReleasePlan, lifetime_table
 from pseo_das.tasks.privacy.store import PrivacyStore, epsilon_text
@@ -122,7 +122,7 @@ def ledger_checks(ledger: PrivacyLedger, tables: list[NoisyHistograms],
     drawn = (sum(t.counts.size for t in tables if t.measured)
              + sum(t.noisy.size + (0 if t.total is None else t.total.size)
                    for t in flows.tables if t.measured))
-    recorded = sum(e.n_cells * e.n_bins for e in ledger.entries if e.mechanism == GEOMETRIC)
+    recorded = sum(e.n_cells * e.n_bins for e in ledger.entries if e.mechanism in MEASURING_MECHANISMS)
     return [
         {"name": "noisy values drawn = noisy values recorded in the ledger",
          "result": ("passed" if drawn == recorded else "FAILED") + f" ({drawn:,} / {recorded:,})"},
