@@ -14,6 +14,7 @@ from pseo_das.config import ReleaseConfig
 from pseo_das.schemas.pseo_layout import SCHEMA_VERSION, Product, check_public_folder
 from pseo_das.tasks.earnings.earnings_tables import institution_states
 from pseo_das.tasks.inputs.cells import CIP_2020
+from pseo_das.tasks.publication.employer_context import employer_context
 from pseo_das.tasks.publication.metadata_files import (INSTITUTIONS_FILE_NAME, VERSION_FILE_NAME,
                                                        official_folder_files)
 from pseo_das.version import package_versions
@@ -197,6 +198,7 @@ def write_release(staging: Path, identity: ReleaseIdentity, cfg: ReleaseConfig,
                               config_sha256=identity.config_sha256,
                               n_pseoe_rows=len(pseoe), n_pseoh_rows=len(pseoh))
     context["flows"] = flows_context(cfg, flows)
+    context["employers"] = employer_context(cfg, ledger)
     context["measurements"] = {key: lifetime.summary[key] for key in (
         "new_epsilon", "new_measurements", "reused_measurements", "populations_measured",
         "populations_reused")}

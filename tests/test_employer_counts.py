@@ -1,0 +1,162 @@
+"""The optional employer_id column, x_v (the largest number of a flow's graduates at one
+establishment) counted in the streaming step against a brute-force count, the
+configuration of flows.mechanism, and the synthetic establishments."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+from pseo_das.config import ConfigError, load_config
+from pseo_das.synth import write_synthetic
+from pseo_das.tasks.employment_flows.flow_counts import NONEMPLOYED, employed_destination
+from pseo_das.tasks.inputs.cells import cell_frame, cohort_attributes
+from pseo_das.tasks.inputs.constant_dollars import in_constant_dollars
+from pseo_das.tasks.inputs.cpi import find_cpi, read_cpi
+from pseo_das.tasks.inputs.ingest import InputValidationError, read_inputs
+from pseo_das.tasks.inputs.reference_inputs import default_reference_dir
+from pseo_das.tasks.inputs.true_counts import read_counts
+from pseo_das.tasks.privacy.mechanism import GEOMETRIC
+from pseo_das.tasks.privacy.release_plan import release_questions
+
+CPI = read_cpi(find_cpi(default_reference_dir()))
+
+
+def config(tmp_path: Path, text: str):
+    path = tmp_path / "release.toml"
+    path.write_text(text)
+    return load_config(path)
+
+
+@pytest.fixture(scope="module")
+def employers_dir(tmp_path_factory) -> Path:
+    """The tests' data (30,000 graduates, seed 7) with synthetic employers, a fifth of the
+    jobs' employer_id blanked (unknown establishment)."""
+    out = tmp_path_factory.mktemp("employers")
+    write_synthetic(out, graduates=30_000, seed=7, progress=lambda _: None, employers=True)
+    outcomes = pd.read_parquet(out / "outcomes.parquet")
+    blank = np.random.default_rng(1).random(len(outcomes)) < 0.2
+    outcomes["employer_id"] = outcomes["employer_id"].astype(object).where(~blank, None)
+    outcomes.to_parquet(out / "outcomes.parquet", index=False)
+    return out
+
+
+@pytest.fixture(scope="module")
+def gamma_config(tmp_path_factory):
+    return config(tmp_path_factory.mktemp("cfg"), '[flows]\nmechanism = "smooth-gamma"\n')
+
+
+def brute_force_largest(data: Path, cfg, level: str, years_after: int) -> np.ndarray:
+    """x_v by pandas over the whole files: per (cell, employed destination), the largest
+    number of graduates with one employer_id, the missing ids of a flow counted as one
+    employer; the non-employed column the row's largest."""
+    inputs = in_constant_dollars.fn(read_inputs(data, cfg.cells.first_cohort_year,
+                                                cfg.cells.last_earnings_year),
+                                    CPI, cfg.earnings.dollar_year)
+    employer = pq.read_table(data / "outcomes.parquet", columns=["employer_id"]).to_pandas()
+    frame = cell_frame(cohort_attributes(inputs.graduates, cfg.cells, cfg.cip.switch_year), level)
+    rows = inputs.outcomes["years_after"].to_numpy() == years_after
+    destination = employed_destination(inputs.outcomes[rows], cfg.earnings.sample_floor)
+    records = pd.DataFrame({
+        "cell": frame.graduate_cell[inputs.graduate_row[rows]], "destination": destination,
+        "employer": employer["employer_id"].to_numpy(dtype=object)[rows]})
+    records = records[records["destination"] != NONEMPLOYED].fillna({"employer": "<missing>"})
+    at_one = records.groupby(["cell", "destination", "employer"]).size()
+    best = at_one.groupby(level=["cell", "destination"]).max()
+    largest = np.zeros((len(frame.cells), NONEMPLOYED + 1), np.int64)
+    largest[best.index.get_level_values(0), best.index.get_level_values(1)] = best.to_numpy()
+    largest[:, NONEMPLOYED] = largest[:, :NONEMPLOYED].max(axis=1)
+    ties = (at_one.groupby(level=["cell", "destination"]).transform("max") == at_one) \
+        .groupby(level=["cell", "destination"]).sum()
+    assert (ties > 1).any()   # the data have ties for the largest employer
+    return largest[frame.measured_cells(years_after, cfg.cells.last_earnings_year, None)]
+
+
+@pytest.mark.parametrize("chunk_rows", [1_000_000, 1_000])
+def test_largest_number_at_one_employer_equals_a_brute_force_count(employers_dir, gamma_config,
+                                                                   chunk_rows):
+    """1,000-row chunks cut through cells and employers: the counts still add up."""
+    streamed = read_counts(employers_dir, gamma_config, None, CPI, chunk_rows)
+    for k in gamma_config.cells.years_after:
+        largest = streamed.largest_at_one_employer("2", k, gamma_config.cells.last_earnings_year)
+        truth = brute_force_largest(employers_dir, gamma_config, "2", k)
+        np.testing.assert_array_equal(largest, truth, err_msg=f"y{k}")
+        _, flows = streamed.flows("2", k, gamma_config.cells.last_earnings_year)
+        assert (largest[:, :NONEMPLOYED] <= flows[:, :NONEMPLOYED]).all()
+        assert ((largest[:, :NONEMPLOYED] > 0) == (flows[:, :NONEMPLOYED] > 0)).all()
+
+
+def test_a_mechanism_for_employers_needs_the_employer_id_column(synthetic_dir, gamma_config):
+    with pytest.raises(InputValidationError) as err:
+        read_counts(synthetic_dir, gamma_config, None, CPI)
+    message = str(err.value)
+    assert "outcomes.parquet" in message and "employer_id" in message
+    assert 'flows.mechanism = "smooth-gamma"' in message and "--employers" in message
+    # the geometric mechanism neither needs nor reads it
+    counts = read_counts(synthetic_dir, load_config(), None, CPI)
+    assert not counts.levels["2"].largest_at_one_employer
+
+
+def test_a_bad_employer_id_is_named_by_column_and_row(employers_dir, gamma_config, tmp_path):
+    for name in ("graduates.parquet", "outcomes.parquet"):
+        (tmp_path / name).write_bytes((employers_dir / name).read_bytes())
+    outcomes = pd.read_parquet(tmp_path / "outcomes.parquet")
+    job = int(np.flatnonzero(outcomes["employer_id"].notna().to_numpy())[0])
+    outcomes.loc[job, "employer_id"] = "no spaces allowed"
+    outcomes.to_parquet(tmp_path / "outcomes.parquet", index=False)
+    with pytest.raises(InputValidationError) as err:
+        read_counts(tmp_path, gamma_config, None, CPI)
+    assert "column employer_id: check str_matches" in str(err.value)
+    assert f"row {job}: 'no spaces allowed'" in str(err.value)
+
+
+@pytest.mark.parametrize("text, reason", [
+    ('mechanism = "smooth-gamma"\nepsilon_per_tabulation = 0.3',
+     "the smallest epsilon for alpha 0.1 is 4 ln(1 + alpha) = 0.3812"),
+    ('mechanism = "log-laplace"\nepsilon_per_tabulation = 0.15', "infinite mean"),
+    ('mechanism = "smooth-laplace"', "delta = 0 must lie strictly between 0 and 1"),
+    ('mechanism = "smooth-laplace"\nemployer_delta = 1e-6\nemployer_alpha = 0.2',
+     "2 ln(2/delta) ln(1 + alpha) = 5.29"),
+    ('employer_delta = 1e-6', "for the employer-protecting flows.mechanism values only"),
+    ('mechanism = "laplace"', "flows.mechanism = 'laplace'"),
+    ('mechanism = "smooth-gamma"\nemployer_alpha = 0', "flows.employer_alpha = 0"),
+])
+def test_infeasible_employer_parameters_are_refused_at_configuration(tmp_path, text, reason):
+    with pytest.raises(ConfigError) as err:
+        config(tmp_path, f"[flows]\n{text}\n")
+    assert reason in str(err.value)
+
+
+def test_the_geometric_questions_are_unchanged_and_other_mechanisms_ask_another(tmp_path):
+    geometric = {q.tabulation_id: q for q in release_questions(load_config())}
+    gamma = {q.tabulation_id: q for q in release_questions(
+        config(tmp_path, '[flows]\nmechanism = "smooth-gamma"\nemployer_alpha = 0.05\n'))}
+    flows = "flows.I.cip2.y1"
+    assert geometric[flows].as_dict()["mechanism"] == GEOMETRIC
+    assert "alpha" not in geometric[flows].as_dict() and geometric[flows].protection() is None
+    assert gamma[flows].sha256 != geometric[flows].sha256   # never reused across mechanisms
+    assert gamma[flows].protection().alpha == 0.05
+    assert "smooth gamma" in gamma[flows].as_dict()["mechanism"]
+    for tab in ("flows_total.I.cip2.y1", "earnings.I.cip4.y1"):   # the others unchanged
+        assert gamma[tab].sha256 == geometric[tab].sha256
+
+
+def test_synthetic_employers_change_no_other_value(employers_dir, synthetic_dir, tmp_path):
+    write_synthetic(tmp_path, graduates=30_000, seed=7, progress=lambda _: None, employers=True)
+    assert (tmp_path / "graduates.parquet").read_bytes() == \
+        (synthetic_dir / "graduates.parquet").read_bytes()
+    with_employers = pd.read_parquet(tmp_path / "outcomes.parquet")
+    plain = pd.read_parquet(synthetic_dir / "outcomes.parquet")
+    pd.testing.assert_frame_equal(with_employers.drop(columns="employer_id"), plain)
+    job = plain["industry"].notna().to_numpy()
+    assert with_employers["employer_id"].notna().to_numpy().tolist() == job.tolist()
+    # establishment ids carry their state and sector; a few employers dominate
+    ids = with_employers.loc[job, "employer_id"].astype(str)
+    assert (ids.str[1:3] == with_employers.loc[job, "emp_state"].astype(str)).all()
+    share = with_employers[job].groupby(["emp_state", "industry"], observed=True)["employer_id"] \
+        .agg(lambda s: s.value_counts().iloc[0] / len(s))
+    sizes = with_employers[job].groupby(["emp_state", "industry"], observed=True).size()
+    assert (share[sizes >= 50] > 0.3).mean() > 0.05
