@@ -160,3 +160,56 @@ def test_synthetic_employers_change_no_other_value(employers_dir, synthetic_dir,
         .agg(lambda s: s.value_counts().iloc[0] / len(s))
     sizes = with_employers[job].groupby(["emp_state", "industry"], observed=True).size()
     assert (share[sizes >= 50] > 0.3).mean() > 0.05
+
+
+@pytest.fixture(scope="module")
+def employer_counts(employers_dir, gamma_config):
+    return read_counts(employers_dir, gamma_config, None, CPI)   # x_v counted
+
+
+@pytest.mark.parametrize("text", [
+    '[flows]\nmechanism = "log-laplace"\nemployer_alpha = 0.1\n',
+    '[flows]\nmechanism = "log-laplace"\nemployer_alpha = 0.1\nlog_laplace_unbiased = true\n',
+    '[flows]\nmechanism = "smooth-gamma"\nemployer_alpha = 0.1\n',
+    '[flows]\nmechanism = "smooth-laplace"\nemployer_alpha = 0.05\nemployer_delta = 1e-3\n',
+])
+def test_the_flows_task_measures_with_each_mechanism(employer_counts, tmp_path, text):
+    """measure_flows with each mechanism on the real counts: the flows get it (weak notion,
+    the ledger's columns), the origin counts keep the geometric mechanism, and the mean
+    absolute error over all flows matches the closed form computed from each flow's x_v."""
+    from pseo_das.tasks.employment_flows.noisy_flows import PRODUCT, measure_flows
+    from pseo_das.tasks.privacy.establishment import (FlowsMechanism, expected_absolute_error,
+                                                      log_laplace_lambda, log_laplace_mean,
+                                                      smooth_sensitivity)
+    from pseo_das.tasks.privacy.release_plan import PendingMeasurement
+    cfg = config(tmp_path, text)
+    counts = employer_counts
+    questions = [q for q in release_questions(cfg) if q.years_after == 1]
+    pending = {1: [PendingMeasurement(f"m.{q.tabulation_id}", q, "ab" * 32, None)
+                   for q in questions if q.product.startswith(PRODUCT)]}
+    measured = {m.entry.product: m for m in measure_flows.fn(pending, counts, cfg)}
+    flows, total = measured[PRODUCT], measured[PRODUCT + " origin counts"]
+    assert total.entry.mechanism == GEOMETRIC and total.entry.employer_notion == ""
+    protection = cfg.flows.employer_protection()
+    entry = flows.entry
+    assert entry.employer_notion == "weak" and entry.alpha == f"{protection.alpha:g}"
+    assert float(entry.employer_epsilon) == pytest.approx(entry.n_cells * 1.2)
+    _, truth = counts.flows("2", 1, cfg.cells.last_earnings_year)
+    largest = counts.largest_at_one_employer("2", 1, cfg.cells.last_earnings_year)
+    error = flows.values - truth
+    n = error.size
+    if protection.mechanism is FlowsMechanism.LOG_LAPLACE:
+        if protection.unbiased:   # clamped at 0: never negative
+            assert flows.values.min() >= 0
+        else:   # E[n~] per flow by lemma 8.2; Var from E[e^(2 eta)] = 1/(1 - 4 lambda^2)
+            lam = log_laplace_lambda(protection.alpha, protection.epsilon)
+            mean = np.vectorize(log_laplace_mean)(truth, protection.alpha, protection.epsilon)
+            var = (truth + 1 / protection.alpha) ** 2 * (1 / (1 - 4 * lam ** 2)
+                                                          - 1 / (1 - lam ** 2) ** 2) + 1 / 12
+            assert abs((flows.values - mean).mean()) < 5 * np.sqrt(var.sum()) / n
+    else:
+        s_star = smooth_sensitivity(protection.alpha, largest)
+        expected = expected_absolute_error(protection.mechanism, 1.0, protection.epsilon) * s_star
+        # rounding to whole graduates moves |error| by at most 1/2 per flow
+        assert abs(np.abs(error).mean() - expected.mean()) < 0.5 + 0.05 * expected.mean()
+        assert (s_star > 1).any()   # some flows have a large employer
