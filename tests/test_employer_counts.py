@@ -213,3 +213,31 @@ def test_the_flows_task_measures_with_each_mechanism(employer_counts, tmp_path, 
         # rounding to whole graduates moves |error| by at most 1/2 per flow
         assert abs(np.abs(error).mean() - expected.mean()) < 0.5 + 0.05 * expected.mean()
         assert (s_star > 1).any()   # some flows have a large employer
+
+
+def test_the_employer_study_reports_errors_that_match_the_closed_forms(employers_dir, tmp_path):
+    """The study's mean absolute errors: geometric 2a/(1 - a^2) in every stratum; Smooth
+    Gamma on the empty flows (x_v = 0, S* = 1) 11.31/epsilon; the infeasible Smooth Laplace
+    setting listed with its reason, not measured."""
+    from pseo_das.tasks.study.employer_flows_study import employer_flows_study
+    from pseo_das.tasks.study.flows_study import DEFAULT_FLOWS_STUDY_SEED
+    result = employer_flows_study(employers_dir, tmp_path, ["geometric", "smooth-gamma",
+                                                            "smooth-laplace"],
+                                  DEFAULT_FLOWS_STUDY_SEED, 1, [0.1], [1.0])
+    assert result["settings"] == 3 and result["infeasible"] == 1
+    summary = pd.read_csv(tmp_path / "employer_flows_accuracy.csv")
+    a = np.exp(-1.0)
+    geometric = summary[summary["mechanism"] == "geometric"]
+    assert set(geometric["stratum"]) >= {"0", "1-4", "50+", "one employer (100%)"}
+    size = geometric[geometric["stratum_kind"] == "size"]
+    # the empty flows: millions of draws, so tight; E|X| = 2a/(1 - a^2) = 0.851
+    empty = size[size["stratum"] == "0"].iloc[0]
+    assert empty["mean_abs_error"] == pytest.approx(2 * a / (1 - a * a), rel=0.01)
+    assert abs(empty["bias"]) < 0.01
+    gamma_empty = summary[(summary["mechanism"] == "smooth-gamma") & (summary["stratum"] == "0")]
+    # rounding to whole graduates changes |error| by under 1/2 per flow; here about 0.02
+    assert gamma_empty["mean_abs_error"].iloc[0] == pytest.approx(16 / np.sqrt(2), rel=0.02)
+    infeasible = pd.read_csv(tmp_path / "employer_flows_infeasible.csv")
+    assert list(infeasible["mechanism"]) == ["smooth-laplace"]
+    assert "2 ln(2/delta) ln(1 + alpha) = 1.449" in infeasible["reason"].iloc[0]
+    assert "By employer concentration" in (tmp_path / "employer_flows_accuracy.md").read_text()
