@@ -9,7 +9,8 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, ValidationError, model_serializer,
+                      model_validator)
 
 from pseo_das.epsilon import epsilon_text, exact_epsilon
 
@@ -128,6 +129,9 @@ APPENDIX_CORRECTION = "appendix"
 MEASURED_TOTAL_CORRECTION = "measured-total"
 
 
+EMPLOYER_KEYS = ("mechanism", "employer_alpha", "employer_delta", "log_laplace_unbiased")
+
+
 class FlowsConfig(_Strict):
     epsilon_per_tabulation: float = Field(gt=0)
     cip_levels: dict[Literal["4", "2", "A"], Literal["measure", "derive"]] = Field(min_length=1)
@@ -173,6 +177,17 @@ class FlowsConfig(_Strict):
             raise ValueError('flows.employer_delta and flows.log_laplace_unbiased are for the '
                              'employer-protecting flows.mechanism values only')
         return self
+
+    @model_serializer(mode="wrap")
+    def _without_unused_employer_keys(self, handler):
+        """With the geometric mechanism the employer keys are unused and left out, so the
+        configuration (config.json, its SHA-256, the MLflow parameters) is the same as
+        before they existed."""
+        data = handler(self)
+        if not self.protects_employers:
+            for key in EMPLOYER_KEYS:
+                data.pop(key, None)
+        return data
 
     @property
     def protects_employers(self) -> bool:
