@@ -124,7 +124,9 @@ def recast_summary(question: Question, recasts: list[RecastTable]) -> dict:
             "share_levels": {str(k): int(v) for k, v in levels.items()},
             "added_variance": round(added, 3),
             "added_variance_per_split_value": round(added / split, 4) if split else 0.0,
-            "noise_variance_per_value": round(geometric_variance(float(question.epsilon)), 4)}
+            # the employer-protecting mechanisms' variance depends on confidential x_v: nan
+            "noise_variance_per_value": (round(geometric_variance(float(question.epsilon)), 4)
+                                         if question.protection() is None else float("nan"))}
 
 
 @file_task("read the release's measurements from the store")
