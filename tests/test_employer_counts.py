@@ -241,3 +241,47 @@ def test_the_employer_study_reports_errors_that_match_the_closed_forms(employers
     assert list(infeasible["mechanism"]) == ["smooth-laplace"]
     assert "2 ln(2/delta) ln(1 + alpha) = 1.449" in infeasible["reason"].iloc[0]
     assert "By employer concentration" in (tmp_path / "employer_flows_accuracy.md").read_text()
+
+
+def test_x_v_is_the_same_from_csv_unsorted_and_partitioned_inputs(employers_dir, gamma_config,
+                                                                  employer_counts, tmp_path):
+    """The CSV reader, the disk-backed pass for unsorted inputs and part files give the
+    same x_v as the sorted Parquet file."""
+    graduates = pd.read_parquet(employers_dir / "graduates.parquet")
+    outcomes = pd.read_parquet(employers_dir / "outcomes.parquet")
+    variants = {}
+    csv = tmp_path / "csv"
+    csv.mkdir()
+    graduates.to_csv(csv / "graduates.csv", index=False)
+    outcomes.to_csv(csv / "outcomes.csv", index=False)
+    variants["csv"] = csv
+    shuffled = tmp_path / "unsorted"
+    shuffled.mkdir()
+    graduates.to_parquet(shuffled / "graduates.parquet", index=False)
+    outcomes.sample(frac=1.0, random_state=3).to_parquet(shuffled / "outcomes.parquet",
+                                                         index=False)
+    variants["unsorted"] = shuffled
+    parts = tmp_path / "parts"
+    (parts / "outcomes").mkdir(parents=True)
+    graduates.to_parquet(parts / "graduates.parquet", index=False)
+    for k, rows in enumerate(np.array_split(np.arange(len(outcomes)), 3)):
+        outcomes.iloc[rows].to_parquet(parts / "outcomes" / f"part-{k}.parquet", index=False)
+    variants["parts"] = parts
+    last = gamma_config.cells.last_earnings_year
+    for name, data in variants.items():
+        counts = read_counts(data, gamma_config, None, CPI, 5_000)
+        for k in gamma_config.cells.years_after:
+            np.testing.assert_array_equal(counts.largest_at_one_employer("2", k, last),
+                                          employer_counts.largest_at_one_employer("2", k, last),
+                                          err_msg=f"{name} y{k}")
+    # a column in some part files only is refused, naming the folder
+    outcomes.drop(columns="employer_id").iloc[:10].to_parquet(parts / "outcomes" / "part-9.parquet",
+                                                              index=False)
+    with pytest.raises(InputValidationError, match="column employer_id is in some part files only"):
+        read_counts(parts, gamma_config, None, CPI)
+
+
+def test_the_dask_engine_refuses_the_employer_mechanisms(employers_dir, gamma_config):
+    from pseo_das.tasks.inputs.true_counts import Engine, EngineKind, count_inputs
+    with pytest.raises(InputValidationError, match="not available with the Dask engine"):
+        count_inputs.fn(employers_dir, gamma_config, None, CPI, Engine(EngineKind.DASK))
