@@ -52,7 +52,8 @@ def gamma_config(tmp_path_factory):
 def brute_force_largest(data: Path, cfg, level: str, years_after: int) -> np.ndarray:
     """x_v by pandas over the whole files: per (cell, employed destination), the largest
     number of graduates with one employer_id, the missing ids of a flow counted as one
-    employer; the non-employed column the row's largest."""
+    employer; the non-employed column: per cell, the largest number at one employer over
+    every job (under the earnings floor too), the missing ids of the cell as one."""
     inputs = in_constant_dollars.fn(read_inputs(data, cfg.cells.first_cohort_year,
                                                 cfg.cells.last_earnings_year),
                                     CPI, cfg.earnings.dollar_year)
@@ -62,13 +63,17 @@ def brute_force_largest(data: Path, cfg, level: str, years_after: int) -> np.nda
     destination = employed_destination(inputs.outcomes[rows], cfg.earnings.sample_floor)
     records = pd.DataFrame({
         "cell": frame.graduate_cell[inputs.graduate_row[rows]], "destination": destination,
-        "employer": employer["employer_id"].to_numpy(dtype=object)[rows]})
-    records = records[records["destination"] != NONEMPLOYED].fillna({"employer": "<missing>"})
+        "employer": employer["employer_id"].to_numpy(dtype=object)[rows],
+        "job": inputs.outcomes["earnings"].notna().to_numpy()[rows]})
+    jobs = records[records["job"]].fillna({"employer": "<missing>"})
+    assert ((jobs["destination"] == NONEMPLOYED) & (jobs["employer"] != "<missing>")).any()
+    records = jobs[jobs["destination"] != NONEMPLOYED]
     at_one = records.groupby(["cell", "destination", "employer"]).size()
     best = at_one.groupby(level=["cell", "destination"]).max()
     largest = np.zeros((len(frame.cells), NONEMPLOYED + 1), np.int64)
     largest[best.index.get_level_values(0), best.index.get_level_values(1)] = best.to_numpy()
-    largest[:, NONEMPLOYED] = largest[:, :NONEMPLOYED].max(axis=1)
+    in_cell = jobs.groupby(["cell", "employer"]).size().groupby(level="cell").max()
+    largest[in_cell.index.to_numpy(), NONEMPLOYED] = in_cell.to_numpy()
     ties = (at_one.groupby(level=["cell", "destination"]).transform("max") == at_one) \
         .groupby(level=["cell", "destination"]).sum()
     assert (ties > 1).any()   # the data have ties for the largest employer

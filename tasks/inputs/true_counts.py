@@ -71,7 +71,8 @@ class LevelChunkCounts:
     # years_after -> (flat index cell * width + bin or destination, count), sparse
     at_employer: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=dict)
     # years_after -> (flat cell * N_DESTINATIONS + destination, employer code, count): the
-    # graduates of each flow at each establishment (code -1: no employer_id on record)
+    # graduates of each flow at each establishment (code -1: no employer_id on record);
+    # jobs under the earnings floor at the non-employed destination
     employer_names: pd.Index | None = None   # the chunk's employer codes' ids
 
 
@@ -130,10 +131,11 @@ def count_chunk(chunk: PersonChunk, rules: CountingRules) -> ChunkCounts:
                 level_counts.employed[k] = _sparse(record_cell[kept] * N_DESTINATIONS
                                                    + destination[kept],
                                                    len(frame.cells) * N_DESTINATIONS)
-                if rules.employers:
+                if rules.employers:   # jobs under the floor too, at the non-employed destination
+                    at_job = kept | (rows & ~np.isnan(earnings))
                     level_counts.at_employer[k] = _at_employer(
-                        record_cell[kept] * N_DESTINATIONS + destination[kept],
-                        employer_code[kept], len(employer.cat.categories))
+                        record_cell[at_job] * N_DESTINATIONS + destination[at_job],
+                        employer_code[at_job], len(employer.cat.categories))
                     level_counts.employer_names = employer.cat.categories
         counts[level] = level_counts
     return counts
@@ -229,16 +231,21 @@ class LevelTotals:
         """x_v of every flow (cells as numbered here x N_DESTINATIONS), int64: the largest
         number of the flow's graduates at one establishment. Graduates without an
         employer_id are counted as one establishment per flow (they might all work at one:
-        the conservative choice). The non-employed destination gets the largest x_v of
-        its cell's employed flows (moving up to alpha x_v graduates of one establishment
-        out of employment changes it by as much)."""
+        the conservative choice). The non-employed destination gets the largest number of
+        the cell's graduates at one establishment, whatever their destination (jobs under
+        the earnings floor included; the cell's graduates without employer_id as one):
+        moving alpha of them into or out of employment changes it by as much."""
         largest = np.zeros((n, N_DESTINATIONS), np.int64)
         parts = self.at_employer.get(years_after)
         if parts:
-            best = _summed(parts).groupby("flow")["graduates"].max()
+            summed = _summed(parts)
+            destination = summed["flow"].to_numpy() % N_DESTINATIONS
+            best = summed[destination != NONEMPLOYED].groupby("flow")["graduates"].max()
             flow = best.index.to_numpy()
             largest[flow // N_DESTINATIONS, flow % N_DESTINATIONS] = best.to_numpy()
-        largest[:, NONEMPLOYED] = largest[:, :NONEMPLOYED].max(axis=1, initial=0)
+            at_one = summed.assign(cell=summed["flow"].to_numpy() // N_DESTINATIONS) \
+                .groupby(["cell", "employer"])["graduates"].sum().groupby(level="cell").max()
+            largest[at_one.index.to_numpy(), NONEMPLOYED] = at_one.to_numpy()
         return largest
 
     def frame(self, level: str) -> tuple[CellFrame, np.ndarray]:
