@@ -24,6 +24,7 @@ import pandas as pd
 
 from pseo_das.config import ReleaseConfig, load_config
 from pseo_das.tasks import progress
+from pseo_das.tasks.employment_flows.flow_counts import NONEMPLOYED
 from pseo_das.tasks.inputs.cpi import find_cpi, read_cpi
 from pseo_das.tasks.inputs.reference_inputs import default_reference_dir
 from pseo_das.tasks.inputs.true_counts import read_counts
@@ -39,7 +40,7 @@ SMOOTH_LAPLACE_DELTA = 1e-3
 SIZE_STRATA = ((0, 0, "0"), (1, 4, "1-4"), (5, 9, "5-9"), (10, 49, "10-49"),
                (50, np.inf, "50+"))
 # Employer concentration of a flow with at least 5 graduates: x_v / n.
-CONCENTRATION_STRATA = ((0.0, 0.5, "largest employer < 50%"),
+CONCENTRATION_STRATA = ((0.0, 0.5, "largest employer < 50%"),  # employed flows
                         (0.5, 0.9999, "largest employer 50-99%"),
                         (0.9999, 1.0, "one employer (100%)"))
 MIN_FLOW_FOR_CONCENTRATION = 5
@@ -76,6 +77,7 @@ def strata(truth: np.ndarray, largest: np.ndarray) -> list[tuple[str, str, np.nd
     out = [("size", label, (truth >= lo) & (truth <= hi)) for lo, hi, label in SIZE_STRATA]
     share = np.divide(largest, truth, out=np.zeros(truth.shape), where=truth > 0)
     big = truth >= MIN_FLOW_FOR_CONCENTRATION
+    big[:, NONEMPLOYED] = False   # employed flows only: the share at their largest employer
     out += [("concentration", label, big & (share > lo) & (share <= hi))
             for lo, hi, label in CONCENTRATION_STRATA]
     return out
@@ -203,7 +205,7 @@ def report_text(summary: pd.DataFrame, infeasible: pd.DataFrame, data_dir: Path,
             f"{seconds:.0f} s. Mean absolute error of a measured 2-digit CIP flow (graduates), "
             "before the correction, over every years-after.\n\n"
             f"## By flow size (true graduates)\n\n{table('size')}\n\n"
-            f"## By employer concentration (flows of {MIN_FLOW_FOR_CONCENTRATION} or more "
-            f"graduates; share at the largest establishment)\n\n{table('concentration')}\n\n"
+            f"## By employer concentration (employed flows of {MIN_FLOW_FOR_CONCENTRATION} or "
+            f"more graduates; share at the largest establishment)\n\n{table('concentration')}\n\n"
             f"## Infeasible settings\n\n{len(infeasible)} (mechanism, alpha, epsilon) settings "
             "cannot give the guarantee (employer_flows_infeasible.csv).\n")
