@@ -193,3 +193,9 @@ def test_measurement_is_seeded_rounded_and_comes_with_its_ledger_entry():
     only_geometric = PrivacyLedger.of(10, [geometric]).to_frame()
     assert "alpha" not in only_geometric.columns and geometric.mechanism == GEOMETRIC
     assert employer_epsilon(PrivacyNotion.STRONG, 1.5, 1000) == 1.5
+
+
+def test_whole_graduates_rounds_halves_up_and_never_overflows():
+    from pseo_das.tasks.privacy.mechanism import whole_graduates
+    np.testing.assert_array_equal(whole_graduates(np.array([-1.5, -0.5, 0.49, 0.5, 2.5, 1e300])),
+                                  [-1, 0, 0, 1, 3, 2 ** 62])

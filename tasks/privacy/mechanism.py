@@ -303,8 +303,10 @@ def employer_protected_values(generator: np.random.Generator, true_counts: np.nd
 
 
 def whole_graduates(values: np.ndarray) -> np.ndarray:
-    """Real-valued noisy counts rounded to whole graduates, halves up (post-processing)."""
-    return np.floor(np.asarray(values, dtype=np.float64) + 0.5).astype(np.int64)
+    """Real-valued noisy counts rounded to whole graduates, halves up (post-processing),
+    within +-2^62 (a log-Laplace draw far in its tail cannot overflow int64)."""
+    rounded = np.floor(np.asarray(values, dtype=np.float64) + 0.5)
+    return np.clip(rounded, -2.0 ** 62, 2.0 ** 62).astype(np.int64)
 
 
 def employer_protection_entry(release_seed: bytes, measurement_id: str, tabulation_id: str,
