@@ -80,6 +80,24 @@ def brute_force_largest(data: Path, cfg, level: str, years_after: int) -> np.nda
     return largest[frame.measured_cells(years_after, cfg.cells.last_earnings_year, None)]
 
 
+def brute_force_table_largest(data: Path, cfg, years_after: int) -> np.ndarray:
+    """x_v of the employer-side table by pandas: per employed destination, the largest
+    number of graduates (every cell) with one employer_id, the missing ids as one."""
+    inputs = in_constant_dollars.fn(read_inputs(data, cfg.cells.first_cohort_year,
+                                                cfg.cells.last_earnings_year),
+                                    CPI, cfg.earnings.dollar_year)
+    employer = pq.read_table(data / "outcomes.parquet", columns=["employer_id"]).to_pandas()
+    rows = inputs.outcomes["years_after"].to_numpy() == years_after
+    records = pd.DataFrame({
+        "destination": employed_destination(inputs.outcomes[rows], cfg.earnings.sample_floor),
+        "employer": employer["employer_id"].to_numpy(dtype=object)[rows]})
+    records = records[records["destination"] != NONEMPLOYED].fillna({"employer": "<missing>"})
+    best = records.groupby(["destination", "employer"]).size().groupby(level=0).max()
+    largest = np.zeros(NONEMPLOYED, np.int64)
+    largest[best.index.to_numpy()] = best.to_numpy()
+    return largest
+
+
 @pytest.mark.parametrize("chunk_rows", [1_000_000, 1_000])
 def test_largest_number_at_one_employer_equals_a_brute_force_count(employers_dir, gamma_config,
                                                                    chunk_rows):
@@ -91,6 +109,11 @@ def test_largest_number_at_one_employer_equals_a_brute_force_count(employers_dir
         np.testing.assert_array_equal(largest, truth, err_msg=f"y{k}")
         _, flows = streamed.flows("2", k, gamma_config.cells.last_earnings_year)
         assert (largest[:, :NONEMPLOYED] <= flows[:, :NONEMPLOYED]).all()
+        table, table_largest = streamed.employer_side_table("2", k,
+                                                            gamma_config.cells.last_earnings_year)
+        np.testing.assert_array_equal(table, flows[:, :NONEMPLOYED].sum(axis=0))
+        np.testing.assert_array_equal(table_largest,
+                                      brute_force_table_largest(employers_dir, gamma_config, k))
         assert ((largest[:, :NONEMPLOYED] > 0) == (flows[:, :NONEMPLOYED] > 0)).all()
 
 
@@ -245,7 +268,13 @@ def test_the_employer_study_reports_errors_that_match_the_closed_forms(employers
     infeasible = pd.read_csv(tmp_path / "employer_flows_infeasible.csv")
     assert list(infeasible["mechanism"]) == ["smooth-laplace"]
     assert "2 ln(2/delta) ln(1 + alpha) = 1.449" in infeasible["reason"].iloc[0]
-    assert "By employer concentration" in (tmp_path / "employer_flows_accuracy.md").read_text()
+    report = (tmp_path / "employer_flows_accuracy.md").read_text()
+    assert "By employer concentration" in report and "Employer-side table" in report
+    table = summary[(summary["stratum_kind"] == "employer table")
+                    & (summary["mechanism"] == "geometric")].iloc[0]
+    assert table["flows"] == 3 * 1020    # state x sector x years after
+    # 3,060 cells: E|X| = 0.851, sd of |X| 1.057 (Var X = 2a/(1 - a)^2): 5 standard errors
+    assert abs(table["mean_abs_error"] - 2 * a / (1 - a * a)) < 5 * 1.057 / np.sqrt(3060)
 
 
 def test_x_v_is_the_same_from_csv_unsorted_and_partitioned_inputs(employers_dir, gamma_config,

@@ -248,6 +248,21 @@ class LevelTotals:
             largest[at_one.index.to_numpy(), NONEMPLOYED] = at_one.to_numpy()
         return largest
 
+    def largest_by_destination(self, years_after: int) -> np.ndarray:
+        """Per employed destination (state x sector, N_DESTINATIONS - 1), the largest number
+        of graduates of every cell at one establishment: x_v of the employer-side table
+        (graduates without employer_id as one establishment per destination)."""
+        largest = np.zeros(NONEMPLOYED, np.int64)
+        parts = self.at_employer.get(years_after)
+        if parts:
+            summed = _summed(parts)
+            destination = summed["flow"].to_numpy() % N_DESTINATIONS
+            employed = summed.assign(destination=destination)[destination != NONEMPLOYED]
+            best = employed.groupby(["destination", "employer"])["graduates"].sum() \
+                .groupby(level="destination").max()
+            largest[best.index.to_numpy()] = best.to_numpy()
+        return largest
+
     def frame(self, level: str) -> tuple[CellFrame, np.ndarray]:
         """The cell frame in canonical order, and the order of the cells as numbered here."""
         cells = (pd.concat(self.rows, ignore_index=True) if self.rows else
@@ -276,6 +291,8 @@ class LevelCounts:
     employed: dict[int, np.ndarray]        # years_after -> cells x destinations (no ZZ/Z)
     # years_after -> cells x destinations: x_v (employer-side protection only)
     largest_at_one_employer: dict[int, np.ndarray] = field(default_factory=dict)
+    # years_after -> x_v of each state x sector over every cell (the employer-side table)
+    largest_by_destination: dict[int, np.ndarray] = field(default_factory=dict)
 
 
 @dataclass
@@ -308,6 +325,15 @@ class TrueCounts:
         flows = counts.employed[years_after][selected].astype(np.int64)
         flows[:, NONEMPLOYED] = counts.graduates[selected] - flows.sum(axis=1)
         return counts.frame.cells[selected].reset_index(drop=True), flows
+
+    def employer_side_table(self, level: str, years_after: int,
+                            last_earnings_year: int) -> tuple[np.ndarray, np.ndarray]:
+        """The employer-side table (only establishment attributes: the strong notion): per
+        state x sector, the employed graduates of the observable cells, and x_v, the largest
+        number of graduates at one establishment there (over every cell: at least as large)."""
+        _, flows = self.flows(level, years_after, last_earnings_year)
+        return (flows[:, :NONEMPLOYED].sum(axis=0),
+                self.levels[level].largest_by_destination[years_after])
 
     def largest_at_one_employer(self, level: str, years_after: int, last_earnings_year: int,
                                 populations: pd.DataFrame | None = None) -> np.ndarray:
@@ -346,6 +372,8 @@ class CountsAccumulator:
                 {k: _full(totals.employed.get(k), n, N_DESTINATIONS, np.int32)[order]
                  for k in years if level in self.rules.flows_levels},
                 {k: totals.largest_at_one_employer(k, n)[order]
+                 for k in years if level in self.rules.flows_levels and self.rules.employers},
+                {k: totals.largest_by_destination(k)
                  for k in years if level in self.rules.flows_levels and self.rules.employers})
         return levels
 

@@ -9,7 +9,9 @@ The truth and x_v come from the release's own streaming count (tasks/inputs/true
 the noise from simulation streams of the study seed through the mechanism layer's samplers
 (never a release stream). The raw measured flows are compared (before the correction,
 which treats every mechanism's values alike): mean error (bias), mean absolute error and
-relative error (mean absolute error over the mean true count), per stratum; infeasible
+relative error (mean absolute error over the mean true count), per stratum; the same for
+the employer-side table (every employed graduate by state x sector x years after: only
+establishment attributes, the strong notion; x_v over all graduates); infeasible
 (mechanism, alpha, epsilon) settings are listed as such. Synthetic data only: the outputs
 hold true counts. Privacy cost: none (a simulation; nothing is released).
 """
@@ -44,6 +46,9 @@ CONCENTRATION_STRATA = ((0.0, 0.5, "largest employer < 50%"),  # employed flows
                         (0.5, 0.9999, "largest employer 50-99%"),
                         (0.9999, 1.0, "one employer (100%)"))
 MIN_FLOW_FOR_CONCENTRATION = 5
+# The employer-side table: every employed graduate by state x sector x years after (only
+# establishment attributes: the strong notion, parallel across its cells for employers).
+TABLE_STRATUM = "state x sector, all graduates"
 
 
 @dataclass(frozen=True)
@@ -101,7 +106,8 @@ def evaluate(counts, cfg: ReleaseConfig, settings: list[EmployerStudySetting], d
     for k in cfg.cells.years_after:
         _, truth = counts.flows("2", k, cfg.cells.last_earnings_year)
         largest = counts.largest_at_one_employer("2", k, cfg.cells.last_earnings_year)
-        tables.append((k, truth, largest, strata(truth, largest)))
+        table = counts.employer_side_table("2", k, cfg.cells.last_earnings_year)
+        tables.append((k, truth, largest, strata(truth, largest), table))
     started = time.time()
     for n, setting in enumerate(settings):
         base = {"mechanism": setting.mechanism.value, "alpha": setting.alpha,
@@ -114,16 +120,22 @@ def evaluate(counts, cfg: ReleaseConfig, settings: list[EmployerStudySetting], d
             rows.append({**base, "feasible": False, "reason": str(exc)})
             continue
         for draw in range(draws):
-            for k, truth, largest, groups in tables:
+            for k, truth, largest, groups, (table, table_largest) in tables:
                 stream = (f"{setting.mechanism.value}/alpha={setting.alpha!r}/"
                           f"epsilon={setting.epsilon!r}/draw={draw}/y{k}")
                 error = (setting_values(setting, truth, largest, seed, stream) - truth
                          ).astype(np.float64)
-                for kind, label, mask in groups:
+                table_error = (setting_values(setting, table, table_largest, seed,
+                                              f"{stream}/employer-table") - table
+                               ).astype(np.float64)
+                pieces = [(error, truth, kind, label, mask) for kind, label, mask in groups]
+                pieces.append((table_error, table, "employer table", TABLE_STRATUM,
+                               np.ones(table.shape, bool)))
+                for error_of, truth_of, kind, label, mask in pieces:
                     flows = int(mask.sum())
                     if not flows:
                         continue
-                    e, t = error[mask], truth[mask]
+                    e, t = error_of[mask], truth_of[mask]
                     mae = float(np.abs(e).mean())
                     rows.append({**base, "feasible": True, "reason": "", "draw": draw,
                                  "years_after": k, "stratum_kind": kind, "stratum": label,
@@ -207,5 +219,8 @@ def report_text(summary: pd.DataFrame, infeasible: pd.DataFrame, data_dir: Path,
             f"## By flow size (true graduates)\n\n{table('size')}\n\n"
             f"## By employer concentration (employed flows of {MIN_FLOW_FOR_CONCENTRATION} or "
             f"more graduates; share at the largest establishment)\n\n{table('concentration')}\n\n"
+            "## Employer-side table (state x sector x years after, strong notion)\n\n"
+            "Every employed graduate by state x sector: mean absolute error per cell "
+            f"(graduates).\n\n{table('employer table')}\n\n"
             f"## Infeasible settings\n\n{len(infeasible)} (mechanism, alpha, epsilon) settings "
             "cannot give the guarantee (employer_flows_infeasible.csv).\n")
