@@ -26,7 +26,7 @@ def _synth(args: argparse.Namespace) -> int:
         counts = write_synthetic(Path(args.out), graduates=args.graduates, seed=args.seed,
                                  cip_switch_year=args.cip_switch_year,
                                  part_graduates=args.part_graduates,
-                                 institutions=args.institutions)
+                                 institutions=args.institutions, employers=args.employers)
     except ValueError as exc:   # arguments the universe cannot meet; nothing is written
         print(f"pseo-das synth: {exc}", file=sys.stderr)
         return 2
@@ -239,8 +239,31 @@ NOT_SYNTHETIC = (
     "synthetic data made another way, say so with --i-know-this-is-synthetic.")
 
 
+def _evaluate_employer_flows(args: argparse.Namespace) -> int:
+    from pseo_das.tasks.inputs.ingest import InputValidationError
+    from pseo_das.tasks.study.employer_flows_study import employer_flows_study
+    from pseo_das.tasks.study.flows_study import DEFAULT_FLOWS_STUDY_SEED
+
+    try:
+        result = employer_flows_study(Path(args.data), Path(args.out), args.mechanisms,
+                                      args.seed or DEFAULT_FLOWS_STUDY_SEED, args.draws or 1,
+                                      args.alphas, args.epsilons)
+    except InputValidationError as exc:
+        print(f"\npseo-das evaluate: FAILED.\n{exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    out = Path(args.out)
+    print(f"\nEmployer-protection flows study done in {result['seconds']:.0f} s "
+          f"({result['settings']} settings, {result['infeasible']} infeasible).\n"
+          f"  report:  {out / 'employer_flows_accuracy.md'}\n"
+          f"  tables:  {out / 'employer_flows_accuracy.csv'}, "
+          f"{out / 'employer_flows_measures_by_draw.csv'}, {out / 'employer_flows_infeasible.csv'}")
+    return 0
+
+
 def _evaluate_flows(args: argparse.Namespace) -> int:
     from pseo_das.tasks.inputs.ingest import InputValidationError
+    if args.mechanisms:
+        return _evaluate_employer_flows(args)
     from pseo_das.tasks.study.flows_accuracy_study import flows_accuracy_study
     from pseo_das.tasks.study.flows_study import DEFAULT_FLOWS_STUDY_SEED
 
@@ -266,6 +289,16 @@ def _evaluate_flows(args: argparse.Namespace) -> int:
     return 0
 
 
+def _mechanisms(text: str) -> list[str]:
+    names = [x.strip() for x in text.split(",") if x.strip()]
+    known = ("geometric", "log-laplace", "smooth-gamma", "smooth-laplace")
+    bad = [n for n in names if n not in known]
+    if bad or not names:
+        raise argparse.ArgumentTypeError(f"unknown mechanism(s) {', '.join(bad) or '(none)'}; "
+                                         f"expected some of {', '.join(known)}")
+    return names
+
+
 def _evaluate(args: argparse.Namespace) -> int:
     from pseo_das.synth import is_synthetic
 
@@ -275,9 +308,10 @@ def _evaluate(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     if args.product == "flows":
         return _evaluate_flows(args)
-    if args.epsilons or args.draws or args.total_shares or args.nonemployed_weights:
-        print("pseo-das evaluate: --epsilons, --draws, --total-shares and --nonemployed-weights "
-              "are options of --product flows",
+    if args.epsilons or args.draws or args.total_shares or args.nonemployed_weights or \
+            args.mechanisms or args.alphas:
+        print("pseo-das evaluate: --epsilons, --draws, --total-shares, --nonemployed-weights, "
+              "--mechanisms and --alphas are options of --product flows",
               file=sys.stderr)
         return EXIT_BAD_INPUT
     _quiet_prefect_defaults()
@@ -530,6 +564,10 @@ def parser() -> argparse.ArgumentParser:
                        help="40 (default): the demo universe, 40 institutions in 5 states; any "
                             "other N: a national universe of N institutions in every state, the "
                             "largest with a few percent of the graduates (at N of 500 and more)")
+    synth.add_argument("--employers", action="store_true",
+                       help="add the optional outcomes column employer_id (synthetic "
+                            "establishments, a few dominant ones) for flows.mechanism other than "
+                            "geometric; every other value is the same as without it")
     synth.set_defaults(run=_synth)
 
     release = sub.add_parser("release", parents=[common], help="run a quarterly release (earnings and employment flows)")
@@ -665,6 +703,13 @@ def parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--nonemployed-weights", type=lambda t: [float(x) for x in t.split(",")],
                           help="flows only: comma-separated non-employed weights of the appendix "
                           "candidate (default 1,0.01,3e-06)")
+    evaluate.add_argument("--mechanisms", type=_mechanisms, help="flows only: comma-separated "
+                          "flows mechanisms (geometric, log-laplace, smooth-gamma, smooth-laplace) "
+                          "to compare on data with employer_id, at --alphas x --epsilons "
+                          "(default 0.01,0.05,0.1,0.15,0.2 x 0.25,0.5,1,2,4), instead of the "
+                          "correction study")
+    evaluate.add_argument("--alphas", type=lambda t: [float(x) for x in t.split(",")],
+                          help="flows --mechanisms only: comma-separated alphas")
     evaluate.add_argument("--seed", type=_seed_hex, help="simulation seed, 64 hex digits "
                           "(default: a fixed public seed, so the study is repeatable)")
     evaluate.add_argument("--i-know-this-is-synthetic", action="store_true",

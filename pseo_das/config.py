@@ -9,7 +9,8 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, ValidationError, model_serializer,
+                      model_validator)
 
 from pseo_das.epsilon import epsilon_text, exact_epsilon
 
@@ -128,6 +129,9 @@ APPENDIX_CORRECTION = "appendix"
 MEASURED_TOTAL_CORRECTION = "measured-total"
 
 
+EMPLOYER_KEYS = ("mechanism", "employer_alpha", "employer_delta", "log_laplace_unbiased")
+
+
 class FlowsConfig(_Strict):
     epsilon_per_tabulation: float = Field(gt=0)
     cip_levels: dict[Literal["4", "2", "A"], Literal["measure", "derive"]] = Field(min_length=1)
@@ -137,6 +141,14 @@ class FlowsConfig(_Strict):
     # neither key); default_config.toml sets the measured total.
     correction: Literal["appendix", "measured-total"] = APPENDIX_CORRECTION
     total_epsilon_per_tabulation: float = Field(default=0, ge=0)
+    # How the flows are measured (tasks/privacy/establishment.py): "geometric" protects the
+    # graduates (epsilon-DP); "log-laplace", "smooth-gamma" and "smooth-laplace" protect the
+    # employers too ((alpha, epsilon) employer-employee privacy, Haney et al. 2017), at
+    # flows.epsilon_per_tabulation, and need the outcomes column employer_id.
+    mechanism: Literal["geometric", "log-laplace", "smooth-gamma", "smooth-laplace"] = "geometric"
+    employer_alpha: float = Field(default=0.1, gt=0)
+    employer_delta: float = Field(default=0, ge=0, lt=1)   # smooth-laplace only
+    log_laplace_unbiased: bool = False
 
     @model_validator(mode="after")
     def _levels(self) -> "FlowsConfig":
@@ -151,7 +163,44 @@ class FlowsConfig(_Strict):
             raise ValueError('flows.correction = "appendix" uses the noisy sum of the flows as '
                              'the total and measures none: set flows.total_epsilon_per_tabulation '
                              '= 0 (or flows.correction = "measured-total")')
+        protection = self.employer_protection()
+        if protection is not None:
+            from pseo_das.tasks.privacy.establishment import InfeasibleParameters
+            try:
+                protection.check()
+            except InfeasibleParameters as exc:
+                raise ValueError(f"flows.mechanism = \"{self.mechanism}\" (employer_alpha "
+                                 f"{self.employer_alpha:g}, epsilon_per_tabulation "
+                                 f"{self.epsilon_per_tabulation:g}, employer_delta "
+                                 f"{self.employer_delta:g}) cannot be given: {exc}") from None
+        elif self.employer_delta or self.log_laplace_unbiased:
+            raise ValueError('flows.employer_delta and flows.log_laplace_unbiased are for the '
+                             'employer-protecting flows.mechanism values only')
         return self
+
+    @model_serializer(mode="wrap")
+    def _without_unused_employer_keys(self, handler):
+        """With the geometric mechanism the employer keys are unused and left out, so the
+        configuration (config.json, its SHA-256, the MLflow parameters) is the same as
+        before they existed."""
+        data = handler(self)
+        if not self.protects_employers:
+            for key in EMPLOYER_KEYS:
+                data.pop(key, None)
+        return data
+
+    @property
+    def protects_employers(self) -> bool:
+        return self.mechanism != "geometric"
+
+    def employer_protection(self):
+        """The EmployerProtection of the flows measurements, or None (geometric)."""
+        if not self.protects_employers:
+            return None
+        from pseo_das.tasks.privacy.establishment import EmployerProtection, FlowsMechanism
+        return EmployerProtection(FlowsMechanism(self.mechanism), self.employer_alpha,
+                                  self.epsilon_per_tabulation, self.employer_delta,
+                                  self.log_laplace_unbiased)
 
     @property
     def measures_total(self) -> bool:

@@ -73,6 +73,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pseo_das.schemas.institutions import INSTITUTIONS_FILE, institution_labels
+from pseo_das.synth_employers import EmployerUniverse, employer_column
 
 __all__ = ["write_synthetic", "make_universe", "cip_vintages", "CIP_SWITCH_YEAR"]
 
@@ -816,7 +817,8 @@ def write_synthetic(out_dir: Path, graduates: int = 200_000, seed: int = 2024010
                     progress: Callable[[str], None] = print,
                     cip_switch_year: int = CIP_SWITCH_YEAR,
                     part_graduates: int | None = None,
-                    institutions: int = DEMO_INSTITUTIONS) -> dict[str, int]:
+                    institutions: int = DEMO_INSTITUTIONS,
+                    employers: bool = False) -> dict[str, int]:
     """Write graduates.parquet and outcomes.parquet to out_dir; return {"graduates": n, "outcomes": m}.
 
     The same arguments always give byte-identical files. Files are written under
@@ -833,6 +835,10 @@ def write_synthetic(out_dir: Path, graduates: int = 200_000, seed: int = 2024010
 
     `institutions` other than DEMO_INSTITUTIONS draws a national universe of that many
     institutions (make_universe) instead of the demo one, for data sets at national scale.
+
+    `employers` adds the optional outcomes column employer_id (synth_employers: synthetic
+    establishments per state x sector, a few dominant); every other byte of the data is
+    the same as without it.
     """
     if graduates < 1:
         raise ValueError(f"graduates must be positive, got {graduates}")
@@ -849,6 +855,9 @@ def write_synthetic(out_dir: Path, graduates: int = 200_000, seed: int = 2024010
         raise ValueError(f"{', '.join(in_the_way)} already there: a data folder holds each input "
                          "once, as a file or as a folder of part files; remove it or write elsewhere")
     coverage = state_coverage()
+    establishments = EmployerUniverse.make(seed) if employers else None
+    outcomes_schema = OUTCOMES_SCHEMA.append(pa.field("employer_id", pa.string())) \
+        if employers else OUTCOMES_SCHEMA
     cip_vintages()  # read the crosswalk before any file is opened
     partial = {n: out_dir / f".{n}.partial" for n in names}
     chunks_per_part = -(-part_graduates // CHUNK_GRADUATES) if part_graduates else None
@@ -865,13 +874,18 @@ def write_synthetic(out_dir: Path, graduates: int = 200_000, seed: int = 2024010
                     writer.close()
                 part = f"part-{chunk // chunks_per_part:05d}.parquet" if chunks_per_part else None
                 writers = {n: pq.ParquetWriter(partial[n] / part if part else partial[n], schema)
-                           for n, schema in zip(names, (GRADUATES_SCHEMA, OUTCOMES_SCHEMA))}
+                           for n, schema in zip(names, (GRADUATES_SCHEMA, outcomes_schema))}
             rng = _generator(seed, CHUNK_STREAM, chunk)
             n = min(CHUNK_GRADUATES, graduates - first)
             grads = draw_graduates(universe, rng, first + 1, n)
             outcomes = draw_outcomes(universe, grads, rng, last_data_year, coverage)
             writers["graduates"].write_table(graduates_table(universe, grads, cip_switch_year))
-            writers["outcomes"].write_table(outcomes_table(outcomes))
+            table = outcomes_table(outcomes)
+            if establishments is not None:
+                table = table.append_column("employer_id", employer_column(
+                    establishments.draw(seed, chunk, outcomes.emp_state, outcomes.industry),
+                    establishments.labels))
+            writers["outcomes"].write_table(table)
             counts["graduates"] += n
             counts["outcomes"] += len(outcomes.person_id)
             progress(f"synth: {counts['graduates']:,} / {graduates:,} graduates, "

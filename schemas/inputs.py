@@ -15,6 +15,10 @@ from pseo_das.schemas.codes import (CIP2010_PATTERN, DEGREE_LEVELS, NAICS_SECTOR
 GRADUATE_COLUMNS = ("person_id", "institution", "inst_state", "degree_level", "cipcode",
                     "grad_year")
 OUTCOME_COLUMNS = ("person_id", "years_after", "earnings", "emp_state", "industry")
+# Optional: the establishment of the job (text; empty = no job or unknown). Needed only by
+# the employer-protecting flows mechanisms (flows.mechanism other than "geometric").
+EMPLOYER_COLUMN = "employer_id"
+EMPLOYER_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$"
 # The columns that whole-table checks read (pandera reports every column for them).
 TABLE_CHECK_COLUMNS = {
     "unique_person_id_years_after": "person_id, years_after",
@@ -22,7 +26,7 @@ TABLE_CHECK_COLUMNS = {
     "cipcode_in_vintage_of_grad_year": "cipcode, grad_year",
 }
 CODE_COLUMNS = ("institution", "inst_state", "degree_level", "cipcode", "emp_state",
-                "industry")
+                "industry", EMPLOYER_COLUMN)
 
 
 def _valid_codes(values: pd.Series, valid) -> pd.Series:
@@ -32,7 +36,8 @@ def _valid_codes(values: pd.Series, valid) -> pd.Series:
     return pd.Series(ok[values.cat.codes.to_numpy()], index=values.index)
 
 
-def _code(pattern: str | None = None, allowed=None, nullable: bool = False) -> pa.Column:
+def _code(pattern: str | None = None, allowed=None, nullable: bool = False,
+          required: bool = True) -> pa.Column:
     checks = []
     if pattern:
         checks.append(pa.Check(lambda s: _valid_codes(s, lambda c: c.str.fullmatch(pattern)),
@@ -41,7 +46,7 @@ def _code(pattern: str | None = None, allowed=None, nullable: bool = False) -> p
         allowed = list(allowed)
         checks.append(pa.Check(lambda s: _valid_codes(s, lambda c: c.isin(allowed)),
                                name=f"isin({allowed})", ignore_na=False))
-    return pa.Column("category", checks, nullable=nullable)
+    return pa.Column("category", checks, nullable=nullable, required=required)
 
 
 class CipVintages:
@@ -97,6 +102,7 @@ def outcomes_schema() -> pa.DataFrameSchema:
                 nullable=True),
             "emp_state": _code(STATE_FIPS_PATTERN, STATE_FIPS, nullable=True),
             "industry": _code(allowed=NAICS_SECTORS, nullable=True),
+            EMPLOYER_COLUMN: _code(EMPLOYER_ID_PATTERN, nullable=True, required=False),
         },
         checks=[pa.Check(_unique_person_year, name="unique_person_id_years_after")],
         name="outcomes")

@@ -90,6 +90,13 @@ def config(text: str | bytes) -> Make:
     return make
 
 
+def both(*makes: Make) -> Make:
+    """The options of several makes together (e.g. --data and --config)."""
+    def make(root: Path) -> dict[str, Path]:
+        return {key: value for m in makes for key, value in m(root).items()}
+    return make
+
+
 def no_config(root: Path) -> dict[str, Path]:
     return {"--config": root / "release.toml"}
 
@@ -341,6 +348,16 @@ CASES = [
                  ["{root}/reference/bls/cu.data.annual.AllItems.txt: no CPI-U annual average "
                   "(CUUR0000SA0, M13) for 2016"],
                  id="cpi-without-the-bins-dollar-year"),
+    # employer-side protection of the flows (flows.mechanism)
+    pytest.param(config('[flows]\nmechanism = "smooth-gamma"\nepsilon_per_tabulation = 0.3\n'),
+                 ["{root}/release.toml: invalid configuration",
+                  "smooth-gamma: 1 + alpha <= e^(epsilon/4) fails at alpha 0.1, epsilon 0.3: the "
+                  "smallest epsilon for alpha 0.1 is 4 ln(1 + alpha) = 0.3812"],
+                 id="employer-mechanism-infeasible"),
+    pytest.param(both(data(), config('[flows]\nmechanism = "smooth-gamma"\n')),
+                 ['{root}/parquet-data/outcomes.parquet: flows.mechanism = "smooth-gamma" protects '
+                  "employers and needs the column employer_id"],
+                 id="employer-mechanism-without-employer-id"),
     pytest.param(reference(**{COVERAGE_FILE: replace(b"\n06,", b"\n0\xe9,")}),
                  [f"{{root}}/reference/{COVERAGE_FILE}: cannot read: not UTF-8 text: byte 0xe9"],
                  id="reference-coverage-latin1"),

@@ -15,7 +15,7 @@ import pandas as pd
 from pseo_das.config import ReleaseConfig
 from pseo_das.epsilon import epsilon_text, exact_epsilon
 from pseo_das.tasks.audit.audit_target import AuditedRelease
-from pseo_das.tasks.privacy.mechanism import GEOMETRIC
+from pseo_das.tasks.privacy.mechanism import MEASURING_MECHANISMS
 from pseo_das.tasks.employment_flows.noisy_flows import PRODUCT as FLOWS_PRODUCT
 from pseo_das.tasks.employment_flows.noisy_flows import TOTAL_PRODUCT as FLOWS_TOTAL_PRODUCT
 from pseo_das.tasks.earnings.noisy_histograms import PRODUCT as EARNINGS_PRODUCT
@@ -82,7 +82,7 @@ def epsilon_findings(ledger: pd.DataFrame, settings: dict[str, object]) -> list[
         tab, product, epsilon = row["tabulation_id"], row["product"], row["epsilon"]
         if epsilon is None:
             out.append(f"tabulation {tab}: epsilon {row['epsilon_text']!r} is not a number")
-        elif row["mechanism"] == GEOMETRIC:
+        elif row["mechanism"] in MEASURING_MECHANISMS:
             setting = EPSILON_SETTING.get(product)
             if setting is None:
                 out.append(f"tabulation {tab}: unknown product {product!r}, no configured epsilon")
@@ -197,7 +197,7 @@ def check_ledger(release: AuditedRelease, logged_ledger: Path | None) -> CheckRe
     findings += metric_findings(ledger, release.metrics)
 
     total = sum((e for e in ledger["epsilon"] if e is not None), Fraction(0))
-    measured = ledger[ledger["mechanism"] == GEOMETRIC]
+    measured = ledger[ledger["mechanism"].isin(MEASURING_MECHANISMS)]
     by_product = measured.groupby("product")["epsilon"].agg(
         count="count", sum=lambda s: sum((e for e in s if e is not None), Fraction(0)))
     plan = _planned(config)

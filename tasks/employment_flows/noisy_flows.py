@@ -18,7 +18,9 @@ from pseo_das.config import ReleaseConfig
 from pseo_das.tasks import progress, release_task
 from pseo_das.tasks.inputs.cells import sum_to_coarser
 from pseo_das.tasks.employment_flows.flow_counts import N_DESTINATIONS
+from pseo_das.tasks.privacy.establishment import PrivacyNotion
 from pseo_das.tasks.privacy.mechanism import (LedgerEntry, NoisyMeasurement, derived_entry,
+                                              measure_with_employer_protection,
                                               measure_with_geometric_noise)
 
 if TYPE_CHECKING:
@@ -65,6 +67,9 @@ def measure_flows(pending: dict[int, list["PendingMeasurement"]], counts: "TrueC
     (every graduate of the cell is in exactly one destination). Privacy cost: the
     question's epsilon per measurement (flows.epsilon_per_tabulation, or
     flows.total_epsilon_per_tabulation for an origin count), on its populations only.
+    With an employer-protecting flows.mechanism, the flows (not the origin counts, which
+    have no establishment attribute) get that mechanism instead of the geometric one:
+    graduates keep epsilon-DP, employers get weak (alpha, epsilon) per flow.
     True counts stay inside."""
     started = time.perf_counter()
     measured = []
@@ -76,9 +81,21 @@ def measure_flows(pending: dict[int, list["PendingMeasurement"]], counts: "TrueC
                                               measurement.populations)
             if question.product == TOTAL_PRODUCT:
                 true_counts = true_counts.sum(axis=1, keepdims=True)
-            measured.append(measure_with_geometric_noise(
-                bytes.fromhex(measurement.seed_hex), measurement.measurement_id,
-                question.tabulation_id, question.product, cells, true_counts, question.epsilon))
+            protection = question.protection()
+            if protection is None:
+                measured.append(measure_with_geometric_noise(
+                    bytes.fromhex(measurement.seed_hex), measurement.measurement_id,
+                    question.tabulation_id, question.product, cells, true_counts,
+                    question.epsilon))
+            else:   # flows with graduate attributes: the weak employer notion
+                largest = counts.largest_at_one_employer(
+                    question.cip_level, years_after, cfg.cells.last_earnings_year,
+                    measurement.populations)
+                measured.append(measure_with_employer_protection(
+                    bytes.fromhex(measurement.seed_hex), measurement.measurement_id,
+                    question.tabulation_id, question.product, cells, true_counts, largest,
+                    protection, PrivacyNotion.WEAK))
+                del largest
             del true_counts
     progress("measured flows: " + (", ".join(
         f"{m.measurement_id} ({len(m.cells):,} cells x {m.values.shape[1]:,} "

@@ -102,6 +102,22 @@ class InputFiles:
                 raise InputValidationError(f"{file}: missing column(s) {', '.join(missing)}; "
                                            f"expected {', '.join(columns)}")
 
+    def has_column(self, column: str) -> bool:
+        """Whether the input has the optional `column` (in every part file; refused when
+        only some part files have it)."""
+        if self.is_csv:
+            try:
+                return column in pd.read_csv(self.path, nrows=0).columns
+            except (ValueError, OSError, UnicodeDecodeError):
+                return False   # the reader names what is wrong with the file
+        having = [column in _open_parquet(file).schema_arrow.names for file in self.files]
+        if any(having) and not all(having):
+            missing = [f.name for f, has in zip(self.files, having) if not has]
+            raise InputValidationError(f"{self.path}: column {column} is in some part files "
+                                       f"only (not in {', '.join(missing[:3])}); give it in "
+                                       "every part file or in none")
+        return all(having)
+
     def chunks(self, columns: tuple[str, ...], chunk_rows: int = CHUNK_ROWS
                ) -> Iterator[pd.DataFrame]:
         """The input's rows, `chunk_rows` at a time at most, converted (see module doc)."""

@@ -161,23 +161,26 @@ class Validator:
 
 def person_chunks(graduates: InputFiles, outcomes: InputFiles, validator: Validator,
                   chunk_rows: int = CHUNK_ROWS,
-                  note: Callable[[str], None] = lambda _: None) -> Iterator[PersonChunk]:
+                  note: Callable[[str], None] = lambda _: None,
+                  outcome_columns: tuple[str, ...] = OUTCOME_COLUMNS) -> Iterator[PersonChunk]:
     """The validated, linked chunks of both inputs (module doc). Raises
     InputValidationError after the last chunk when any row failed; the caller keeps
-    nothing it counted before then. `note` gets a line when the inputs are found unsorted."""
+    nothing it counted before then. `note` gets a line when the inputs are found unsorted.
+    `outcome_columns`: the outcomes columns read (optional ones only when needed)."""
     try:
-        yield from _merged(graduates, outcomes, validator, chunk_rows)
+        yield from _merged(graduates, outcomes, validator, chunk_rows, outcome_columns)
     except NotSorted as why:
         note(f"{why}: reading both inputs again through person_id partitions on disk")
         validator.reset()
-        yield from _partitioned(graduates, outcomes, validator, chunk_rows)
+        yield from _partitioned(graduates, outcomes, validator, chunk_rows, outcome_columns)
     validator.raise_if_failed()
 
 
 def _merged(graduates: InputFiles, outcomes: InputFiles, validator: Validator,
-            chunk_rows: int) -> Iterator[PersonChunk]:
+            chunk_rows: int, outcome_columns: tuple[str, ...] = OUTCOME_COLUMNS
+            ) -> Iterator[PersonChunk]:
     """The merge pass over inputs sorted by person_id (NotSorted at the first row out of order)."""
-    pending = prefetched(_sorted_chunks(outcomes, OUTCOME_COLUMNS, chunk_rows))
+    pending = prefetched(_sorted_chunks(outcomes, outcome_columns, chunk_rows))
     buffer: list[pd.DataFrame] = []
     last_graduate = None
     for chunk in prefetched(_sorted_chunks(graduates, GRADUATE_COLUMNS, chunk_rows)):
@@ -272,16 +275,17 @@ def linked_chunk(validator: Validator, graduates: pd.DataFrame | None,
 
 
 def _partitioned(graduates: InputFiles, outcomes: InputFiles, validator: Validator,
-                 chunk_rows: int) -> Iterator[PersonChunk]:
+                 chunk_rows: int, outcome_columns: tuple[str, ...] = OUTCOME_COLUMNS
+                 ) -> Iterator[PersonChunk]:
     """The disk-backed pass: hash partitions by person_id, each sorted in memory."""
     rows = graduates.rows if graduates.rows > 0 else chunk_rows
     n_parts = max(1, math.ceil(rows / chunk_rows))
     with tempfile.TemporaryDirectory(prefix="pseo-das-partitions-") as tmp:
         parts = {source.name: _write_partitions(source, columns, n_parts, Path(tmp), chunk_rows)
-                 for source, columns in ((graduates, GRADUATE_COLUMNS), (outcomes, OUTCOME_COLUMNS))}
+                 for source, columns in ((graduates, GRADUATE_COLUMNS), (outcomes, outcome_columns))}
         for k in range(n_parts):
             grads = _read_partition(parts[graduates.name][k], graduates, GRADUATE_COLUMNS)
-            outs = _read_partition(parts[outcomes.name][k], outcomes, OUTCOME_COLUMNS)
+            outs = _read_partition(parts[outcomes.name][k], outcomes, outcome_columns)
             grads = grads.sort_values("person_id", kind="stable") if len(grads) else None
             if grads is not None:
                 grads = validator.check_graduates(grads)

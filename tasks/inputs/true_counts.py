@@ -25,7 +25,8 @@ import numpy as np
 import pandas as pd
 
 from pseo_das.config import ReleaseConfig
-from pseo_das.schemas.inputs import CipVintages, graduates_schema, outcomes_schema
+from pseo_das.schemas.inputs import (EMPLOYER_COLUMN, OUTCOME_COLUMNS, CipVintages,
+                                     graduates_schema, outcomes_schema)
 from pseo_das.tasks import progress, release_task
 from pseo_das.tasks.earnings.histograms import earnings_bin
 from pseo_das.tasks.employment_flows.flow_counts import (N_DESTINATIONS, NONEMPLOYED,
@@ -35,7 +36,8 @@ from pseo_das.tasks.inputs.cells import (CIP_VINTAGES, MEASURED_CELL_COLUMNS,
                                          cohort_attributes)
 from pseo_das.tasks.inputs.constant_dollars import deflated
 from pseo_das.tasks.inputs.cpi import ConsumerPrices
-from pseo_das.tasks.inputs.ingest import CHUNK_ROWS, InputFiles, find_inputs
+from pseo_das.tasks.inputs.ingest import (CHUNK_ROWS, InputFiles, InputValidationError,
+                                          find_inputs)
 from pseo_das.tasks.inputs.person_chunks import PersonChunk, Validator, person_chunks
 
 
@@ -47,11 +49,12 @@ class CountingRules:
     cpi: ConsumerPrices
     earnings_levels: tuple[str, ...]
     flows_levels: tuple[str, ...]
+    employers: bool = False   # count x_v, the largest number at one establishment, per flow
 
     @classmethod
     def of(cls, cfg: ReleaseConfig, cip_switch_year: int, cpi: ConsumerPrices) -> "CountingRules":
         return cls(cfg, cip_switch_year, cpi, tuple(cfg.privacy.measured_levels()),
-                   tuple(cfg.flows.measured_levels()))
+                   tuple(cfg.flows.measured_levels()), cfg.flows.protects_employers)
 
     @property
     def levels(self) -> list[str]:
@@ -66,6 +69,11 @@ class LevelChunkCounts:
     histograms: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
     employed: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
     # years_after -> (flat index cell * width + bin or destination, count), sparse
+    at_employer: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=dict)
+    # years_after -> (flat cell * N_DESTINATIONS + destination, employer code, count): the
+    # graduates of each flow at each establishment (code -1: no employer_id on record);
+    # jobs under the earnings floor at the non-employed destination
+    employer_names: pd.Index | None = None   # the chunk's employer codes' ids
 
 
 ChunkCounts = dict[str, LevelChunkCounts]
@@ -102,6 +110,9 @@ def count_chunk(chunk: PersonChunk, rules: CountingRules) -> ChunkCounts:
     destination = employed_destination(outcomes.assign(earnings=earnings),
                                        cfg.earnings.sample_floor)
     attributes = cohort_attributes(chunk.graduates, cfg.cells, rules.cip_switch_year)
+    if rules.employers:
+        employer = outcomes[EMPLOYER_COLUMN]
+        employer_code = employer.cat.codes.to_numpy().astype(np.int64)
     counts: ChunkCounts = {}
     for level in rules.levels:
         frame = cell_frame(attributes, level)
@@ -120,8 +131,26 @@ def count_chunk(chunk: PersonChunk, rules: CountingRules) -> ChunkCounts:
                 level_counts.employed[k] = _sparse(record_cell[kept] * N_DESTINATIONS
                                                    + destination[kept],
                                                    len(frame.cells) * N_DESTINATIONS)
+                if rules.employers:   # jobs under the floor too, at the non-employed destination
+                    at_job = kept | (rows & ~np.isnan(earnings))
+                    level_counts.at_employer[k] = _at_employer(
+                        record_cell[at_job] * N_DESTINATIONS + destination[at_job],
+                        employer_code[at_job], len(employer.cat.categories))
+                    level_counts.employer_names = employer.cat.categories
         counts[level] = level_counts
     return counts
+
+
+def _at_employer(flat: np.ndarray, employer: np.ndarray, n_employers: int
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The distinct (flow, employer) pairs of some records and their numbers of graduates."""
+    width = n_employers + 1
+    keys, counts = np.unique(flat * width + (employer + 1), return_counts=True)
+    return keys // width, keys % width - 1, counts.astype(np.int64)
+
+
+# Rows of (flow, employer) counts kept before they are added up (bounded memory).
+EMPLOYER_ROWS_BEFORE_SUM = 2_000_000
 
 
 class LevelTotals:
@@ -136,6 +165,8 @@ class LevelTotals:
         self.graduates = np.zeros(0, np.int64)
         self.histograms: dict[int, np.ndarray] = {}
         self.employed: dict[int, np.ndarray] = {}
+        self.employer_ids: dict[str, int] = {}             # employer_id -> number
+        self.at_employer: dict[int, list[pd.DataFrame]] = {}
 
     def _composite(self, cells: pd.DataFrame) -> np.ndarray:
         """One int64 per cell: its codes' numbers and its cohort, in fixed bit fields."""
@@ -186,6 +217,51 @@ class LevelTotals:
                 if k not in store:
                     store[k] = np.zeros((len(self.graduates), width), dtype)
                 store[k][ids[flat // width], flat % width] += count.astype(dtype)
+        for k, (flat, employer, count) in part.at_employer.items():
+            number = np.array([self.employer_ids.setdefault(str(e), len(self.employer_ids))
+                               for e in part.employer_names] + [-1], dtype=np.int64)
+            parts = self.at_employer.setdefault(k, [])
+            parts.append(pd.DataFrame({
+                "flow": ids[flat // N_DESTINATIONS] * N_DESTINATIONS + flat % N_DESTINATIONS,
+                "employer": number[employer], "graduates": count}))
+            if sum(len(p) for p in parts) > EMPLOYER_ROWS_BEFORE_SUM:
+                self.at_employer[k] = [_summed(parts)]
+
+    def largest_at_one_employer(self, years_after: int, n: int) -> np.ndarray:
+        """x_v of every flow (cells as numbered here x N_DESTINATIONS), int64: the largest
+        number of the flow's graduates at one establishment. Graduates without an
+        employer_id are counted as one establishment per flow (they might all work at one:
+        the conservative choice). The non-employed destination gets the largest number of
+        the cell's graduates at one establishment, whatever their destination (jobs under
+        the earnings floor included; the cell's graduates without employer_id as one):
+        moving alpha of them into or out of employment changes it by as much."""
+        largest = np.zeros((n, N_DESTINATIONS), np.int64)
+        parts = self.at_employer.get(years_after)
+        if parts:
+            summed = _summed(parts)
+            destination = summed["flow"].to_numpy() % N_DESTINATIONS
+            best = summed[destination != NONEMPLOYED].groupby("flow")["graduates"].max()
+            flow = best.index.to_numpy()
+            largest[flow // N_DESTINATIONS, flow % N_DESTINATIONS] = best.to_numpy()
+            at_one = summed.assign(cell=summed["flow"].to_numpy() // N_DESTINATIONS) \
+                .groupby(["cell", "employer"])["graduates"].sum().groupby(level="cell").max()
+            largest[at_one.index.to_numpy(), NONEMPLOYED] = at_one.to_numpy()
+        return largest
+
+    def largest_by_destination(self, years_after: int) -> np.ndarray:
+        """Per employed destination (state x sector, N_DESTINATIONS - 1), the largest number
+        of graduates of every cell at one establishment: x_v of the employer-side table
+        (graduates without employer_id as one establishment per destination)."""
+        largest = np.zeros(NONEMPLOYED, np.int64)
+        parts = self.at_employer.get(years_after)
+        if parts:
+            summed = _summed(parts)
+            destination = summed["flow"].to_numpy() % N_DESTINATIONS
+            employed = summed.assign(destination=destination)[destination != NONEMPLOYED]
+            best = employed.groupby(["destination", "employer"])["graduates"].sum() \
+                .groupby(level="destination").max()
+            largest[best.index.to_numpy()] = best.to_numpy()
+        return largest
 
     def frame(self, level: str) -> tuple[CellFrame, np.ndarray]:
         """The cell frame in canonical order, and the order of the cells as numbered here."""
@@ -201,6 +277,11 @@ class LevelTotals:
         return CellFrame(level, cells[MEASURED_CELL_COLUMNS], None), order
 
 
+def _summed(parts: list[pd.DataFrame]) -> pd.DataFrame:
+    return (pd.concat(parts, ignore_index=True).groupby(["flow", "employer"], sort=False)
+            ["graduates"].sum().reset_index())
+
+
 @dataclass
 class LevelCounts:
     """The true counts of one CIP level over every cell of its frame (canonical order)."""
@@ -208,6 +289,10 @@ class LevelCounts:
     graduates: np.ndarray                  # per cell
     histograms: dict[int, np.ndarray]      # years_after -> cells x bins
     employed: dict[int, np.ndarray]        # years_after -> cells x destinations (no ZZ/Z)
+    # years_after -> cells x destinations: x_v (employer-side protection only)
+    largest_at_one_employer: dict[int, np.ndarray] = field(default_factory=dict)
+    # years_after -> x_v of each state x sector over every cell (the employer-side table)
+    largest_by_destination: dict[int, np.ndarray] = field(default_factory=dict)
 
 
 @dataclass
@@ -241,6 +326,27 @@ class TrueCounts:
         flows[:, NONEMPLOYED] = counts.graduates[selected] - flows.sum(axis=1)
         return counts.frame.cells[selected].reset_index(drop=True), flows
 
+    def employer_side_table(self, level: str, years_after: int,
+                            last_earnings_year: int) -> tuple[np.ndarray, np.ndarray]:
+        """The employer-side table (only establishment attributes: the strong notion): per
+        state x sector, the employed graduates of the observable cells, and x_v, the largest
+        number of graduates at one establishment there (over every cell: at least as large)."""
+        _, flows = self.flows(level, years_after, last_earnings_year)
+        return (flows[:, :NONEMPLOYED].sum(axis=0),
+                self.levels[level].largest_by_destination[years_after])
+
+    def largest_at_one_employer(self, level: str, years_after: int, last_earnings_year: int,
+                                populations: pd.DataFrame | None = None) -> np.ndarray:
+        """x_v of the cells of flows() (same rows and columns): the largest number of a
+        flow's graduates at one establishment (LevelTotals.largest_at_one_employer)."""
+        counts = self.levels[level]
+        if years_after not in counts.largest_at_one_employer:
+            raise ValueError("the largest number at one employer was not counted: the "
+                             "release reads employer_id only for an employer-protecting "
+                             "flows.mechanism")
+        selected = counts.frame.measured_cells(years_after, last_earnings_year, populations)
+        return counts.largest_at_one_employer[years_after][selected]
+
 
 class CountsAccumulator:
     """Adds ChunkCounts up, by CIP level; `result` puts the cells in canonical order."""
@@ -264,7 +370,11 @@ class CountsAccumulator:
                 {k: _full(totals.histograms.get(k), n, totals.n_bins, np.int64)[order]
                  for k in years if level in self.rules.earnings_levels},
                 {k: _full(totals.employed.get(k), n, N_DESTINATIONS, np.int32)[order]
-                 for k in years if level in self.rules.flows_levels})
+                 for k in years if level in self.rules.flows_levels},
+                {k: totals.largest_at_one_employer(k, n)[order]
+                 for k in years if level in self.rules.flows_levels and self.rules.employers},
+                {k: totals.largest_by_destination(k)
+                 for k in years if level in self.rules.flows_levels and self.rules.employers})
         return levels
 
 
@@ -285,10 +395,20 @@ def read_counts(data_dir: Path, cfg: ReleaseConfig, cip_vintages: CipVintages | 
                                            cfg.cells.last_earnings_year, cip_vintages),
                           outcomes_schema())
     rules = CountingRules.of(cfg, cfg.cip.switch_year, cpi)
+    outcome_columns = OUTCOME_COLUMNS
+    if rules.employers:
+        if not outcomes.has_column(EMPLOYER_COLUMN):
+            raise InputValidationError(
+                f"{outcomes.path}: flows.mechanism = \"{cfg.flows.mechanism}\" protects "
+                f"employers and needs the column {EMPLOYER_COLUMN} (the establishment of each "
+                "job), which this input does not have: add it (`pseo-das synth --employers` "
+                "writes it) or set flows.mechanism = \"geometric\"")
+        outcome_columns = OUTCOME_COLUMNS + (EMPLOYER_COLUMN,)
     accumulator = CountsAccumulator(rules)
     rows = {"graduates": 0, "outcomes": 0}
     shown = time.perf_counter()
-    for chunk in person_chunks(graduates, outcomes, validator, chunk_rows, progress):
+    for chunk in person_chunks(graduates, outcomes, validator, chunk_rows, progress,
+                               outcome_columns):
         rows["graduates"] += len(chunk.graduates)
         rows["outcomes"] += len(chunk.outcomes)
         if not validator.failed:
@@ -340,6 +460,11 @@ def count_inputs(data_dir: Path, cfg: ReleaseConfig, cip_vintages: CipVintages |
     started = time.perf_counter()
     progress(f"validating and counting the inputs in {data_dir} ({engine.describe()})")
     if engine.kind == EngineKind.DASK:
+        if cfg.flows.protects_employers:
+            raise InputValidationError(
+                f"flows.mechanism = \"{cfg.flows.mechanism}\" is not available with the Dask "
+                "engine yet (it counts the graduates of each flow at each establishment): "
+                "run with the local engine")
         from pseo_das.tasks.inputs.dask_engine import dask_counts
         counts = dask_counts(data_dir, cfg, cip_vintages, cpi, engine.scheduler,
                              engine.chunk_rows, engine.workers)

@@ -21,12 +21,19 @@ import pandas as pd
 from randomgen import ChaCha
 
 from pseo_das.tasks.privacy.discrete_laplace import draw, inversion_table
+from pseo_das.tasks.privacy.establishment import (MECHANISM_NAMES, SMOOTH_GAMMA_FACTOR,
+                                                  SMOOTH_LAPLACE_FACTOR, EmployerProtection,
+                                                  FlowsMechanism, PrivacyNotion,
+                                                  employer_epsilon, log_laplace_values,
+                                                  smooth_sensitivity)
 from pseo_das.epsilon import epsilon_text, exact_epsilon
 
 GEOMETRIC = "two-sided geometric"
 POST_PROCESSING = "post-processing (sum of noisy histograms)"
 RANDOMIZED_POST_PROCESSING = "randomized post-processing (weighted draws)"
 STREAM_DOMAIN = b"pseo-das/noise-stream/v1"
+# The mechanisms whose entries are measurements (noise drawn, epsilon spent).
+MEASURING_MECHANISMS = frozenset({GEOMETRIC, *MECHANISM_NAMES.values()})
 
 
 class PrivacyBudgetExceeded(RuntimeError):
@@ -45,6 +52,15 @@ class LedgerEntry:
     composition: str
     derived_from: str
     noise_stream: str  # SHA-256 of the stream key: identifies the stream, reveals nothing
+    # Employer-side protection (tasks/privacy/establishment.py); empty for the geometric
+    # mechanism, and then not written to ledger.csv (the columns of earlier versions).
+    alpha: str = ""
+    delta: str = ""
+    employer_notion: str = ""
+    employer_epsilon: str = ""  # the employers' worst case: epsilon, or d x epsilon (weak)
+
+
+EMPLOYER_COLUMNS = ("alpha", "delta", "employer_notion", "employer_epsilon")
 
 
 class PrivacyLedger:
@@ -93,7 +109,10 @@ class PrivacyLedger:
     def to_frame(self) -> pd.DataFrame:
         """The ledger as ledger.csv has it: epsilons as exact decimals (or fractions)."""
         columns = list(LedgerEntry.__dataclass_fields__)
-        rows = [dict(asdict(e), epsilon=epsilon_text(e.epsilon)) for e in self._entries.values()]
+        if not any(e.employer_notion for e in self._entries.values()):
+            columns = [c for c in columns if c not in EMPLOYER_COLUMNS]
+        rows = [{c: v for c, v in dict(asdict(e), epsilon=epsilon_text(e.epsilon)).items()
+                 if c in columns} for e in self._entries.values()]
         return pd.DataFrame(rows, columns=columns)
 
 
@@ -273,3 +292,112 @@ def synthesis_uniforms(synthesis_seed: bytes, step_id: str, count: int) -> np.nd
     says so).
     """
     return noise_generator(synthesis_seed, "synthesis/" + step_id).random(count)
+
+
+# Largest value of (1 + y^2) / (1 + y^4), reached at y^2 = sqrt(2) - 1: the rejection bound
+# for sampling the density proportional to 1/(1 + y^4) from a Cauchy proposal.
+_QUARTIC_OVER_CAUCHY = (1 + math.sqrt(2)) / 2
+
+
+def sample_inverse_quartic(generator: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+    """Exact draws (up to floating point) from the density (sqrt(2)/pi) / (1 + y^4), mean 0
+    and variance 1, by rejection from a standard Cauchy proposal: accept y when
+    u * (1 + sqrt(2))/2 <= (1 + y^2)/(1 + y^4); acceptance rate 2/(2 + sqrt(2)) = 0.586.
+    Used by the Smooth Gamma mechanism (release streams) and, through
+    tasks/study/simulation_noise.py, by the accuracy study (simulation streams).
+    Privacy cost: none by itself (the caller scales it by a smooth sensitivity)."""
+    size = math.prod(shape)
+    accepted: list[np.ndarray] = []
+    have = 0
+    while have < size:
+        want = int((size - have) * 1.75) + 64
+        y = generator.standard_cauchy(want)
+        u = generator.random(want)
+        with np.errstate(over="ignore", invalid="ignore"):
+            y2 = y * y
+            keep = u * _QUARTIC_OVER_CAUCHY <= (1 + y2) / (1 + y2 * y2)
+        accepted.append(y[keep])
+        have += int(keep.sum())
+    return np.concatenate(accepted)[:size].reshape(shape)
+
+
+def employer_protected_values(generator: np.random.Generator, true_counts: np.ndarray,
+                              largest_at_one_employer: np.ndarray,
+                              protection: EmployerProtection) -> np.ndarray:
+    """The real-valued outputs of `protection`'s mechanism for `true_counts` (any shape),
+    with noise from `generator` (Log-Laplace, Smooth Gamma, Smooth Laplace: module doc of
+    tasks/privacy/establishment.py). `largest_at_one_employer`: x_v of each count (same
+    shape; unused by Log-Laplace). Privacy cost: (alpha, epsilon[, delta]) per count for
+    the employers, epsilon[, delta] per graduate; the caller accounts for the composition."""
+    protection.check()
+    shape = np.shape(true_counts)
+    counts = np.asarray(true_counts, dtype=np.float64)
+    m = protection.mechanism
+    if m is FlowsMechanism.LOG_LAPLACE:
+        eta = generator.laplace(0.0, 1.0, shape)
+        return log_laplace_values(counts, eta, protection.alpha, protection.epsilon,
+                                  protection.unbiased)
+    sensitivity = smooth_sensitivity(protection.alpha, largest_at_one_employer)
+    if m is FlowsMechanism.SMOOTH_GAMMA:
+        eta = sample_inverse_quartic(generator, shape)
+        return counts + SMOOTH_GAMMA_FACTOR * sensitivity / protection.epsilon * eta
+    if m is FlowsMechanism.SMOOTH_LAPLACE:
+        eta = generator.laplace(0.0, 1.0, shape)
+        return counts + SMOOTH_LAPLACE_FACTOR * sensitivity / protection.epsilon * eta
+    raise ValueError(f"{m}: not an employer-protecting mechanism")
+
+
+def whole_graduates(values: np.ndarray) -> np.ndarray:
+    """Real-valued noisy counts rounded to whole graduates, halves up (post-processing),
+    within +-2^62 (a log-Laplace draw far in its tail cannot overflow int64)."""
+    rounded = np.floor(np.asarray(values, dtype=np.float64) + 0.5)
+    return np.clip(rounded, -2.0 ** 62, 2.0 ** 62).astype(np.int64)
+
+
+def employer_protection_entry(release_seed: bytes, measurement_id: str, tabulation_id: str,
+                              product: str, n_cells: int, n_bins: int,
+                              protection: EmployerProtection, notion: PrivacyNotion,
+                              graduate_cells: int) -> LedgerEntry:
+    """The ledger entry of a measurement with employer protection: the graduates' epsilon
+    (each graduate is in one count: parallel composition), alpha, delta, the employers'
+    notion and their worst-case epsilon (`graduate_cells` x epsilon for the weak notion)."""
+    worst = employer_epsilon(notion, protection.epsilon, graduate_cells)
+    if notion is PrivacyNotion.STRONG:
+        composition = ("graduates: parallel across the cells (each graduate in one cell); "
+                       "employers: strong (alpha, epsilon), parallel across the cells (each "
+                       "establishment in one state x sector); sequential with every other "
+                       "tabulation")
+    else:
+        composition = ("graduates: parallel across the cells (each graduate in one cell and "
+                       "destination); employers: weak (alpha, epsilon) per cell, "
+                       f"{graduate_cells:,} graduate-attribute cells x epsilon in the worst "
+                       "case; sequential with every other tabulation")
+    return LedgerEntry(
+        tabulation_id, product, MECHANISM_NAMES[protection.mechanism],
+        exact_epsilon(protection.epsilon), 1, n_cells, n_bins, composition, "",
+        hashlib.sha256(stream_key(release_seed, measurement_id)).hexdigest(),
+        alpha=f"{protection.alpha:g}", delta=f"{protection.delta:g}",
+        employer_notion=notion.value, employer_epsilon=f"{worst:g}")
+
+
+def measure_with_employer_protection(release_seed: bytes, measurement_id: str,
+                                     tabulation_id: str, product: str, cells: pd.DataFrame,
+                                     true_counts: np.ndarray,
+                                     largest_at_one_employer: np.ndarray,
+                                     protection: EmployerProtection,
+                                     notion: PrivacyNotion) -> NoisyMeasurement:
+    """Noisy counts (cells x columns, canonical order) by `protection`'s mechanism, noise
+    from the ChaCha20 stream SHA-256(domain, seed, measurement id), rounded to whole
+    graduates (post-processing). `largest_at_one_employer`: x_v per count (same shape).
+
+    Privacy cost: for the graduates, epsilon (and delta for Smooth Laplace) for the whole
+    array (each graduate in one count: parallel composition); for the employers, (alpha,
+    epsilon[, delta]) per count, `notion` deciding the composition (ledger entry). The
+    ledger entry comes with the noise."""
+    protection.check()   # infeasible parameters are refused before anything is recorded
+    n_cells, n_bins = true_counts.shape
+    entry = employer_protection_entry(release_seed, measurement_id, tabulation_id, product,
+                                      n_cells, n_bins, protection, notion, n_cells)
+    values = employer_protected_values(noise_generator(release_seed, measurement_id),
+                                       true_counts, largest_at_one_employer, protection)
+    return NoisyMeasurement(measurement_id, cells, whole_graduates(values), entry)

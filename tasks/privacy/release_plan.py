@@ -29,6 +29,8 @@ from pseo_das.tasks.employment_flows.noisy_flows import total_tabulation_id
 from pseo_das.tasks.earnings.noisy_histograms import PRODUCT as EARNINGS_PRODUCT
 from pseo_das.tasks.earnings.noisy_histograms import tabulation_id as earnings_tabulation_id
 from pseo_das.tasks.inputs.cells import CellFrame
+from pseo_das.tasks.privacy.establishment import (MECHANISM_NAMES, EmployerProtection,
+                                                  FlowsMechanism)
 from pseo_das.tasks.privacy.mechanism import GEOMETRIC, fresh_release_seed
 from pseo_das.tasks.privacy.store import (POPULATION_KEYS, ChainHead, LifetimeBudgetExceeded,
                                           PrivacyStore, ReleaseAttempt, ReleaseConflict,
@@ -61,6 +63,16 @@ class Question:
                 "epsilon": epsilon_text(self.epsilon), "columns": self.columns,
                 **self.parameters}
 
+    def protection(self) -> EmployerProtection | None:
+        """The employer protection this question's measurement takes, or None (geometric)."""
+        name = self.parameters.get("mechanism")
+        if name is None:
+            return None
+        return EmployerProtection(FlowsMechanism(self.parameters["flows_mechanism"]),
+                                  float(self.parameters["alpha"]), float(self.epsilon),
+                                  float(self.parameters["delta"]),
+                                  bool(self.parameters["unbiased"]))
+
     @property
     def sha256(self) -> str:
         """Identifies the question: two measurements answer the same one only if equal."""
@@ -82,6 +94,12 @@ def release_questions(cfg: ReleaseConfig) -> list[Question]:
     earnings = {"sample_floor": cfg.earnings.sample_floor,
                 "bin_edges": list(cfg.earnings.bin_edges), "cohorts": cohorts, "dollars": dollars}
     flows = {"sample_floor": cfg.earnings.sample_floor, "cohorts": cohorts, "dollars": dollars}
+    totals = flows
+    protection = cfg.flows.employer_protection()
+    if protection is not None:   # another question: measurements are not reused across them
+        flows = {**flows, "mechanism": MECHANISM_NAMES[protection.mechanism],
+                 "flows_mechanism": protection.mechanism.value, "alpha": protection.alpha,
+                 "delta": protection.delta, "unbiased": protection.unbiased}
     return ([Question(earnings_tabulation_id("I", level, k), EARNINGS_PRODUCT, level, k,
                       exact_epsilon(cfg.privacy.epsilon_per_tabulation), cfg.earnings.n_bins,
                       earnings)
@@ -90,7 +108,7 @@ def release_questions(cfg: ReleaseConfig) -> list[Question]:
                         exact_epsilon(cfg.flows.epsilon_per_tabulation), N_DESTINATIONS, flows)
                for k in cfg.cells.years_after for level in cfg.flows.measured_levels()]
             + [Question(total_tabulation_id(level, k), FLOWS_TOTAL_PRODUCT, level, k,
-                        exact_epsilon(cfg.flows.total_epsilon_per_tabulation), 1, flows)
+                        exact_epsilon(cfg.flows.total_epsilon_per_tabulation), 1, totals)
                for k in cfg.cells.years_after for level in cfg.flows.measured_levels()
                if cfg.flows.measures_total])
 

@@ -25,7 +25,9 @@ from pseo_das.tasks.publication.ipeds_counts import IpedsCounts
 from pseo_das.tasks.cip_recast.recast import (DIRECT, RecastContext, RecastTable, as_coded,
                                              to_cip_2020)
 from pseo_das.tasks.cip_recast.recast_inputs import RecastInputs
+from pseo_das.tasks.privacy.establishment import PrivacyNotion
 from pseo_das.tasks.privacy.mechanism import (GEOMETRIC, LedgerEntry, NoisyMeasurement,
+                                              employer_protection_entry,
                                               geometric_variance, post_processing_seed,
                                               stream_key)
 from pseo_das.tasks.privacy.release_plan import Question, release_questions
@@ -90,9 +92,15 @@ def _question_table(store: PrivacyStore, question: Question, rows: pd.DataFrame,
     values = np.concatenate([v for _, v in parts])
     order = cells.sort_values(CELL_KEYS, kind="stable").index.to_numpy()
     values = values[order]
-    entries = [LedgerEntry(question.tabulation_id, question.product, GEOMETRIC,
-                           question.epsilon, 1, len(cells), question.columns, COMPOSITION, "",
-                           ";".join(streams))]
+    protection = question.protection()
+    if protection is None:
+        entries = [LedgerEntry(question.tabulation_id, question.product, GEOMETRIC,
+                               question.epsilon, 1, len(cells), question.columns, COMPOSITION,
+                               "", ";".join(streams))]
+    else:   # the flows measured with employer protection (weak notion: graduate attributes)
+        entries = [replace(employer_protection_entry(
+            b"", "", question.tabulation_id, question.product, len(cells), question.columns,
+            protection, PrivacyNotion.WEAK, len(cells)), noise_stream=";".join(streams))]
     summary = None
     if recasts:
         first = recasts[0].entry
@@ -116,7 +124,9 @@ def recast_summary(question: Question, recasts: list[RecastTable]) -> dict:
             "share_levels": {str(k): int(v) for k, v in levels.items()},
             "added_variance": round(added, 3),
             "added_variance_per_split_value": round(added / split, 4) if split else 0.0,
-            "noise_variance_per_value": round(geometric_variance(float(question.epsilon)), 4)}
+            # the employer-protecting mechanisms' variance depends on confidential x_v: nan
+            "noise_variance_per_value": (round(geometric_variance(float(question.epsilon)), 4)
+                                         if question.protection() is None else float("nan"))}
 
 
 @file_task("read the release's measurements from the store")

@@ -16,6 +16,7 @@ from pseo_das.config import ReleaseConfig
 from pseo_das.schemas.pseo_layout import SCHEMA_VERSION, Product, check_public_folder
 from pseo_das.tasks.earnings.earnings_tables import institution_states
 from pseo_das.tasks.inputs.cells import CIP_2020
+from pseo_das.tasks.publication.employer_context import employer_context
 from pseo_das.tasks.publication.flows_files import write_flows_state, write_pseof
 from pseo_das.tasks.publication.metadata_files import (INSTITUTIONS_FILE_NAME, VERSION_FILE_NAME,
                                                        official_folder_files, row_states)
@@ -26,7 +27,7 @@ from pseo_das.tasks import file_task, progress
 from pseo_das.tasks.study.accuracy import release_accuracy
 from pseo_das.tasks.study.flows_release_accuracy import grads_consistency
 from pseo_das.tasks.employment_flows.division_flows import FlowsRelease, PublishedFlowsChecks
-from pseo_das.tasks.privacy.mechanism import GEOMETRIC, PrivacyLedger
+from pseo_das.tasks.privacy.mechanism import MEASURING_MECHANISMS, PrivacyLedger
 from pseo_das.tasks.earnings.noisy_histograms import NoisyHistograms
 from pseo_das.tasks.privacy.release_plan import ReleasePlan, lifetime_table
 from pseo_das.tasks.privacy.store import PrivacyStore, epsilon_text
@@ -125,7 +126,7 @@ def ledger_checks(ledger: PrivacyLedger, tables: list[NoisyHistograms],
     drawn = (sum(t.counts.size for t in tables if t.measured)
              + sum(t.noisy.size + (0 if t.total is None else t.total.size)
                    for t in flows.tables if t.measured))
-    recorded = sum(e.n_cells * e.n_bins for e in ledger.entries if e.mechanism == GEOMETRIC)
+    recorded = sum(e.n_cells * e.n_bins for e in ledger.entries if e.mechanism in MEASURING_MECHANISMS)
     return [
         {"name": "noisy values drawn = noisy values recorded in the ledger",
          "result": ("passed" if drawn == recorded else "FAILED") + f" ({drawn:,} / {recorded:,})"},
@@ -223,6 +224,7 @@ def _write_release(beside, staging: Path, identity: ReleaseIdentity, cfg: Releas
                               config_sha256=identity.config_sha256,
                               n_pseoe_rows=len(pseoe), n_pseoh_rows=len(pseoh))
     context["flows"] = flows_context(cfg, flows)
+    context["employers"] = employer_context(cfg, ledger)
     context["measurements"] = {key: lifetime.summary[key] for key in (
         "new_epsilon", "new_measurements", "reused_measurements", "populations_measured",
         "populations_reused")}

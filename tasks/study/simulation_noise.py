@@ -17,12 +17,12 @@ from randomgen import ChaCha
 
 from pseo_das.epsilon import exact_epsilon
 from pseo_das.tasks.privacy.discrete_laplace import draw, inversion_table
+# The exact 1/(1 + y^4) sampler lives in the mechanism layer (the Smooth Gamma mechanism
+# draws release noise with it); the study calls it on its own simulation streams.
+from pseo_das.tasks.privacy.mechanism import sample_inverse_quartic  # noqa: F401
 
 
 SIMULATION_DOMAIN = b"pseo-das/simulation-stream/v1"
-# Largest value of (1 + y^2) / (1 + y^4), reached at y^2 = sqrt(2) - 1: the rejection bound
-# for sampling the density proportional to 1/(1 + y^4) from a Cauchy proposal.
-_QUARTIC_OVER_CAUCHY = (1 + math.sqrt(2)) / 2
 
 
 def simulation_generator(seed: bytes, stream_id: str) -> np.random.Generator:
@@ -50,23 +50,3 @@ def exact_geometric_noise(seed: bytes, stream_id: str, epsilon: float,
     bits = simulation_generator(seed, stream_id).bit_generator
     size = math.prod(shape)
     return draw(table, bits.random_raw(size), lambda: int(bits.random_raw())).reshape(shape)
-
-
-def sample_inverse_quartic(generator: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
-    """Exact draws from the density (sqrt(2)/pi) / (1 + y^4) (the smooth-sensitivity noise of
-    seed 000 section 4.2), by rejection from a standard Cauchy proposal: accept y when
-    u * (1 + sqrt(2))/2 <= (1 + y^2)/(1 + y^4); acceptance rate 2/(2 + sqrt(2)) = 0.586.
-    Privacy cost: none by itself (the caller scales it by a smooth sensitivity)."""
-    size = math.prod(shape)
-    accepted: list[np.ndarray] = []
-    have = 0
-    while have < size:
-        want = int((size - have) * 1.75) + 64
-        y = generator.standard_cauchy(want)
-        u = generator.random(want)
-        with np.errstate(over="ignore", invalid="ignore"):
-            y2 = y * y
-            keep = u * _QUARTIC_OVER_CAUCHY <= (1 + y2) / (1 + y2 * y2)
-        accepted.append(y[keep])
-        have += int(keep.sum())
-    return np.concatenate(accepted)[:size].reshape(shape)

@@ -1,0 +1,46 @@
+"""A real release with an employer-protecting flows mechanism (flows.mechanism): the
+ledger, the DRB report and the published flows."""
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import SEED_A, run_release
+from pseo_das.synth import write_synthetic
+
+pytestmark = pytest.mark.slow  # a real release
+
+
+def test_a_release_measures_the_flows_with_smooth_laplace(tmp_path, tracking_uri):
+    data = tmp_path / "data"
+    write_synthetic(data, graduates=30_000, seed=7, progress=lambda _: None, employers=True)
+    config = tmp_path / "release.toml"
+    config.write_text('[flows]\nmechanism = "smooth-laplace"\nemployer_alpha = 0.05\n'
+                      'employer_delta = 1e-3\n')
+    out = tmp_path / "release"
+    assert run_release(data, out, SEED_A, tracking_uri, extra=("--config", str(config))) == 0
+    ledger = pd.read_csv(out / "internal" / "ledger.csv", dtype=str, keep_default_na=False)
+    flows = ledger[ledger["tabulation_id"].str.match(r"^flows\.I\.cip2\.y\d+$")]
+    assert len(flows) == 3 and flows["mechanism"].str.startswith("smooth Laplace").all()
+    assert (flows["alpha"] == "0.05").all() and (flows["delta"] == "0.001").all()
+    assert (flows["employer_notion"] == "weak").all()
+    assert [Fraction(e) for e in flows["employer_epsilon"]] == \
+        [int(n) * Fraction("1.2") for n in flows["n_cells"]]
+    totals = ledger[ledger["tabulation_id"].str.match(r"^flows_total\.I\.cip2\.y\d+$")]
+    assert (totals["mechanism"] == "two-sided geometric").all()
+    assert (totals["employer_notion"] == "").all()
+    report = (out / "internal" / "drb_report.md").read_text()
+    assert "Employers as well as graduates" in report and "except with probability at most delta" in report
+    assert "smooth Laplace" in report and "weak" in report
+    # the same correction and publication: non-negative flows summing to the origin counts
+    state = pd.read_csv(out / "internal" / "flows_state.csv", dtype=str)
+    keys = ["institution", "degree_level", "cipcode", "grad_cohort", "years_after"]
+    summed = state.astype({"corrected_count": np.int64, "origin_total": np.int64}) \
+        .groupby(keys).agg(corrected=("corrected_count", "sum"), target=("origin_total", "first"))
+    assert (summed["corrected"] == summed["target"].clip(lower=0)).all()
+    pseof = pd.read_csv(out / "public" / "pseof_all.csv", dtype=str)
+    values = pseof.filter(regex=r"^y\d+_grads").apply(pd.to_numeric).to_numpy(dtype=float)
+    assert np.nanmin(values) >= 0
