@@ -94,13 +94,23 @@ Release {result.release_id} published: new epsilon {summary['new_epsilon']} \
 ({summary['new_measurements']:,} tabulation x population units measured for \
 {summary['populations_measured']:,} populations, {summary['reused_measurements']:,} reused from \
 the store for {summary['populations_reused']:,} populations at zero epsilon); largest lifetime \
-epsilon of any population {summary['max_lifetime_epsilon']} of {summary['lifetime_epsilon_cap']}.{demo_line(summary)}
+epsilon of any population {summary['max_lifetime_epsilon']} of {summary['lifetime_epsilon_cap']}.{demo_line(summary)}{cell_statistics_line(summary)}
   public files:    {out / 'public'}  (official: pseoe_all.csv, pseof_all.csv, pseo_all_institutions.csv, version_pseo.txt, state folders; pseoh_all.csv; release_notes.html/.md)
   internal files:  {out / 'internal'}  (release_summary.json, ledger.csv, lifetime_budget.csv, flows_state.csv, drb_report.html, manifest.json, config.json)
   privacy store:   {summary['store']}  (see it: pseo-das store show {summary['store']})
   audit run:       MLflow run {result.mlflow_run_id} in {result.tracking_uri}
   see the audit:   mlflow ui --backend-store-uri {result.tracking_uri}""")
     return 0
+
+
+def cell_statistics_line(summary: dict) -> str:
+    """The final message's line on the optional cell statistics (pseom_all.csv)."""
+    kept = summary.get("cell_statistics")
+    if not kept:
+        return ""
+    return (f"\n  CELL STATISTICS: pseom_all.csv ({kept['variant']}) spent epsilon "
+            f"{kept['epsilon_spent']} more, outside the store's lifetime budget; "
+            + kept["epsilon_statement"])
 
 
 def demo_line(summary: dict) -> str:

@@ -184,3 +184,52 @@ def test_mos_dp_mean_is_the_ratio_clipped_and_suppressed_under_the_minimum():
                                    np.array([10.0, 3.0, 2.0, 5.0]), 10.0, 110.0, 3)
     np.testing.assert_allclose(means[[0, 1, 3]], [20.0, 110.0, 10.0])
     assert np.isnan(means[2]) and published.tolist() == [True, True, False, True]
+
+
+def brute_force_moments(data_dir, cfg, cpi, lower, upper) -> pd.DataFrame:
+    """Per (institution, degree, cohort) and statistic: n, sum, min, max, by whole-table
+    pandas on the raw files (an independent route to the same numbers)."""
+    from pseo_das.tasks.inputs.constant_dollars import deflated
+    graduates = pd.read_parquet(data_dir / "graduates.parquet")
+    outcomes = pd.read_parquet(data_dir / "outcomes.parquet")
+    g = graduates.astype({"institution": str, "degree_level": str})
+    window = g["degree_level"].map(cfg.cells.cohort_years).astype(int)
+    g["grad_cohort"] = cfg.cells.first_cohort_year + (
+        (g["grad_year"] - cfg.cells.first_cohort_year) // window) * window
+    o = outcomes.merge(g[["person_id", "grad_year", "institution", "degree_level",
+                          "grad_cohort"]], on="person_id")
+    year = (o["grad_year"] + o["years_after"]).to_numpy(np.int64)
+    earnings = deflated(o["earnings"].to_numpy(np.float64, na_value=np.nan), year, cpi,
+                        cfg.earnings.dollar_year)
+    o = o.assign(x=np.rint(np.clip(earnings, lower, upper) * 100) / 100)[
+        earnings >= cfg.earnings.sample_floor]
+    keys = ["institution", "degree_level", "grad_cohort"]
+    parts = {f"mean_y{k}": o[o["years_after"] == k] for k in (1, 5, 10)}
+    paired = parts["mean_y1"].merge(parts["mean_y5"][["person_id", "x"]], on="person_id",
+                                    suffixes=("1", "5"))
+    parts["growth_1_5"] = paired.assign(x=paired["x5"] - paired["x1"])
+    return {name: part.groupby(keys)["x"].agg(["size", "sum", "min", "max"])
+            for name, part in parts.items()}
+
+
+def test_the_sufficient_statistics_pass_equals_a_whole_table_computation(synthetic_dir):
+    from pseo_das.config import load_config
+    from pseo_das.tasks.inputs.cell_moments import read_cell_moments
+    from pseo_das.tasks.inputs.cpi import read_cpi
+    cfg, cpi = load_config(), read_cpi()
+    lower, upper = 10_000.0, 150_000.0     # a low upper bound so that clamping happens
+    moments = read_cell_moments(synthetic_dir, cfg, cpi, lower, upper, chunk_rows=7_000)
+    expected = brute_force_moments(synthetic_dir, cfg, cpi, lower, upper)
+    cells = moments.frame.cells
+    index = pd.MultiIndex.from_arrays([cells["institution"].astype(str),
+                                       cells["degree_level"].astype(str),
+                                       cells["grad_cohort"].astype(np.int64)])
+    assert index.is_unique and len(cells) > 100
+    for statistic, m in moments.statistics.items():
+        want = expected[statistic.value].reindex(index)
+        np.testing.assert_array_equal(m.n, want["size"].fillna(0).to_numpy(np.int64))
+        np.testing.assert_allclose(m.total, want["sum"].fillna(0).to_numpy(), rtol=1e-12)
+        np.testing.assert_allclose(m.lowest, want["min"].to_numpy(), rtol=1e-12)
+        np.testing.assert_allclose(m.highest, want["max"].to_numpy(), rtol=1e-12)
+    growth = moments.statistics[list(moments.statistics)[-1]]
+    assert growth.n.sum() > 1000 and (growth.highest[growth.n > 0] <= upper - lower).all()

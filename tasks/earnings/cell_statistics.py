@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from pseo_das.config import ReleaseConfig
+from pseo_das.epsilon import epsilon_text
 from pseo_das.schemas.codes import STATUS_NOT_AVAILABLE, STATUS_OK, STATUS_SUPPRESSED
 from pseo_das.schemas.pseo_layout import Product, layout
 from pseo_das.tasks import progress, release_task
@@ -37,7 +38,7 @@ from pseo_das.tasks.earnings.mos import (ChiScope, MosVariant, chi_by_scope,
 from pseo_das.tasks.inputs.cell_moments import (CELL_STATISTICS_CIP_LEVEL, CellMoments,
                                                 CellStatistic, cell_statistics)
 from pseo_das.tasks.inputs.cells import CELL_COLUMNS
-from pseo_das.tasks.privacy.mechanism import (LedgerEntry, measure_with_geometric_noise,
+from pseo_das.tasks.privacy.mechanism import (LedgerEntry, PrivacyLedger, measure_with_geometric_noise,
                                               measure_with_laplace_noise)
 from pseo_das.tasks.publication.official_codes import ALL_INDUSTRIES, NATIONAL, agg_level, official_cells
 
@@ -207,3 +208,67 @@ def cell_statistics_table(measured: NoisyCellStatistics, dollar_factor: float) -
                                                    [STATUS_OK, STATUS_SUPPRESSED],
                                                    STATUS_NOT_AVAILABLE)
     return pd.concat([frame, pd.DataFrame(columns)], axis=1)
+
+
+STATISTIC_MEANINGS = {
+    "mean_y1": "mean annual earnings 1 year after graduation",
+    "mean_y5": "mean annual earnings 5 years after graduation",
+    "mean_y10": "mean annual earnings 10 years after graduation",
+    "growth_1_5": "mean change of a graduate's annual earnings from 1 to 5 years after "
+                  "graduation, over the graduates with earnings in the universe both years "
+                  "(4 x the within-graduate OLS slope on years after)",
+}
+
+
+def cell_statistics_layout(statistics: list[str], publication_year: int | None) -> list[tuple[str, str]]:
+    """The columns of pseom_all.csv after the identifiers, with their meaning."""
+    dollars = f"{publication_year} dollars" if publication_year else "dollars"
+    rows = []
+    for s in statistics:
+        rows += [(s, f"{STATISTIC_MEANINGS[s]}, whole {dollars}, noisy; empty unless status 1"),
+                 (f"{s}_count", "the noisy number of observations of the statistic in the cell "
+                                "(two-sided geometric noise)"),
+                 (f"{s}_chi", f"the chi of the cell's noise ({dollars}): the noise added to "
+                              f"`{s}` is Laplace with scale chi / (epsilon N), N the true "
+                              "number of observations (mos); for mos-dp the public worst case "
+                              "U - L"),
+                 (f"status_{s}", "1 published; 5 suppressed (fewer observations than the "
+                                 "minimum); -1 not available (the cohort cannot have the "
+                                 "years after yet)")]
+    return rows
+
+
+def cell_statistics_context(measured: NoisyCellStatistics, pseom: pd.DataFrame,
+                            formal_epsilon: Fraction, non_formal_epsilon: Fraction,
+                            epsilon_statement: str, dollar_factor: float,
+                            publication_year: int | None) -> dict:
+    """What the release notes, the DRB report and MLflow say about pseom_all.csv."""
+    statistics = list(dict.fromkeys(measured.table["statistic"]))
+    return {
+        "file": CELL_STATISTICS_FILE, "rows": len(pseom), "variant": measured.variant,
+        "formal": measured.variant == MosVariant.MOS_DP.value,
+        "epsilon": measured.epsilon, "lower": measured.lower, "upper": measured.upper,
+        "min_count": measured.min_count, "chi_scope": measured.chi_scope,
+        "formal_epsilon": formal_epsilon, "non_formal_epsilon": non_formal_epsilon,
+        "epsilon_statement": epsilon_statement,
+        "statistics": [{"name": s, "meaning": STATISTIC_MEANINGS[s],
+                        "published": int((pseom[f"status_{s}"] == STATUS_OK).sum()),
+                        "suppressed": int((pseom[f"status_{s}"] == STATUS_SUPPRESSED).sum()),
+                        "chi": {group: round(value * dollar_factor, 2)
+                                for group, value in measured.chi[s].items()}}
+                       for s in statistics],
+        "layout": cell_statistics_layout(statistics, publication_year),
+    }
+
+
+def cell_statistics_summary(measured: NoisyCellStatistics, ledger: PrivacyLedger) -> dict:
+    """release_summary.json's entry: the variant, the epsilon it spent (not in the privacy
+    store's lifetime budget) and the release's formal / non-formal epsilon statement."""
+    spent = sum((e.epsilon for e in measured.entries), Fraction(0))
+    return {"file": CELL_STATISTICS_FILE, "variant": measured.variant,
+            "formal_guarantee": measured.variant == MosVariant.MOS_DP.value,
+            "epsilon_spent": epsilon_text(spent),
+            "formal_epsilon": epsilon_text(ledger.formal_epsilon),
+            "non_formal_epsilon": epsilon_text(ledger.non_formal_epsilon),
+            "epsilon_statement": ledger.epsilon_statement(),
+            "chi": measured.chi}

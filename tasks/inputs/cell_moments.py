@@ -31,7 +31,7 @@ import pandas as pd
 
 from pseo_das.config import ReleaseConfig
 from pseo_das.schemas.inputs import graduates_schema, outcomes_schema
-from pseo_das.tasks import progress
+from pseo_das.tasks import progress, release_task
 from pseo_das.tasks.inputs.cells import (MEASURED_CELL_COLUMNS, MEASURED_CELL_KEYS, CellFrame,
                                          cell_frame, cohort_attributes)
 from pseo_das.tasks.inputs.constant_dollars import deflated
@@ -191,3 +191,13 @@ def read_cell_moments(data_dir: Path, cfg: ReleaseConfig, cpi: ConsumerPrices,
     progress(f"read the cell statistics' sufficient statistics: {len(moments.frame.cells):,} "
              f"cells ({time.perf_counter() - started:.1f} s)")
     return moments
+
+
+@release_task("read the cell statistics' sufficient statistics")
+def read_mos_moments(data_dir: Path, cfg: ReleaseConfig, cpi: ConsumerPrices,
+                     chunk_rows: int = CHUNK_ROWS) -> CellMoments:
+    """`read_cell_moments` with the configured public bounds (mos.lower/upper, default the
+    earnings floor and the interpolation bound). Always in this process, in chunks (the
+    Dask engine does not run this pass). Privacy cost: none; confidential result."""
+    lower, upper = cfg.mos.bounds(cfg.earnings)
+    return read_cell_moments(data_dir, cfg, cpi, lower, upper, chunk_rows)

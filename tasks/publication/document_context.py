@@ -12,7 +12,7 @@ from pseo_das.schemas.pseo_layout import ALL_COHORTS, SCHEMA_DIR, SCHEMA_VERSION
 from pseo_das.tasks.employment_flows.division_flows import FlowsRelease, OriginTable
 from pseo_das.tasks.publication.official_codes import agg_level
 from pseo_das.tasks.employment_flows.flow_counts import N_DESTINATIONS
-from pseo_das.tasks.privacy.mechanism import GEOMETRIC, PrivacyLedger, geometric_variance
+from pseo_das.tasks.privacy.mechanism import GEOMETRIC, LAPLACE, PrivacyLedger, geometric_variance
 from pseo_das.tasks.earnings.noisy_histograms import NoisyHistograms
 
 CODES_AS_WRITTEN = {
@@ -126,14 +126,14 @@ def release_context(cfg: ReleaseConfig, ledger: PrivacyLedger, tables: list[Nois
                     n_pseoe_rows: int, n_pseoh_rows: int) -> dict:
     """Everything the public release notes show."""
     entries = ledger.entries
-    measured = [e for e in entries if e.mechanism == GEOMETRIC]
+    measured = [e for e in entries if e.mechanism in (GEOMETRIC, LAPLACE)]
     return {
         "cfg": cfg, "release_id": release_id, "code_version": code_version,
         "seed_sha256": seed_sha256, "config_sha256": config_sha256,
         "bins": bins(cfg), "measured": measured,
         "epsilon_by_product": {product: sum(e.epsilon for e in measured if e.product == product)
                                for product in dict.fromkeys(e.product for e in measured)},
-        "derived": [e for e in entries if e.mechanism != GEOMETRIC],
+        "derived": [e for e in entries if e.mechanism not in (GEOMETRIC, LAPLACE)],
         "total_epsilon": ledger.total_epsilon,
         "bin_variance": geometric_variance(cfg.privacy.epsilon_per_tabulation),
         "variances": variance_summary(cells, cfg),
