@@ -233,3 +233,32 @@ def test_the_sufficient_statistics_pass_equals_a_whole_table_computation(synthet
         np.testing.assert_allclose(m.highest, want["max"].to_numpy(), rtol=1e-12)
     growth = moments.statistics[list(moments.statistics)[-1]]
     assert growth.n.sum() > 1000 and (growth.highest[growth.n > 0] <= upper - lower).all()
+
+
+def test_histogram_mean_uses_bin_midpoints_and_drops_negative_bins():
+    from pseo_das.tasks.study.mos_accuracy import histogram_mean
+    means, totals = histogram_mean(np.array([[2, 0, -1], [0, 0, 0], [1, 1, 2]]),
+                                   np.array([10.0, 20.0, 40.0]))
+    np.testing.assert_allclose(means[[0, 2]], [10.0, 27.5])
+    assert np.isnan(means[1]) and totals.tolist() == [1, 0, 4]
+
+
+def test_the_mos_accuracy_study_compares_the_three_ways_by_cell_size(synthetic_dir, tmp_path):
+    from pseo_das.tasks.study.mos_accuracy import mos_accuracy_study
+    result = mos_accuracy_study(synthetic_dir, tmp_path, epsilons=[0.5, 8.0], draws=3)
+    table = result.table
+    means = table[table["statistic"] == "mean_y1"]
+    assert set(means["method"]) == {"mos", "mos-dp", "histogram", "histogram-as-published"}
+    assert set(table.loc[table["statistic"] == "growth_1_5", "method"]) == {"mos", "mos-dp"}
+    assert set(table["size_class"]) == {"3-9", "10-29", "30-99", "100-299", "300+"}
+    # more epsilon, less error; larger cells, less error (each method, each statistic)
+    for (statistic, method, size), rows in table.groupby(["statistic", "method", "size_class"]):
+        if method != "histogram-as-published":
+            by_epsilon = rows.set_index("epsilon")["median_abs_error"]
+            assert by_epsilon[8.0] < by_epsilon[0.5], (statistic, method, size)
+    mos = table[(table["method"] == "mos") & (table["epsilon"] == 8.0)]
+    for statistic, rows in mos.groupby("statistic"):
+        errors = rows.set_index("size_class")["median_abs_error"]
+        assert errors["300+"] < errors["3-9"], statistic
+    assert (tmp_path / "mos_accuracy.csv").exists() and (tmp_path / "mos_accuracy_winners.csv").exists()
+    assert len(result.winners) == table.groupby(["statistic", "epsilon", "size_class"]).ngroups
