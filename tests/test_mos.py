@@ -251,9 +251,10 @@ def test_the_mos_accuracy_study_compares_the_three_ways_by_cell_size(synthetic_d
     assert set(means["method"]) == {"mos", "mos-dp", "histogram", "histogram-as-published"}
     assert set(table.loc[table["statistic"] == "growth_1_5", "method"]) == {"mos", "mos-dp"}
     assert set(table["size_class"]) == {"3-9", "10-29", "30-99", "100-299", "300+"}
-    # more epsilon, less error; larger cells, less error (each method, each statistic)
+    # more epsilon, less error (mos and mos-dp are noise only; the histogram's mean also has
+    # a binning error that no epsilon removes, so only its small cells are noise-dominated)
     for (statistic, method, size), rows in table.groupby(["statistic", "method", "size_class"]):
-        if method != "histogram-as-published":
+        if method in ("mos", "mos-dp") or (method == "histogram" and size in ("3-9", "10-29")):
             by_epsilon = rows.set_index("epsilon")["median_abs_error"]
             assert by_epsilon[8.0] < by_epsilon[0.5], (statistic, method, size)
     mos = table[(table["method"] == "mos") & (table["epsilon"] == 8.0)]
