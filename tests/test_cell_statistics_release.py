@@ -145,3 +145,19 @@ def test_republish_rebuilds_pseom_from_the_store_alone(mos_release, tmp_path):
     assert stop.value.code == 0
     for name in ("public/pseom_all.csv", "internal/ledger.csv", "public/release_notes.md"):
         assert (tmp_path / "again" / name).read_bytes() == (root / "r" / name).read_bytes(), name
+
+
+@pytest.mark.slow
+def test_the_audit_checks_and_replays_a_release_with_mos(mos_release, synthetic_dir, tmp_path,
+                                                         capsys):
+    """`pseo-das audit` knows the cell statistics' epsilon (mos.epsilon per measurement) and
+    replays pseom_all.csv byte for byte from the recorded seed (the same Laplace stream)."""
+    from pseo_das.cli import main
+    root, uri = mos_release
+    with pytest.raises(SystemExit) as stop:
+        main(["audit", str(root / "r"), "--tracking-uri", uri, "--data", str(synthetic_dir),
+              "--report", str(tmp_path / "report")])
+    printed = capsys.readouterr().out
+    assert stop.value.code == 0, printed
+    assert "8 cell statistics (MOS) x 0.125" in printed
+    assert "PASS: 5 of 5 checks passed" in printed
