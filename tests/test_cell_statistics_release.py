@@ -160,4 +160,4 @@ def test_the_audit_checks_and_replays_a_release_with_mos(mos_release, synthetic_
     printed = capsys.readouterr().out
     assert stop.value.code == 0, printed
     assert "8 cell statistics (MOS) x 0.125" in printed
-    assert "PASS: 5 of 5 checks passed" in printed
+    assert "PASS: all 5 checks passed" in printed
