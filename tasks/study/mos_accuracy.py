@@ -40,7 +40,9 @@ from pseo_das.tasks.earnings.mos import chi_by_scope, mean_local_sensitivity, mo
 from pseo_das.tasks.inputs.cell_moments import read_cell_moments
 from pseo_das.tasks.inputs.cpi import read_cpi
 from pseo_das.tasks.inputs.true_counts import read_counts
-from pseo_das.tasks.study.simulation_noise import simulated_geometric_noise, simulation_generator
+from pseo_das.tasks.study.simulation_noise import (simulated_geometric_noise,
+                                                  simulated_laplace_noise, simulation_generator,
+                                                  summed_geometric_noise)
 
 DEFAULT_MOS_STUDY_SEED = "5eed" * 16
 SIZE_CLASSES = [(3, 9), (10, 29), (30, 99), (100, 299), (300, None)]
@@ -129,8 +131,8 @@ def mos_accuracy_study(data_dir: Path, out_dir: Path, epsilons: list[float] | No
             errors: dict[str, list[np.ndarray]] = {}
             for d in range(draws):
                 g = simulation_generator(seed, f"mos-study/{statistic.value}/{epsilon}/{d}")
-                mos = truth + g.laplace(0.0, 1.0, len(n)) * chi / (half * np.maximum(n, 1))
-                noisy_sum = total - n * lo + g.laplace(0.0, 1.0, len(n)) * (hi - lo) / half
+                mos = truth + simulated_laplace_noise(g, (len(n),)) * chi / (half * np.maximum(n, 1))
+                noisy_sum = total - n * lo + simulated_laplace_noise(g, (len(n),)) * (hi - lo) / half
                 noisy_count = n + simulated_geometric_noise(g, half, (len(n),))
                 dp, published = mos_dp_mean(noisy_sum, noisy_count, lo, hi, min_count)
                 estimates = {MOS: mos, MOS_DP: np.where(published, dp, np.nan)}
@@ -139,7 +141,8 @@ def mos_accuracy_study(data_dir: Path, out_dir: Path, epsilons: list[float] | No
                     direct = true_hist + simulated_geometric_noise(g, epsilon, true_hist.shape)
                     mean, count = histogram_mean(direct, midpoints)
                     estimates[HISTOGRAM] = np.where(count >= min_count, mean, np.nan)
-                    summed = true_hist + _summed_noise(g, release_epsilon, terms, true_hist.shape[1])
+                    summed = true_hist + summed_geometric_noise(g, release_epsilon, terms,
+                                                                  true_hist.shape[1])
                     mean, count = histogram_mean(summed, midpoints)
                     estimates[HISTOGRAM_PUBLISHED] = np.where(count >= min_count, mean, np.nan)
                 for method, estimate in estimates.items():
@@ -176,14 +179,3 @@ def mos_accuracy_study(data_dir: Path, out_dir: Path, epsilons: list[float] | No
     table.to_csv(out_dir / "mos_accuracy.csv", index=False)
     winners.to_csv(out_dir / "mos_accuracy_winners.csv", index=False)
     return MosStudyResult(out_dir, table, winners, time.perf_counter() - started)
-
-
-def _summed_noise(g: np.random.Generator, epsilon: float, terms: np.ndarray,
-                  n_bins: int) -> np.ndarray:
-    """The noise of a sum of `terms` noisy histograms per cell (each bin the sum of that many
-    independent geometric draws)."""
-    out = np.zeros((len(terms), n_bins), np.int64)
-    for t in range(1, int(terms.max(initial=0)) + 1):
-        rows = terms >= t
-        out[rows] += simulated_geometric_noise(g, epsilon, (int(rows.sum()), n_bins))
-    return out
