@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from contextlib import ExitStack
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import pandas as pd
@@ -26,6 +26,13 @@ from pseo_das.tasks.audit.mlflow_run import (AuditRun, default_tracking_uri, rec
 from pseo_das.tasks.audit.store_witness import (HEAD_PARAMS, PUBLISHED_TAG, close_abandoned_runs,
                                                 witness_problems)
 from pseo_das.tasks.earnings.earnings_tables import build_publication_tables
+from pseo_das.tasks.earnings.cell_statistics import (cell_statistics_summary,
+                                                     measure_cell_statistics)
+from pseo_das.tasks.inputs.cell_moments import read_mos_moments
+from pseo_das.tasks.privacy.stored_cell_statistics import (RECORD_KEY as CELL_STATISTICS_KEY,
+                                                           cell_statistics_from_record,
+                                                           keep_cell_statistics)
+from pseo_das.tasks.audit.mlflow_run import cell_statistics_parameters
 from pseo_das.tasks.earnings.noisy_histograms import PRODUCT as EARNINGS_PRODUCT
 from pseo_das.tasks.earnings.noisy_histograms import derive_earnings, measure_earnings
 from pseo_das.tasks.employment_flows.division_flows import build_flows_tables
@@ -126,15 +133,21 @@ def post_processing(store_path: Path, plan: ReleasePlan, cfg: ReleaseConfig,
         flows_tables, reference, cfg.flows.nonemployed_weight)
     flows = build_flows_tables(corrected, correction, reference,
                                cfg.flows.division_unobserved_share_max)
+    cell_statistics = cell_statistics_from_record(store_path, record)
     ledger = PrivacyLedger.of(cfg.privacy.epsilon_cap, measured_entries + earnings_entries
-                              + flows_entries + correction_entries)
+                              + flows_entries + correction_entries
+                              + (cell_statistics.entries if cell_statistics else []))
     flows_accuracy = release_flows_accuracy(cfg, flows.tables, reference,
                                             bytes.fromhex(identity.seed_sha256))
     lifetime = lifetime_figures(store_path, plan, record)
+    if cell_statistics is not None:   # release_summary.json says what the store does not hold
+        lifetime = replace(lifetime, release_summary={
+            **lifetime.release_summary, "cell_statistics": cell_statistics_summary(
+                cell_statistics, ledger)})
     manifest = write_release(staging, identity, cfg, ledger, tables, pseoe, pseoh, cells, flows,
                              lifetime, record["input_checks"] + checks,
                              record["input_fingerprints"], recast_notes(recast_inputs, recasts),
-                             record.get("dollars"), flows_accuracy)
+                             record.get("dollars"), flows_accuracy, cell_statistics)
     return ledger, cells, flows, manifest, lifetime.release_summary
 
 
@@ -217,6 +230,8 @@ def _measure_and_publish(data_dir: Path, out_dir: Path, given_seed: str | None,
                         **recast_inputs.fingerprints, **ipeds.fingerprints,
                         f"bls/{cpi.path.name}": cpi.sha256}
         frames = counts.frames
+        moments = read_mos_moments(Path(data_dir), cfg, cpi, engine.chunk_rows) \
+            if cfg.mos.enabled else None
         check_recastable(frames, recast_inputs)
         config_sha256 = fingerprint(cfg.model_dump(mode="json"))
         plan = record_release_plan(store_path, release_id, given_seed, fingerprint(fingerprints),
@@ -235,6 +250,9 @@ def _measure_and_publish(data_dir: Path, out_dir: Path, given_seed: str | None,
                     + measure_flows(plan.pending_for(FLOWS_PRODUCT, FLOWS_TOTAL_PRODUCT),
                                     counts, cfg))
         keep_measurements(store_path, measured)
+        cell_statistics = None if moments is None else keep_cell_statistics(
+            store_path, measure_cell_statistics(moments, cfg, seed, release_id))
+        del moments
         with PrivacyStore.open(store_path) as privacy_store:
             store_chain = {"read": plan.chain_read.as_dict(),
                            "written": privacy_store.head().as_dict()}
@@ -247,13 +265,16 @@ def _measure_and_publish(data_dir: Path, out_dir: Path, given_seed: str | None,
             "config": cfg.model_dump(mode="json"), "input_fingerprints": fingerprints,
             "input_checks": counts.checks, "new_spending": plan.new_spending,
             "superseded": plan.superseded, "store_policy": plan.policy.as_dict(),
-            "store_chain": store_chain, "dollars": dollars.as_dict(), "demo_inputs": demo},
+            "store_chain": store_chain, "dollars": dollars.as_dict(), "demo_inputs": demo}
+            | ({CELL_STATISTICS_KEY: cell_statistics} if cell_statistics else {}),
             reference, recast_inputs, ipeds)
         staging = new_staging(out_dir)
         ledger, cells, flows, manifest, summary = post_processing(
             store_path, plan, cfg, reference, recast_inputs, identity, record, staging)
         record_release(audit, ledger, cells, flows, staging, fingerprints, manifest,
                        plan.summary())
+        if cell_statistics:
+            audit.log_params(cell_statistics_parameters(ledger, cell_statistics))
         with PrivacyStore.open(store_path) as privacy_store:
             head = privacy_store.add_publication(plan.attempt.attempt,
                                                  privacy_store.put_json(record), out_dir)

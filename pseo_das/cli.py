@@ -95,13 +95,23 @@ Release {result.release_id} published: new epsilon {summary['new_epsilon']} \
 ({summary['new_measurements']:,} tabulation x population units measured for \
 {summary['populations_measured']:,} populations, {summary['reused_measurements']:,} reused from \
 the store for {summary['populations_reused']:,} populations at zero epsilon); largest lifetime \
-epsilon of any population {summary['max_lifetime_epsilon']} of {summary['lifetime_epsilon_cap']}.{demo_line(summary)}
+epsilon of any population {summary['max_lifetime_epsilon']} of {summary['lifetime_epsilon_cap']}.{demo_line(summary)}{cell_statistics_line(summary)}
   public files:    {out / 'public'}  (official: pseoe_all.csv, pseof_all.csv, pseo_all_institutions.csv, version_pseo.txt, state folders; pseoh_all.csv; release_notes.html/.md)
   internal files:  {out / 'internal'}  (release_summary.json, ledger.csv, lifetime_budget.csv, flows_state.csv, drb_report.html, manifest.json, config.json)
   privacy store:   {summary['store']}  (see it: pseo-das store show {summary['store']})
   audit run:       MLflow run {result.mlflow_run_id} in {result.tracking_uri}
   see the audit:   mlflow ui --backend-store-uri {result.tracking_uri}""")
     return 0
+
+
+def cell_statistics_line(summary: dict) -> str:
+    """The final message's line on the optional cell statistics (pseom_all.csv)."""
+    kept = summary.get("cell_statistics")
+    if not kept:
+        return ""
+    return (f"\n  CELL STATISTICS: pseom_all.csv ({kept['variant']}) spent epsilon "
+            f"{kept['epsilon_spent']} more, outside the store's lifetime budget; "
+            + kept["epsilon_statement"])
 
 
 def demo_line(summary: dict) -> str:
@@ -299,6 +309,25 @@ def _mechanisms(text: str) -> list[str]:
     return names
 
 
+def _evaluate_mos(args: argparse.Namespace) -> int:
+    """The cell statistics' accuracy study (mos, mos-dp, histogram means; README)."""
+    from pseo_das.tasks.inputs.ingest import InputValidationError
+    from pseo_das.tasks.study.mos_accuracy import DEFAULT_MOS_STUDY_SEED, mos_accuracy_study
+
+    try:
+        result = mos_accuracy_study(Path(args.data), Path(args.out), epsilons=args.epsilons,
+                                    draws=args.draws or 20,
+                                    seed_hex=args.seed or DEFAULT_MOS_STUDY_SEED)
+    except InputValidationError as exc:
+        print(f"\npseo-das evaluate: FAILED.\n{exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    print(f"\nCell statistics accuracy study done in {result.seconds:.0f} s.\n"
+          f"  tables:  {result.out_dir / 'mos_accuracy.csv'}, "
+          f"{result.out_dir / 'mos_accuracy_winners.csv'}")
+    print(result.winners.to_string(index=False))
+    return 0
+
+
 def _evaluate(args: argparse.Namespace) -> int:
     from pseo_das.synth import is_synthetic
 
@@ -308,6 +337,8 @@ def _evaluate(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     if args.product == "flows":
         return _evaluate_flows(args)
+    if args.product == "mos":
+        return _evaluate_mos(args)
     if args.epsilons or args.draws or args.total_shares or args.nonemployed_weights or \
             args.mechanisms or args.alphas:
         print("pseo-das evaluate: --epsilons, --draws, --total-shares, --nonemployed-weights, "
@@ -689,9 +720,9 @@ def parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--data", required=True, help="folder with synthetic graduates and outcomes")
     evaluate.add_argument("--out", required=True, help="folder for the tables, figures and report "
                           "(created if missing; existing study files are replaced)")
-    evaluate.add_argument("--product", choices=["earnings", "flows"], default="earnings",
+    evaluate.add_argument("--product", choices=["earnings", "flows", "mos"], default="earnings",
                           help="earnings: the percentile study (paper section 5); flows: the "
-                          "employment flows post-processing study")
+                          "employment flows post-processing study; mos: the cell statistics (mos, mos-dp, histogram means; --epsilons, --draws)")
     evaluate.add_argument("--quick", action="store_true", help="reduced grid (earnings: bins 10-30 by 5, "
                           "7 epsilons, 5 draws, under two minutes; flows: epsilon 1.5, 2 draws)")
     evaluate.add_argument("--epsilons", type=lambda t: [float(x) for x in t.split(",")],

@@ -226,6 +226,58 @@ class ReleaseSection(_Strict):
     production: bool = False   # refuse the packaged SYNTHETIC demo reference files
 
 
+MOS_ACKNOWLEDGEMENT_KEY = "acknowledge_not_formally_dp"
+
+
+class MosConfig(_Strict):
+    """The optional cell statistics product pseom_all.csv (mean earnings 1, 5 and 10 years
+    after graduation and earnings growth from 1 to 5 years per cell) by maximum observed
+    sensitivity (Chetty and Friedman 2019; README, "Cell statistics"). Off by default.
+    The "mos" variant is NOT a formal differential-privacy guarantee (its scale chi is
+    computed from the data and published without noise): enabling it requires
+    `acknowledge_not_formally_dp = true`. "mos-dp" replaces chi by the public worst case
+    (upper - lower) and is epsilon-DP."""
+    enabled: bool = False
+    acknowledge_not_formally_dp: bool = False
+    variant: Literal["mos", "mos-dp"] = "mos"
+    # epsilon of each statistic's values and, again, of its noisy counts (2 x epsilon per
+    # statistic; statistics add up: 4 statistics = 8 x epsilon)
+    epsilon: float = Field(default=0.1, gt=0)
+    # public bounds of one graduate's earnings, in the bins' constant dollars; 0 = the
+    # earnings floor (lower) and the histograms' interpolation bound (upper)
+    lower: float = Field(default=0, ge=0)
+    upper: float = Field(default=0, ge=0)
+    min_count: int = Field(default=3, ge=2)   # cells with fewer observations publish nothing
+    chi_scope: Literal["degree_level", "release"] = "degree_level"
+
+    @model_validator(mode="after")
+    def _acknowledged(self) -> "MosConfig":
+        if self.enabled and self.variant == "mos" and not self.acknowledge_not_formally_dp:
+            raise ValueError(
+                "mos.enabled = true with mos.variant = \"mos\": maximum observed sensitivity is "
+                "NOT a formal differential-privacy guarantee (its scale chi is computed from "
+                "the confidential data and published without noise). Set "
+                f"mos.{MOS_ACKNOWLEDGEMENT_KEY} = true to publish it anyway, or use "
+                "mos.variant = \"mos-dp\" (formally epsilon-DP, noisier); nothing was read "
+                "or spent")
+        if self.upper and self.upper <= self.lower:
+            raise ValueError(f"mos.upper = {self.upper} must exceed mos.lower = {self.lower}")
+        return self
+
+    def bounds(self, earnings: "EarningsConfig") -> tuple[float, float]:
+        """(lower, upper): the configured bounds, or the floor and interpolation bound."""
+        lower = self.lower or float(earnings.sample_floor)
+        upper = self.upper or float(earnings.top_bin_upper)
+        if upper <= lower:
+            raise ValueError(f"mos bounds: upper {upper} must exceed lower {lower}")
+        return lower, upper
+
+    def n_statistics(self, years_after: tuple[int, ...]) -> int:
+        """mean_yk for each k of {1, 5, 10} tabulated, and growth_1_5 with 1 and 5."""
+        kept = set(years_after) & {1, 5, 10}
+        return len(kept) + (1 if {1, 5} <= kept else 0)
+
+
 class ReleaseConfig(_Strict):
     cells: CellsConfig
     earnings: EarningsConfig
@@ -233,6 +285,16 @@ class ReleaseConfig(_Strict):
     flows: FlowsConfig
     cip: CipConfig = CipConfig()
     release: ReleaseSection = ReleaseSection()
+    mos: MosConfig = MosConfig()
+
+    @model_serializer(mode="wrap")
+    def _without_default_mos(self, handler):
+        """A configuration without the cell statistics dumps as earlier versions' did (its
+        SHA-256, config.json and the recorded plans stay the same)."""
+        dumped = handler(self)
+        if self.mos == MosConfig():
+            dumped.pop("mos", None)
+        return dumped
 
     @model_validator(mode="after")
     def _budget(self) -> "ReleaseConfig":
@@ -245,7 +307,9 @@ class ReleaseConfig(_Strict):
                 f"{self.n_flows_tabulations()} x {epsilon_text(self.flows.epsilon_per_tabulation)}"
                 + (f"; flows origin counts: {self.n_flows_total_tabulations()} x "
                    f"{epsilon_text(self.flows.total_epsilon_per_tabulation)}"
-                   if self.flows.measures_total else "") + ")"
+                   if self.flows.measures_total else "")
+                + (f"; cell statistics (MOS): {self.n_mos_tabulations()} x "
+                   f"{epsilon_text(self.mos.epsilon)}" if self.mos.enabled else "") + ")"
                 f" exceeds privacy.epsilon_cap {epsilon_text(self.privacy.epsilon_cap)}")
         return self
 
@@ -264,9 +328,13 @@ class ReleaseConfig(_Strict):
         measured-total correction, none with the appendix's."""
         return self.n_flows_tabulations() if self.flows.measures_total else 0
 
+    def n_mos_tabulations(self) -> int:
+        """The cell statistics' measurements: per statistic its values and its counts."""
+        return 2 * self.mos.n_statistics(self.cells.years_after) if self.mos.enabled else 0
+
     def planned_total_epsilon(self) -> Fraction:
         """The release's total epsilon, exactly (sequential composition)."""
-        return (self.n_earnings_tabulations() * exact_epsilon(self.privacy.epsilon_per_tabulation)
+        return (self.n_mos_tabulations() * exact_epsilon(self.mos.epsilon) + self.n_earnings_tabulations() * exact_epsilon(self.privacy.epsilon_per_tabulation)
                 + self.n_flows_tabulations() * exact_epsilon(self.flows.epsilon_per_tabulation)
                 + self.n_flows_total_tabulations()
                 * exact_epsilon(self.flows.total_epsilon_per_tabulation))
@@ -321,7 +389,8 @@ def load_config(path: Path | None = None) -> ReleaseConfig:
 
 
 EPSILON_KEYS = (("privacy", "epsilon_per_tabulation"), ("privacy", "epsilon_cap"),
-                ("flows", "epsilon_per_tabulation"), ("flows", "total_epsilon_per_tabulation"))
+                ("flows", "epsilon_per_tabulation"), ("flows", "total_epsilon_per_tabulation"),
+                ("mos", "epsilon"))
 
 
 def _inexact_epsilons(text: str) -> list[str]:

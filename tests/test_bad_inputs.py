@@ -169,6 +169,11 @@ CASES = [
                  ["{root}/release.toml: invalid configuration",
                   "publish: unknown section; expected one of cells, earnings, privacy, flows"],
                  id="config-unknown-section"),
+    pytest.param(config("[mos]\nenabled = true\n"),   # MOS is not formally DP: acknowledge it
+                 ["release.toml: invalid configuration",
+                  "NOT a formal differential-privacy guarantee",
+                  "mos.acknowledge_not_formally_dp = true"],
+                 id="config-mos-without-acknowledgement"),
     pytest.param(config("[privacy]\nepsilon = 0.5\n"),
                  ["release.toml: invalid configuration",
                   "privacy.epsilon: unknown key; expected one of epsilon_per_tabulation"],

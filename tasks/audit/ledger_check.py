@@ -15,7 +15,8 @@ import pandas as pd
 from pseo_das.config import ReleaseConfig
 from pseo_das.epsilon import epsilon_text, exact_epsilon
 from pseo_das.tasks.audit.audit_target import AuditedRelease
-from pseo_das.tasks.privacy.mechanism import MEASURING_MECHANISMS
+from pseo_das.tasks.privacy.mechanism import FORMAL_NO, LAPLACE, MEASURING_MECHANISMS
+from pseo_das.tasks.earnings.cell_statistics import PRODUCT as CELL_STATISTICS_PRODUCT
 from pseo_das.tasks.employment_flows.noisy_flows import PRODUCT as FLOWS_PRODUCT
 from pseo_das.tasks.employment_flows.noisy_flows import TOTAL_PRODUCT as FLOWS_TOTAL_PRODUCT
 from pseo_das.tasks.earnings.noisy_histograms import PRODUCT as EARNINGS_PRODUCT
@@ -28,7 +29,9 @@ CONFIG = "internal/config.json"
 # The configuration value that sets the epsilon of each product's measured tabulations.
 EPSILON_SETTING = {EARNINGS_PRODUCT: "privacy.epsilon_per_tabulation",
                    FLOWS_PRODUCT: "flows.epsilon_per_tabulation",
-                   FLOWS_TOTAL_PRODUCT: "flows.total_epsilon_per_tabulation"}
+                   FLOWS_TOTAL_PRODUCT: "flows.total_epsilon_per_tabulation",
+                   CELL_STATISTICS_PRODUCT: "mos.epsilon"}
+MEASURING = MEASURING_MECHANISMS | {LAPLACE}   # mechanisms that spend epsilon
 
 
 def _read_ledger_text(path: Path) -> pd.DataFrame:
@@ -82,7 +85,7 @@ def epsilon_findings(ledger: pd.DataFrame, settings: dict[str, object]) -> list[
         tab, product, epsilon = row["tabulation_id"], row["product"], row["epsilon"]
         if epsilon is None:
             out.append(f"tabulation {tab}: epsilon {row['epsilon_text']!r} is not a number")
-        elif row["mechanism"] in MEASURING_MECHANISMS:
+        elif row["mechanism"] in MEASURING:
             setting = EPSILON_SETTING.get(product)
             if setting is None:
                 out.append(f"tabulation {tab}: unknown product {product!r}, no configured epsilon")
@@ -158,7 +161,8 @@ def total_findings(total: Fraction, by_product: pd.DataFrame, metrics: dict[str,
         return out
     planned = {EARNINGS_PRODUCT: plan.n_earnings_tabulations(),
                FLOWS_PRODUCT: plan.n_flows_tabulations(),
-               FLOWS_TOTAL_PRODUCT: plan.n_flows_total_tabulations()}
+               FLOWS_TOTAL_PRODUCT: plan.n_flows_total_tabulations(),
+               CELL_STATISTICS_PRODUCT: plan.n_mos_tabulations()}
     for product, n in planned.items():
         found = int(by_product["count"].get(product, 0))
         if found != n:
@@ -197,7 +201,7 @@ def check_ledger(release: AuditedRelease, logged_ledger: Path | None) -> CheckRe
     findings += metric_findings(ledger, release.metrics)
 
     total = sum((e for e in ledger["epsilon"] if e is not None), Fraction(0))
-    measured = ledger[ledger["mechanism"].isin(MEASURING_MECHANISMS)]
+    measured = ledger[ledger["mechanism"].isin(list(MEASURING))]
     by_product = measured.groupby("product")["epsilon"].agg(
         count="count", sum=lambda s: sum((e for e in s if e is not None), Fraction(0)))
     plan = _planned(config)
@@ -208,6 +212,10 @@ def check_ledger(release: AuditedRelease, logged_ledger: Path | None) -> CheckRe
                                   "total epsilon (ledger)": epsilon_text(total),
                                   "epsilon.total (run metric)": logged_total,
                                   "privacy.epsilon_cap": cap}
+    if "formal_guarantee" in ledger.columns:
+        not_formal = ledger[ledger["formal_guarantee"] == FORMAL_NO]
+        figures["epsilon NOT a formal DP guarantee (maximum observed sensitivity)"] = \
+            epsilon_text(sum((e for e in not_formal["epsilon"] if e is not None), Fraction(0)))
     for product, row in by_product.iterrows():
         figures[f"{product}: measured tabulations"] = (f"{int(row['count'])}, epsilon "
                                                        f"{epsilon_text(row['sum'])} in all")

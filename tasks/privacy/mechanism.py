@@ -31,6 +31,12 @@ from pseo_das.epsilon import epsilon_text, exact_epsilon
 GEOMETRIC = "two-sided geometric"
 POST_PROCESSING = "post-processing (sum of noisy histograms)"
 RANDOMIZED_POST_PROCESSING = "randomized post-processing (weighted draws)"
+LAPLACE = "Laplace (continuous)"
+# Whether a ledger entry's epsilon is a formal differential-privacy guarantee. "no": the
+# noise scale depends on a data-dependent parameter that is published without noise (the
+# maximum observed sensitivity of Chetty and Friedman 2019).
+FORMAL_YES = "yes"
+FORMAL_NO = "no"
 STREAM_DOMAIN = b"pseo-das/noise-stream/v1"
 # The mechanisms whose entries are measurements (noise drawn, epsilon spent).
 MEASURING_MECHANISMS = frozenset({GEOMETRIC, *MECHANISM_NAMES.values()})
@@ -46,12 +52,13 @@ class LedgerEntry:
     product: str
     mechanism: str
     epsilon: Fraction  # exact
-    sensitivity: int
+    sensitivity: int | float  # float: a data-dependent bound (MOS chi)
     n_cells: int
     n_bins: int
     composition: str
     derived_from: str
     noise_stream: str  # SHA-256 of the stream key: identifies the stream, reveals nothing
+    formal_guarantee: str = FORMAL_YES  # FORMAL_NO: epsilon is not a formal DP guarantee
     # Employer-side protection (tasks/privacy/establishment.py); empty for the geometric
     # mechanism, and then not written to ledger.csv (the columns of earlier versions).
     alpha: str = ""
@@ -96,6 +103,28 @@ class PrivacyLedger:
                 f"{epsilon_text(self.epsilon_cap)}")
         self._entries[entry.tabulation_id] = entry
         return entry
+
+    @property
+    def formal_epsilon(self) -> Fraction:
+        """The epsilon of the entries that are formal differential-privacy guarantees."""
+        return sum((e.epsilon for e in self._entries.values()
+                    if e.formal_guarantee == FORMAL_YES), Fraction(0))
+
+    @property
+    def non_formal_epsilon(self) -> Fraction:
+        """The epsilon of the entries that are not (maximum observed sensitivity): noise
+        calibrated as if to epsilon, but with a data-dependent scale published without
+        noise, so no formal bound holds for them."""
+        return self.total_epsilon - self.formal_epsilon
+
+    def epsilon_statement(self) -> str:
+        """The release's total epsilon, formal and non-formal spending apart."""
+        if self.non_formal_epsilon == 0:
+            return f"total epsilon {epsilon_text(self.total_epsilon)} (all formal, pure epsilon-DP)"
+        return (f"total epsilon {epsilon_text(self.total_epsilon)}: formal (pure epsilon-DP) "
+                f"{epsilon_text(self.formal_epsilon)}, plus {epsilon_text(self.non_formal_epsilon)}"
+                " spent by maximum observed sensitivity (MOS), which is NOT a formal "
+                "differential-privacy guarantee (its scale chi is published without noise)")
 
     @classmethod
     def of(cls, epsilon_cap: float | str | Fraction, entries: list[LedgerEntry]
@@ -401,3 +430,42 @@ def measure_with_employer_protection(release_seed: bytes, measurement_id: str,
     values = employer_protected_values(noise_generator(release_seed, measurement_id),
                                        true_counts, largest_at_one_employer, protection)
     return NoisyMeasurement(measurement_id, cells, whole_graduates(values), entry)
+
+
+def laplace_noise(release_seed: bytes, measurement_id: str, scales: np.ndarray) -> np.ndarray:
+    """Continuous Laplace noise, one draw per entry of `scales` (its scale b: density
+    exp(-|x|/b) / 2b), in the caller's canonical order, from the ChaCha20 stream
+    SHA-256(domain, seed, measurement id). Drawn in double precision by numpy's inversion
+    of a uniform double, so, like every floating-point Laplace sampler (Mironov 2012), the
+    set of values it can return is not the whole real line: the guarantee it carries is
+    that of the Laplace mechanism up to that floating-point approximation. A scale of 0
+    gives 0. Privacy cost: none by itself; `measure_with_laplace_noise` records it."""
+    scales = np.asarray(scales, dtype=np.float64)
+    if not np.isfinite(scales).all() or (scales < 0).any():
+        raise ValueError(f"{measurement_id}: Laplace scales must be finite and non-negative")
+    unit = noise_generator(release_seed, measurement_id).laplace(0.0, 1.0, scales.shape)
+    return unit * scales
+
+
+def measure_with_laplace_noise(release_seed: bytes, measurement_id: str, tabulation_id: str,
+                               product: str, values: np.ndarray, scales: np.ndarray,
+                               epsilon: float | str | Fraction, sensitivity: float,
+                               composition: str, formal: bool
+                               ) -> tuple[np.ndarray, LedgerEntry]:
+    """`values` + Laplace(`scales`) (one draw per value, canonical order), and the ledger
+    entry that records it: no noise leaves this function without its entry.
+
+    Privacy cost: `epsilon` for the whole array when `scales` = (a bound on the sensitivity
+    of each value) / epsilon and every person affects at most one value (parallel
+    composition). `formal` False marks the entry as not a formal guarantee (the maximum
+    observed sensitivity method: the scale chi / (epsilon N_g) uses a chi computed from the
+    data and published without noise). `sensitivity`: the largest sensitivity bound used
+    (for MOS, chi itself), as recorded in the ledger.
+    """
+    values = np.asarray(values, dtype=np.float64)
+    scales = np.broadcast_to(np.asarray(scales, dtype=np.float64), values.shape)
+    entry = LedgerEntry(
+        tabulation_id, product, LAPLACE, exact_epsilon(epsilon), sensitivity, values.size, 1,
+        composition, "", hashlib.sha256(stream_key(release_seed, measurement_id)).hexdigest(),
+        FORMAL_YES if formal else FORMAL_NO)
+    return values + laplace_noise(release_seed, measurement_id, scales), entry

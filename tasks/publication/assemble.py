@@ -29,6 +29,10 @@ from pseo_das.tasks.study.flows_release_accuracy import grads_consistency
 from pseo_das.tasks.employment_flows.division_flows import FlowsRelease, PublishedFlowsChecks
 from pseo_das.tasks.privacy.mechanism import MEASURING_MECHANISMS, PrivacyLedger
 from pseo_das.tasks.earnings.noisy_histograms import NoisyHistograms
+from pseo_das.tasks.earnings.cell_statistics import (CELL_STATISTICS_FILE, NoisyCellStatistics,
+                                                     cell_statistics_context,
+                                                     cell_statistics_table)
+from pseo_das.tasks.inputs.constant_dollars import DollarYears
 from pseo_das.tasks.privacy.release_plan import ReleasePlan, lifetime_table
 from pseo_das.tasks.privacy.store import PrivacyStore, epsilon_text
 from pseo_das.tasks.publication.release_files import fingerprints, write_code_table, write_csv, write_manifest
@@ -121,9 +125,10 @@ def stop_on_failed_checks(checks: list[dict]) -> list[dict]:
 
 
 def ledger_checks(ledger: PrivacyLedger, tables: list[NoisyHistograms],
-                  flows: FlowsRelease) -> list[dict]:
-    """Every noisy value comes from a ledger entry; the total is within the cap."""
-    drawn = (sum(t.counts.size for t in tables if t.measured)
+                  flows: FlowsRelease, other_drawn: int = 0) -> list[dict]:
+    """Every noisy value comes from a ledger entry; the total is within the cap.
+    `other_drawn`: geometric values drawn by other products (the cell statistics' counts)."""
+    drawn = (other_drawn + sum(t.counts.size for t in tables if t.measured)
              + sum(t.noisy.size + (0 if t.total is None else t.total.size)
                    for t in flows.tables if t.measured))
     recorded = sum(e.n_cells * e.n_bins for e in ledger.entries if e.mechanism in MEASURING_MECHANISMS)
@@ -173,11 +178,13 @@ def write_release(staging: Path, identity: ReleaseIdentity, cfg: ReleaseConfig,
                   pseoh: pd.DataFrame, cells: pd.DataFrame, flows: FlowsRelease,
                   lifetime: LifetimeFigures, checks: list[dict],
                   input_fingerprints: dict[str, str], cip_recast: dict,
-                  dollars: dict | None, flows_accuracy: dict) -> dict[str, str]:
+                  dollars: dict | None, flows_accuracy: dict,
+                  cell_statistics: NoisyCellStatistics | None = None) -> dict[str, str]:
     """Write every file of the release into `staging`; return the manifest.
-    `flows_accuracy`: `release_flows_accuracy`'s simulation of the published flows. Some
-    of the work runs in a second thread (`beside`), which has finished when this returns
-    or raises."""
+    `flows_accuracy`: `release_flows_accuracy`'s simulation of the published flows;
+    `cell_statistics`: the optional pseom_all.csv's noisy values (README, "Cell statistics").
+    Some of the work runs in a second thread (`beside`), which has finished when this
+    returns or raises."""
     with ThreadPoolExecutor(1) as pool:
         def beside(function, *args) -> Future:
             """function(*args) in the second thread, in the Prefect run's context (its
@@ -186,7 +193,7 @@ def write_release(staging: Path, identity: ReleaseIdentity, cfg: ReleaseConfig,
 
         return _write_release(beside, staging, identity, cfg, ledger, tables, pseoe, pseoh,
                               cells, flows, lifetime, checks, input_fingerprints, cip_recast,
-                              dollars, flows_accuracy)
+                              dollars, flows_accuracy, cell_statistics)
 
 
 def _write_release(beside, staging: Path, identity: ReleaseIdentity, cfg: ReleaseConfig,
@@ -194,7 +201,8 @@ def _write_release(beside, staging: Path, identity: ReleaseIdentity, cfg: Releas
                    pseoh: pd.DataFrame, cells: pd.DataFrame, flows: FlowsRelease,
                    lifetime: LifetimeFigures, checks: list[dict],
                    input_fingerprints: dict[str, str], cip_recast: dict,
-                   dollars: dict | None, flows_accuracy: dict) -> dict[str, str]:
+                   dollars: dict | None, flows_accuracy: dict,
+                   cell_statistics: NoisyCellStatistics | None) -> dict[str, str]:
     public, internal = staging / "public", staging / "internal"
     started = time.perf_counter()
 
@@ -235,6 +243,16 @@ def _write_release(beside, staging: Path, identity: ReleaseIdentity, cfg: Releas
     context["metadata_files"] = metadata_summary(metadata)
     context["consistency"] = grads_consistency(cfg, pseoe, pseof.national_rows, cells,
                                                flows_accuracy["errors"])
+    context["cell_statistics"] = None
+    if cell_statistics is not None:
+        factor = float(DollarYears(**dollars).factor) if dollars else 1.0
+        pseom = cell_statistics_table(cell_statistics, factor)
+        write_code_table(pseom, public / CELL_STATISTICS_FILE)
+        done(f"wrote {CELL_STATISTICS_FILE} ({len(pseom):,} rows)")
+        context["cell_statistics"] = cell_statistics_context(
+            cell_statistics, pseom, ledger.formal_epsilon, ledger.non_formal_epsilon,
+            ledger.epsilon_statement(), factor,
+            dollars["publication_year"] if dollars else None)
     notes = render_markdown("release_notes.md.j2", context)
     (public / "release_notes.md").write_text(notes)
     (public / "release_notes.html").write_text(
@@ -249,7 +267,9 @@ def _write_release(beside, staging: Path, identity: ReleaseIdentity, cfg: Releas
     written = fingerprints(staging)      # every file but the DRB report and the manifest
     accuracy = release_accuracy(cfg, tables, bytes.fromhex(identity.seed_sha256))
     checks = stop_on_failed_checks(checks + [layout_check.result()] + flows.checks
-                                   + flows_checks.results() + ledger_checks(ledger, tables, flows))
+                                   + flows_checks.results() + ledger_checks(
+                                       ledger, tables, flows, 0 if cell_statistics is None else
+                                       int(cell_statistics.table["noisy_count"].notna().sum())))
     drb = render_markdown("drb_report.md.j2", dict(
         context, ledger=ledger.entries, mlflow_run_id=identity.mlflow_run_id,
         tracking_uri=identity.tracking_uri, suppression=suppression_summary(cells),

@@ -12,7 +12,7 @@ from pseo_das.schemas.pseo_layout import ALL_COHORTS, SCHEMA_DIR, SCHEMA_VERSION
 from pseo_das.tasks.employment_flows.division_flows import FlowsRelease, OriginTable
 from pseo_das.tasks.publication.official_codes import agg_level
 from pseo_das.tasks.employment_flows.flow_counts import N_DESTINATIONS
-from pseo_das.tasks.privacy.mechanism import (MEASURING_MECHANISMS, PrivacyLedger,
+from pseo_das.tasks.privacy.mechanism import (LAPLACE, MEASURING_MECHANISMS, PrivacyLedger,
                                               geometric_variance)
 from pseo_das.tasks.earnings.noisy_histograms import NoisyHistograms
 
@@ -127,14 +127,14 @@ def release_context(cfg: ReleaseConfig, ledger: PrivacyLedger, tables: list[Nois
                     n_pseoe_rows: int, n_pseoh_rows: int) -> dict:
     """Everything the public release notes show."""
     entries = ledger.entries
-    measured = [e for e in entries if e.mechanism in MEASURING_MECHANISMS]
+    measured = [e for e in entries if e.mechanism in MEASURING_MECHANISMS | {LAPLACE}]
     return {
         "cfg": cfg, "release_id": release_id, "code_version": code_version,
         "seed_sha256": seed_sha256, "config_sha256": config_sha256,
         "bins": bins(cfg), "measured": measured,
         "epsilon_by_product": {product: sum(e.epsilon for e in measured if e.product == product)
                                for product in dict.fromkeys(e.product for e in measured)},
-        "derived": [e for e in entries if e.mechanism not in MEASURING_MECHANISMS],
+        "derived": [e for e in entries if e.mechanism not in MEASURING_MECHANISMS | {LAPLACE}],
         "total_epsilon": ledger.total_epsilon,
         "bin_variance": geometric_variance(cfg.privacy.epsilon_per_tabulation),
         "variances": variance_summary(cells, cfg),

@@ -50,3 +50,20 @@ def exact_geometric_noise(seed: bytes, stream_id: str, epsilon: float,
     bits = simulation_generator(seed, stream_id).bit_generator
     size = math.prod(shape)
     return draw(table, bits.random_raw(size), lambda: int(bits.random_raw())).reshape(shape)
+
+
+def simulated_laplace_noise(generator: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+    """Standard Laplace draws (scale 1), the law of the release's continuous Laplace noise
+    (the cell statistics), for simulations. Privacy cost: none (simulation)."""
+    return generator.laplace(0.0, 1.0, shape)
+
+
+def summed_geometric_noise(generator: np.random.Generator, epsilon: float, terms: np.ndarray,
+                           n_bins: int) -> np.ndarray:
+    """The noise of a sum of `terms[i]` noisy histograms in row i: each bin the sum of that
+    many independent two-sided geometric draws at `epsilon`. Privacy cost: none (simulation)."""
+    out = np.zeros((len(terms), n_bins), np.int64)
+    for t in range(1, int(terms.max(initial=0)) + 1):
+        rows = terms >= t
+        out[rows] += simulated_geometric_noise(generator, epsilon, (int(rows.sum()), n_bins))
+    return out
