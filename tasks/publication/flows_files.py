@@ -25,7 +25,7 @@ from pseo_das.tasks.publication.metadata_files import ALL_STATES, row_states, st
 from pseo_das.tasks.publication.release_files import CodeTableWriter
 
 
-PROGRESS_EVERY_S = 10.0
+PROGRESS_EVERY_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -59,6 +59,7 @@ def write_pseof(public: Path, flows: FlowsRelease, institution_state: Mapping[st
     with ExitStack() as files:
         writers = {ALL_STATES: files.enter_context(CodeTableWriter(public / all_name, columns))}
         names = {ALL_STATES: all_name}
+        progress(f"writing {all_name} ({flows.n_pseof_rows:,} rows) and its state copies")
         last_note = time.monotonic()
         for part, start, rows in pseof_chunks(flows.pseof):
             if time.monotonic() - last_note > PROGRESS_EVERY_S:
