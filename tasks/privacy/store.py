@@ -73,15 +73,18 @@ def _positive(column: str) -> str:
 
 
 SHA = "CHECK (length({0}) = 64 AND {0} NOT GLOB '*[^0-9a-f]*')"
-SCHEMA = f"""
-CREATE TABLE store_info (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE chain (
+# The hash chain every append-only table of a store (and of the verification ledger beside
+# it) writes an entry to.
+CHAIN_TABLE = f"""CREATE TABLE chain (
     seq INTEGER PRIMARY KEY CHECK (seq > 0),
     entry TEXT NOT NULL,
     content TEXT NOT NULL,
     prev_sha256 TEXT NOT NULL {SHA.format("prev_sha256")},
     sha256 TEXT NOT NULL UNIQUE {SHA.format("sha256")}
-);
+);"""
+SCHEMA = f"""
+CREATE TABLE store_info (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+{CHAIN_TABLE}
 CREATE TABLE policies (
     policy INTEGER PRIMARY KEY AUTOINCREMENT,
     lifetime_cap TEXT NOT NULL {_positive("lifetime_cap")},
@@ -144,11 +147,19 @@ APPEND_ONLY = ["store_info", "chain", "policies", "releases", "measurements",
 # its measurement's populations_sha256).
 CHAINED = ["store_info", "policies", "releases", "measurements", "measurement_objects",
            "publications"]
-TRIGGERS = "".join(
-    f"CREATE TRIGGER {t}_no_update BEFORE UPDATE ON {t} BEGIN SELECT RAISE(ABORT, "
-    f"'the privacy store is append-only'); END;"
-    f"CREATE TRIGGER {t}_no_delete BEFORE DELETE ON {t} BEGIN SELECT RAISE(ABORT, "
-    f"'the privacy store is append-only'); END;" for t in APPEND_ONLY)
+
+
+def append_only_triggers(tables: list[str], what: str) -> str:
+    """SQLite triggers that refuse every UPDATE and DELETE on `tables` ("`what` is
+    append-only")."""
+    return "".join(
+        f"CREATE TRIGGER {t}_no_update BEFORE UPDATE ON {t} BEGIN SELECT RAISE(ABORT, "
+        f"'{what} is append-only'); END;"
+        f"CREATE TRIGGER {t}_no_delete BEFORE DELETE ON {t} BEGIN SELECT RAISE(ABORT, "
+        f"'{what} is append-only'); END;" for t in tables)
+
+
+TRIGGERS = append_only_triggers(APPEND_ONLY, "the privacy store")
 
 
 class StoreError(RuntimeError):

@@ -33,20 +33,15 @@ from pathlib import Path
 
 from pseo_das.epsilon import epsilon_text
 from pseo_das.tasks.privacy.mechanism import fresh_release_seed
-from pseo_das.tasks.privacy.store import (GENESIS, SHA, StoreError, _positive, chain_sha256,
+from pseo_das.tasks.privacy.store import (CHAIN_TABLE, GENESIS, SHA, StoreError, _positive,
+                                          append_only_triggers, chain_sha256,
                                           positive_epsilon, row_content, store_exists, utc_now)
 
 LEDGER = "verification.sqlite"
 FORMAT = "pseo-das verification ledger v1"
 SCHEMA = f"""
 CREATE TABLE verification_info (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE chain (
-    seq INTEGER PRIMARY KEY CHECK (seq > 0),
-    entry TEXT NOT NULL,
-    content TEXT NOT NULL,
-    prev_sha256 TEXT NOT NULL {SHA.format("prev_sha256")},
-    sha256 TEXT NOT NULL UNIQUE {SHA.format("sha256")}
-);
+{CHAIN_TABLE}
 CREATE TABLE global_budgets (
     budget INTEGER PRIMARY KEY AUTOINCREMENT,
     global_cap TEXT NOT NULL {_positive("global_cap")},
@@ -87,11 +82,7 @@ CREATE TABLE requests (
 """
 CHAINED = ["verification_info", "global_budgets", "analysts", "queries", "answers", "requests"]
 APPEND_ONLY = ["chain", *CHAINED]
-TRIGGERS = "".join(
-    f"CREATE TRIGGER {t}_no_update BEFORE UPDATE ON {t} BEGIN SELECT RAISE(ABORT, "
-    f"'the verification ledger is append-only'); END;"
-    f"CREATE TRIGGER {t}_no_delete BEFORE DELETE ON {t} BEGIN SELECT RAISE(ABORT, "
-    f"'the verification ledger is append-only'); END;" for t in APPEND_ONLY)
+TRIGGERS = append_only_triggers(APPEND_ONLY, "the verification ledger")
 
 
 class LedgerError(StoreError):
