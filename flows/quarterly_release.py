@@ -250,6 +250,8 @@ def _measure_and_publish(data_dir: Path, out_dir: Path, given_seed: str | None,
                     + measure_flows(plan.pending_for(FLOWS_PRODUCT, FLOWS_TOTAL_PRODUCT),
                                     counts, cfg))
         keep_measurements(store_path, measured)
+        input_checks = counts.checks
+        del measured, counts   # post-processing reads the store: the dense arrays can go
         cell_statistics = None if moments is None else keep_cell_statistics(
             store_path, measure_cell_statistics(moments, cfg, seed, release_id))
         del moments
@@ -263,7 +265,7 @@ def _measure_and_publish(data_dir: Path, out_dir: Path, given_seed: str | None,
         record = keep_publication_record(store_path, {
             "identity": asdict(identity), "attempt": plan.attempt.attempt,
             "config": cfg.model_dump(mode="json"), "input_fingerprints": fingerprints,
-            "input_checks": counts.checks, "new_spending": plan.new_spending,
+            "input_checks": input_checks, "new_spending": plan.new_spending,
             "superseded": plan.superseded, "store_policy": plan.policy.as_dict(),
             "store_chain": store_chain, "dollars": dollars.as_dict(), "demo_inputs": demo}
             | ({CELL_STATISTICS_KEY: cell_statistics} if cell_statistics else {}),

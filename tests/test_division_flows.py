@@ -1,6 +1,7 @@
 """Division flows and division suppression (001 A.3.3) on a hand-built coverage case."""
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from pseo_das.schemas.codes import NAICS_SECTORS, STATE_FIPS, STATUS_NOT_AVAILABLE, STATUS_OK, STATUS_SUPPRESSED
 from pseo_das.tasks.employment_flows.division_flows import (PublishedFlowsChecks, flows_state_rows,
@@ -192,3 +193,44 @@ def test_published_flows_checks_pass_on_the_flows_and_catch_a_wrong_value():
     results = published_checks(negative_instate)
     assert results["no published in-state count exceeds its employed count"].startswith("FAILED")
     assert results["no published flow is negative"].startswith("FAILED")
+
+
+def test_flows_state_rows_by_blocks_equal_the_whole_table():
+    """flows_state.csv is built a block of origin cells at a time: the blocks' rows, in
+    order, are the whole table's, and their division sums add up to the whole table's."""
+    whole, rows, cols = flows_state_rows(FLOWS)
+    for size in (1, 2):
+        blocks = [flows_state_rows(FLOWS, start, start + size) for start in range(0, 3, size)]
+        assert pa.concat_tables([b[0] for b in blocks]).to_pandas().equals(whole.to_pandas())
+        assert np.array_equal(np.concatenate([b[1] for b in blocks]), rows)
+        by_blocks, at_once = PublishedFlowsChecks(), PublishedFlowsChecks()
+        for block in blocks:
+            by_blocks.expect_divisions(FLOWS, *block)
+        at_once.expect_divisions(FLOWS, whole, rows, cols)
+        key = ("A", 1)
+        assert np.array_equal(by_blocks.division_sums[key], at_once.division_sums[key])
+        assert at_once.division_sums[key].sum() > 0
+
+
+def test_flows_invariants_catch_each_broken_promise_in_any_block():
+    from dataclasses import replace
+
+    from pseo_das.tasks.employment_flows.division_flows import flows_invariants
+
+    def failed(table, block_cells):
+        return [c["result"] for c in flows_invariants([table], block_cells)
+                if c["result"].startswith("FAILED")]
+
+    assert failed(FLOWS, 1) == [] and failed(FLOWS, 2) == []
+    negative = FLOWS.corrected.copy()
+    negative[2, 0], negative[2, 1] = -1, negative[2, 1] + 1     # same total, one flow negative
+    exceed = FLOWS.corrected.copy()
+    exceed[1, flow("08")] += 1                                  # above its noisy count
+    exceed[1, NONEMPLOYED] -= 1
+    short = FLOWS.corrected.copy()
+    short[2, NONEMPLOYED] -= 1                                  # total no longer matches
+    for corrected, broken in ((negative, "negative flows"), (exceed, "flows exceed"),
+                              (short, "cells differ")):
+        for block_cells in (1, 2, 3):
+            results = failed(replace(FLOWS, corrected=corrected), block_cells)
+            assert any(broken in r for r in results), (broken, results)

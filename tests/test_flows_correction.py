@@ -84,3 +84,36 @@ def test_same_draws_same_correction():
     first, _ = correct_values(noisy, log_w, _exponentials(5))
     second, _ = correct_values(noisy, log_w, _exponentials(5))
     assert (first == second).all()
+
+
+def test_block_size_does_not_change_the_correction():
+    """A national table is corrected a block of origin cells at a time, consuming one
+    stream in cell order: any block size gives the same flows, statistics and ledger entry."""
+    import pandas as pd
+
+    from pseo_das.tasks.employment_flows.flow_counts import N_DESTINATIONS
+    from pseo_das.tasks.employment_flows.flows_correction import correct_table, industry_flows
+    from pseo_das.tasks.employment_flows.noisy_flows import NoisyFlows
+    from pseo_das.tasks.inputs.reference_inputs import default_reference_dir, load_reference_inputs
+
+    generator = np.random.default_rng(5)
+    n_cells = 37
+    true = generator.poisson(0.05, size=(n_cells, N_DESTINATIONS))
+    noisy = true + generator.geometric(0.6, true.shape) - generator.geometric(0.6, true.shape)
+    cells = pd.DataFrame({"institution": [f"0000000{i % 3}" for i in range(n_cells)],
+                          "inst_state": ["08", "48", "26"] * 12 + ["08"], "degree_level": "05",
+                          "cipcode": [("11", "14", "52")[i % 3] for i in range(n_cells)],
+                          "grad_cohort": 2010, "grad_cohort_years": 1, "noise_terms": 1})
+    total = true.sum(axis=1) + generator.integers(-2, 3, n_cells)
+    table = NoisyFlows("flows.I.cip2.y1", "2", 1, cells, noisy, ("flows.I.cip2.y1",),
+                       ("ab" * 32,), total=total)
+    reference = load_reference_inputs(default_reference_dir())
+    indflow = industry_flows([table])
+    whole, whole_stats, whole_entries = correct_table(table, reference, indflow, 3e-6,
+                                                      block_cells=n_cells)
+    assert whole_stats["units_removed"] > 1000 and whole_stats["cells_corrected"] == n_cells
+    for block in (1, 5, 16):
+        blocked, stats, entries = correct_table(table, reference, indflow, 3e-6, block_cells=block)
+        assert np.array_equal(blocked.corrected, whole.corrected)
+        assert stats == whole_stats and entries == whole_entries
+    assert (whole.corrected.sum(axis=1) == np.maximum(total, 0)).all()

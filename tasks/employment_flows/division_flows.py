@@ -117,14 +117,15 @@ def origin_tables(table: NoisyFlows, suppressed: np.ndarray) -> list[OriginTable
     """The institution table as corrected, and the state-of-institution and all-cohort
     tables summed from it. A summed division flow is suppressed when one of the flows it
     sums is (it would be as incomplete). Privacy cost: none (sums of corrected flows)."""
-    stacked = np.hstack([table.corrected, suppressed.astype(np.int64)])
-    out = []
-    for inst_level, by_cohort in (("I", True), ("S", True), ("I", False), ("S", False)):
-        cells, summed = (table.cells, stacked) if (inst_level, by_cohort) == ("I", True) else \
-            sum_to_coarser(table.cells, stacked, inst_level, table.cip_level, table.cip_level,
-                           all_cohorts=not by_cohort)
+    out = [OriginTable("I", table.cip_level, True, table.years_after, table.cells,
+                       table.corrected, suppressed)]
+    stacked = np.hstack([table.corrected, suppressed.astype(table.corrected.dtype)])
+    for inst_level, by_cohort in (("S", True), ("I", False), ("S", False)):
+        cells, summed = sum_to_coarser(table.cells, stacked, inst_level, table.cip_level,
+                                       table.cip_level, all_cohorts=not by_cohort)
         out.append(OriginTable(inst_level, table.cip_level, by_cohort, table.years_after, cells,
                                summed[:, :N_DESTINATIONS], summed[:, N_DESTINATIONS:] > 0))
+    del stacked
     return out
 
 
@@ -304,20 +305,25 @@ FLOWS_STATE_COLUMNS = ["institution", "degree_level", "cip_level", "cipcode", "g
                        "corrected_count", "origin_total"]
 
 
-def flows_state_rows(table: NoisyFlows) -> tuple[pa.Table, np.ndarray, np.ndarray]:
-    """flows_state.csv's rows of one table (internal): noisy and corrected count of every
-    flow whose noisy or corrected count is not 0, and the total its origin cell's corrected
-    flows match (`origin_total`), so an auditor can check the correction cell by cell; with
-    each row's origin cell (row of the table) and destination (column). An Arrow table
-    whose code columns are dictionary-encoded (millions of rows)."""
-    rows, cols = np.nonzero((table.noisy != 0) | (table.corrected != 0))
+def flows_state_rows(table: NoisyFlows, start: int = 0, stop: int | None = None
+                     ) -> tuple[pa.Table, np.ndarray, np.ndarray]:
+    """flows_state.csv's rows of one table (internal), or of its origin cells start to
+    stop: noisy and corrected count of every flow whose noisy or corrected count is not 0,
+    and the total its origin cell's corrected flows match (`origin_total`), so an auditor
+    can check the correction cell by cell; with each row's origin cell (row of the table)
+    and destination (column). An Arrow table whose code columns are dictionary-encoded
+    (millions of rows)."""
+    block = slice(start, len(table.cells) if stop is None else stop)
+    noisy, corrected = table.noisy[block], table.corrected[block]
+    rows, cols = np.nonzero((noisy != 0) | (corrected != 0))
     dest = destinations()
 
     def coded(values, at: np.ndarray) -> pa.DictionaryArray:
         codes = pd.Categorical(values)
         return pa.DictionaryArray.from_arrays(codes.codes[at], codes.categories.astype(str))
 
-    cells = table.cells
+    cells = table.cells.iloc[block]
+    target = noisy.sum(axis=1) if table.total is None else table.total[block]
     columns = [
         coded(cells["institution"], rows), coded(cells["degree_level"], rows),
         coded([table.cip_level], np.zeros(len(rows), np.int8)), coded(cells["cipcode"], rows),
@@ -325,9 +331,10 @@ def flows_state_rows(table: NoisyFlows) -> tuple[pa.Table, np.ndarray, np.ndarra
         cells["grad_cohort_years"].to_numpy(np.int64)[rows],
         np.full(len(rows), table.years_after, np.int64),
         coded(dest["industry"], cols), coded(dest["state"], cols),
-        table.noisy[rows, cols], table.corrected[rows, cols], target_total(table)[rows],
+        noisy[rows, cols].astype(np.int64), corrected[rows, cols].astype(np.int64),
+        np.asarray(target, dtype=np.int64)[rows],
     ]
-    return pa.table(columns, names=FLOWS_STATE_COLUMNS), rows, cols
+    return pa.table(columns, names=FLOWS_STATE_COLUMNS), rows + block.start, cols
 
 
 DIVISION_OF_STATE_INDEX = DIVISION_MEMBERSHIP.argmax(axis=0)     # state index -> division index
@@ -352,16 +359,21 @@ def target_total(table: NoisyFlows) -> np.ndarray:
     return table.noisy.sum(axis=1) if table.total is None else table.total
 
 
-def flows_invariants(tables: list[NoisyFlows]) -> list[dict]:
-    """The logical constraints the correction promises, checked on every table (the
-    published rows are checked as they are written: `PublishedFlowsChecks`)."""
-    negative = sum(int((t.corrected < 0).sum()) for t in tables)
-    totals = sum(int((t.corrected.sum(axis=1) != np.maximum(target_total(t), 0)).sum())
-                 for t in tables)
-    # units are only removed, except in a cell whose measured total exceeds its kept flows
-    removed_only = [np.maximum(t.noisy, 0).sum(axis=1) >= target_total(t) for t in tables]
-    exceed = sum(int((t.corrected > np.maximum(t.noisy, 0))[keep].sum())
-                 for t, keep in zip(tables, removed_only))
+def flows_invariants(tables: list[NoisyFlows], block_cells: int = 8192) -> list[dict]:
+    """The logical constraints the correction promises, checked on every table, a block of
+    origin cells at a time (the published rows are checked as they are written:
+    `PublishedFlowsChecks`)."""
+    negative = totals = exceed = 0
+    for t in tables:
+        target = target_total(t)
+        for start in range(0, len(t.cells), block_cells):
+            block = slice(start, start + block_cells)
+            corrected, kept = t.corrected[block], np.maximum(t.noisy[block], 0)
+            negative += int((corrected < 0).sum())
+            totals += int((corrected.sum(axis=1) != np.maximum(target[block], 0)).sum())
+            # units are only removed, except in a cell whose measured total exceeds its kept flows
+            removed_only = kept.sum(axis=1) >= target[block]
+            exceed += int((corrected > kept)[removed_only].sum())
     return _check_results([
         ("no corrected flow is negative", negative, "negative flows"),
         ("per origin cell, corrected total = its target (measured origin count, or the noisy "
@@ -390,9 +402,12 @@ class PublishedFlowsChecks:
 
     def expect_divisions(self, table: NoisyFlows, state_rows: pa.Table, rows: np.ndarray,
                          cols: np.ndarray) -> None:
-        """The division sums of the table's flows_state rows (`flows_state_rows`)."""
-        self.division_sums[(table.cip_level, table.years_after)] = division_sums(
-            len(table.cells), rows, cols, state_rows["corrected_count"].to_numpy())
+        """Add the division sums of flows_state rows of the table (`flows_state_rows`: the
+        whole table, or one block of its origin cells at a time)."""
+        sums = self.division_sums.setdefault((table.cip_level, table.years_after), np.zeros(
+            (len(table.cells), len(DIVISIONS)), dtype=np.int64))
+        sums += division_sums(len(table.cells), rows, cols,
+                              state_rows["corrected_count"].to_numpy())
 
     def add(self, part: PseofPart, start: int, rows: pd.DataFrame) -> None:
         """pseof rows of the origin cells from `start` of `part`."""

@@ -116,26 +116,37 @@ def correct_values(noisy: np.ndarray, log_w: np.ndarray, exponentials,
     return corrected, stats
 
 
+CORRECTION_BLOCK_CELLS = 4096   # origin cells corrected at a time: bounds the weights and units held
+
+
 def correct_table(table: NoisyFlows, reference: ReferenceInputs, indflow: pd.DataFrame,
-                  nonemployed_weight: float) -> tuple[NoisyFlows, dict, list[LedgerEntry]]:
+                  nonemployed_weight: float, block_cells: int = CORRECTION_BLOCK_CELLS
+                  ) -> tuple[NoisyFlows, dict, list[LedgerEntry]]:
     """`table` with its corrected flows set (a new object), statistics, and the ledger
     entry of the draws. The draws come from a stream keyed by the stored measurements the
-    table reads, so the same measurements are corrected the same way in every release."""
-    log_w = log_weights(table, reference, indflow, nonemployed_weight)
-    step_id = f"{table.tabulation_id}.corrected"
-    entries = []
-
-    def exponentials(n: int) -> np.ndarray:
-        draws, entry = post_processing_exponentials(post_processing_seed(table.sources), step_id,
-                                                    PRODUCT, *table.noisy.shape,
-                                                    table.tabulation_id, n)
-        entries.append(entry)
-        return draws
-
-    corrected, stats = correct_values(table.noisy, log_w, exponentials, table.total)
+    table reads, so the same measurements are corrected the same way in every release.
+    Origin cells are corrected `block_cells` at a time (the correction is per cell, and the
+    blocks consume the one stream in cell order), so the weights and the units that could
+    be removed are never held for a whole national table: the result does not depend on
+    the block size."""
+    draw, entry = post_processing_exponentials(post_processing_seed(table.sources),
+                                               f"{table.tabulation_id}.corrected", PRODUCT,
+                                               *table.noisy.shape, table.tabulation_id)
+    corrected = np.empty_like(table.noisy)
+    stats: dict = {}
+    for start in range(0, len(table.cells), block_cells):
+        block = slice(start, start + block_cells)
+        part = replace(table, cells=table.cells.iloc[block], noisy=table.noisy[block])
+        log_w = log_weights(part, reference, indflow, nonemployed_weight)
+        total = None if table.total is None else table.total[block]
+        corrected[block], block_stats = correct_values(part.noisy, log_w, draw, total)
+        stats = {key: value if key == "total" else stats.get(key, 0) + value
+                 for key, value in block_stats.items()}
+    if not stats:
+        stats = correct_values(table.noisy, np.zeros(table.noisy.shape), draw, table.total)[1]
     return (replace(table, corrected=corrected),
             {"tabulation_id": table.tabulation_id, "cip_level": table.cip_level,
-             "years_after": table.years_after, **stats}, entries)
+             "years_after": table.years_after, **stats}, [entry])
 
 
 @release_task("correct employment flows")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import math
 import secrets
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from fractions import Fraction
 
@@ -239,10 +239,12 @@ def post_processing_seed(sources: tuple[str, ...]) -> bytes:
 
 
 def post_processing_exponentials(stream_seed: bytes, step_id: str, product: str, n_cells: int,
-                                 n_bins: int, derived_from: str,
-                                 n_draws: int) -> tuple[np.ndarray, LedgerEntry]:
-    """`n_draws` standard exponential variates for a randomized post-processing step
-    (`step_id`) that reads only the noisy table `derived_from`, and its ledger entry.
+                                 n_bins: int, derived_from: str
+                                 ) -> tuple[Callable[[int], np.ndarray], LedgerEntry]:
+    """Standard exponential variates for a randomized post-processing step (`step_id`) that
+    reads only the noisy table `derived_from`, and its ledger entry. Returns `draw(n)`,
+    which gives the stream's next n variates: successive calls continue one stream, so
+    a step done block by block draws exactly what it would draw at once.
 
     Privacy cost: none (post-processing of noisy values).
     """
@@ -250,7 +252,7 @@ def post_processing_exponentials(stream_seed: bytes, step_id: str, product: str,
         step_id, product, RANDOMIZED_POST_PROCESSING, Fraction(0), 0, n_cells, n_bins,
         "post-processing of noisy measurements: no additional privacy loss", derived_from,
         hashlib.sha256(stream_key(stream_seed, step_id)).hexdigest())
-    return noise_generator(stream_seed, step_id).standard_exponential(n_draws), entry
+    return noise_generator(stream_seed, step_id).standard_exponential, entry
 
 
 SPLIT_BLOCK = 1 << 20   # counts split at a time by post_processing_split_blocks

@@ -16,6 +16,7 @@ from pseo_das.config import ReleaseConfig
 from pseo_das.tasks import file_task, progress
 from pseo_das.tasks.earnings.noisy_histograms import PRODUCT as EARNINGS_PRODUCT
 from pseo_das.tasks.earnings.noisy_histograms import NoisyHistograms
+from pseo_das.tasks.employment_flows.noisy_flows import PRODUCT as FLOWS_PRODUCT
 from pseo_das.tasks.employment_flows.noisy_flows import TOTAL_PRODUCT as FLOWS_TOTAL_PRODUCT
 from pseo_das.tasks.employment_flows.noisy_flows import NoisyFlows
 from pseo_das.tasks.inputs.cells import CELL_COLUMNS, CELL_KEYS, in_populations
@@ -79,7 +80,8 @@ def _question_table(store: PrivacyStore, question: Question, rows: pd.DataFrame,
                 question.product, question.tabulation_id)
             recasts += [done] if done is not None else []
         mine = in_populations(cells, members)
-        parts.append((cells.loc[mine, CELL_COLUMNS], values[mine]))
+        parts.append((cells.loc[mine, CELL_COLUMNS], values if mine.all() else values[mine]))
+        del values   # a national flows table is large: hold one copy at a time
         sources.append(stored.object_sha256)
         seed = bytes.fromhex(store.attempt(stored.attempt).seed_hex)
         streams.append(hashlib.sha256(stream_key(seed, measurement_id)).hexdigest())
@@ -89,9 +91,13 @@ def _question_table(store: PrivacyStore, question: Question, rows: pd.DataFrame,
                                                   else object) for c in CELL_COLUMNS}),
                       np.zeros((0, question.columns), dtype=np.int64)))
     cells = pd.concat([c for c, _ in parts], ignore_index=True)
-    values = np.concatenate([v for _, v in parts])
+    values = parts[0][1] if len(parts) == 1 else np.concatenate([v for _, v in parts])
+    del parts
     order = cells.sort_values(CELL_KEYS, kind="stable").index.to_numpy()
-    values = values[order]
+    if not (order == np.arange(len(order))).all():
+        values = values[order]
+    if question.product == FLOWS_PRODUCT:   # counts of graduates: int32 halves the largest arrays
+        values = values.astype(np.int32)
     protection = question.protection()
     if protection is None:
         entries = [LedgerEntry(question.tabulation_id, question.product, GEOMETRIC,

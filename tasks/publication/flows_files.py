@@ -36,14 +36,19 @@ class PseofWritten:
     national_rows: pd.DataFrame          # all-fields institution cells by cohort, nation, all industries
 
 
+STATE_ROWS_BLOCK_CELLS = 4096   # origin cells of flows_state.csv built at a time
+
+
 def write_flows_state(path: Path, flows: FlowsRelease, checks: PublishedFlowsChecks) -> int:
     """internal/flows_state.csv, table by table; each table's division sums go to
     `checks` (what the published division flows are checked against). Returns the rows."""
     with CodeTableWriter(path, FLOWS_STATE_COLUMNS) as writer:
         for table in flows.tables:
-            state_rows, rows, cols = flows_state_rows(table)
-            checks.expect_divisions(table, state_rows, rows, cols)
-            writer.write(state_rows)
+            for start in range(0, max(len(table.cells), 1), STATE_ROWS_BLOCK_CELLS):
+                state_rows, rows, cols = flows_state_rows(table, start,
+                                                          start + STATE_ROWS_BLOCK_CELLS)
+                checks.expect_divisions(table, state_rows, rows, cols)
+                writer.write(state_rows)
         return writer.rows
 
 
