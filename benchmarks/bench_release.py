@@ -16,7 +16,8 @@ fixed cost = release wall time on tiny (target < 15 s); marginal cost = wall(siz
 wall(tiny) for the release and the baseline; ratio = release marginal / baseline
 marginal (target <= 3). National-scale targets (issue 14): 50 million outcome rows in under
 60 s with peak RSS under 3 GB, 100 million under 120 s, peak RSS at 10, 50 and 100 million
-within 20% of each other, the earnings path (release wall minus its flows steps) within 3x
+within 20% of each other, the earnings path (the steps of EARNINGS_PATH_STEPS: counting,
+noise, reading and recasting the stored histograms, derived levels, percentiles) within 3x
 of the baseline's whole process at 10 million. The aggregation step ("validate and count
 the inputs") is also reported in outcome rows per second, beside the baseline's marginal
 rate. With --engines local,dask every size is released by both engines (dask: a 2-worker
@@ -51,7 +52,9 @@ DEMO_INSTITUTIONS = 40
 RELEASE_SEED = "5eed" * 16
 FIXED_COST_TARGET_S, RATIO_TARGET = 15.0, 3.0
 # A Prefect console log line: "18:21:36.042 | INFO    | Task run 'validate inputs-9f4' - ..."
-LOG_LINE = re.compile(r"^(\d\d):(\d\d):(\d\d(?:\.\d+)?) \| \w+\s*\| (Task|Flow) run '(.+?)' - (.*)$")
+# Prefect quotes a run's name with ' (or with " when the name holds a ').
+LOG_LINE = re.compile(r"^(\d\d):(\d\d):(\d\d(?:\.\d+)?) \| \w+\s*\| (Task|Flow) run "
+                      r"(?:'(.+?)'|\"(.+?)\") - (.*)$")
 
 
 def seconds_of_day(epoch: float) -> float:
@@ -86,7 +89,8 @@ def release_steps(log_text: str, started: float, wall: float) -> dict[str, float
         match = LOG_LINE.match(line)
         if not match:
             continue
-        hours, minutes, seconds, kind, name, message = match.groups()
+        hours, minutes, seconds, kind, name, other_name, message = match.groups()
+        name = name or other_name
         offset = (int(hours) * 3600 + int(minutes) * 60 + float(seconds)
                   - seconds_of_day(started)) % 86400
         if kind == "Flow" and message.startswith("Beginning flow run"):
@@ -163,8 +167,16 @@ def bench_size(size: str, repeat: int, logs: Path, tracking_uri: str,
 
 # The employment-flows steps: reported on their own, and left out of the comparison with
 # the baseline, which computes only the earnings tables.
-FLOWS_STEPS = ("load reference inputs", "measure employment flows", "derive employment flows",
+FLOWS_STEPS = ("load reference inputs", "measure employment flows",
+               "read the flows measurements from the store", "derive employment flows",
                "correct employment flows", "build public flows tables")
+# The earnings path of issue 14's target (ingest, validation, histograms, noise,
+# percentiles): the steps that do the baseline's work, the derived levels and the CIP
+# recast included. The counting pass also counts the flows (one pass over the outcomes),
+# so the earnings path carries that too.
+EARNINGS_PATH_STEPS = ("validate and count the inputs", "measure earnings histograms",
+                       "read the earnings measurements from the store",
+                       "derive earnings histograms", "build public earnings tables")
 
 
 def add_marginals(rows: dict[str, dict]) -> None:
@@ -235,11 +247,14 @@ def national_targets(rows: dict[str, dict]) -> list[str]:
                      f"{spread:.0%} (target within 20%: {'met' if spread <= 0.2 else 'MISSED'})")
     if "10m" in rows:
         r = rows["10m"]
-        earnings_path = r["release"]["wall_s"] - r["flows_s"]
+        earnings_path = sum(r["release"]["steps"].get(name, 0.0) for name in EARNINGS_PATH_STEPS)
         times = earnings_path / r["baseline"]["wall_s"]
-        lines.append(f"10m: earnings path (release wall without flows steps) {earnings_path:.1f} s "
-                     f"= {times:.1f} x the baseline's whole process {r['baseline']['wall_s']:.1f} s "
-                     f"(target <= 3: {'met' if times <= 3 else 'MISSED'})")
+        lines.append(f"10m: earnings path ({', '.join(EARNINGS_PATH_STEPS)}) {earnings_path:.1f} s "
+                     f"= {times:.1f} x the baseline's whole process {r['baseline']['wall_s']:.2f} s "
+                     f"(target <= 3: {'met' if times <= 3 else 'MISSED'}); the rest of the release "
+                     f"wall ({r['release']['wall_s'] - earnings_path:.1f} s) is the flows steps "
+                     f"({r['flows_s']:.1f} s), writing and checking the files, the documents and "
+                     "the orchestration (tiny's wall is the fixed cost)")
     return lines
 
 

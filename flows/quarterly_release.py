@@ -58,7 +58,8 @@ from pseo_das.tasks.privacy.store_integrity import StoreTampered, verify_store
 from pseo_das.tasks.privacy.stored_tables import (ipeds_awards_from_record, keep_measurements,
                                                   keep_publication_record,
                                                   recast_inputs_from_record,
-                                                  reference_from_record, stored_tables)
+                                                  reference_from_record, stored_earnings,
+                                                  stored_flows)
 from pseo_das.tasks.study.flows_release_accuracy import release_flows_accuracy
 from pseo_das.tasks.publication.assemble import ReleaseIdentity, lifetime_figures, write_release
 from pseo_das.tasks.publication.release_files import (DestinationExistsError,
@@ -121,13 +122,16 @@ def post_processing(store_path: Path, plan: ReleasePlan, cfg: ReleaseConfig,
     contexts = None if recast_inputs is None else {
         level: recast_context(recast_inputs, cfg.cells, level, cfg.cip.unseen_transition_weight)
         for level in cfg.measured_cip_levels()}
-    earnings_measured, flows_measured, measured_entries, recasts = stored_tables(
-        store_path, plan.plan, cfg, contexts)
+    earnings_measured, _, earnings_read, earnings_recasts = stored_earnings(
+        store_path, plan.plan, cfg, contexts, (EARNINGS_PRODUCT,))
     tables, earnings_entries = derive_earnings(earnings_measured, cfg)
     dollars = DollarYears(**record["dollars"]) if "dollars" in record else None
     with PrivacyStore.open(store_path) as privacy_store:
         ipeds = ipeds_awards_from_record(privacy_store, record)
     pseoe, pseoh, cells, checks = build_publication_tables(tables, cfg, dollars, ipeds)
+    _, flows_measured, flows_read, flows_recasts = stored_flows(
+        store_path, plan.plan, cfg, contexts, (FLOWS_PRODUCT, FLOWS_TOTAL_PRODUCT))
+    measured_entries, recasts = earnings_read + flows_read, earnings_recasts + flows_recasts
     flows_tables, flows_entries = derive_all_flows(flows_measured, cfg)
     corrected, correction, correction_entries = correct_flows(
         flows_tables, reference, cfg.flows.nonemployed_weight)

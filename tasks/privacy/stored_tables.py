@@ -137,18 +137,22 @@ def recast_summary(question: Question, recasts: list[RecastTable]) -> dict:
 
 @file_task("read the release's measurements from the store")
 def stored_tables(store_path: Path, plan: pd.DataFrame, cfg: ReleaseConfig,
-                  recast: dict[str, RecastContext | None] | None
+                  recast: dict[str, RecastContext | None] | None,
+                  products: tuple[str, ...] | None = None
                   ) -> tuple[list[NoisyHistograms], list[NoisyFlows], list[LedgerEntry],
                              list[dict]]:
     """The measured noisy tables of a release (its plan's measurements, its populations
-    only) in CIP-2020 codes (`recast`: the context of each CIP level; None publishes the
-    codes as measured, as releases of earlier versions did), their ledger entries and the
-    recast summaries. Reads no microdata. Privacy cost: none (the spends were recorded when
-    the measurements were taken; the recast is post-processing)."""
+    only; of `products` only, if given) in CIP-2020 codes (`recast`: the context of each
+    CIP level; None publishes the codes as measured, as releases of earlier versions did),
+    their ledger entries and the recast summaries, in ledger order. Reads no microdata.
+    Privacy cost: none (the spends were recorded when the measurements were taken; the
+    recast is post-processing)."""
     histograms, flows, entries, summaries = [], [], [], []
     totals: dict[tuple[str, int], tuple[pd.DataFrame, np.ndarray, tuple[str, ...]]] = {}
     with PrivacyStore.open(store_path) as store:
         for question in release_questions(cfg):
+            if products is not None and question.product not in products:
+                continue
             rows = plan[plan["tabulation_id"] == question.tabulation_id]
             context = False if recast is None else recast.get(question.cip_level)
             cells, values, sources, found, summary = _question_table(store, question, rows,
@@ -240,3 +244,10 @@ def recast_inputs_from_record(store: PrivacyStore, record: dict) -> RecastInputs
     tables = {name: store.get_frame(sha) for name, sha in record["recast_tables"].items()}
     return RecastInputs(tables["crosswalk"], tables["completions"], tables["hard_coded"],
                         record["recast_fingerprints"], tuple(record["recast_packaged"]))
+
+
+# The release reads the earnings and the flows apart: two steps of its log, the earnings
+# path's own and the flows' (benchmarks/bench_release.py times them separately).
+stored_earnings = stored_tables.with_options(
+    name="read the earnings measurements from the store")
+stored_flows = stored_tables.with_options(name="read the flows measurements from the store")
