@@ -81,7 +81,8 @@ def release_steps(log_text: str, started: float, wall: float) -> dict[str, float
 
     Each interval between two marks goes to the step that ends it: the flow's start
     (process start, imports, Prefect server), the "validating inputs" line (flow set-up:
-    MLflow store and run), each task's "Finished" line (that task), the flow's end, and
+    MLflow store and run), a sub-flow's start (its set-up), each task's "Finished" line
+    (that task), the flow's end, and
     the process exit (shutdown: draining Prefect's workers, stopping the server).
     """
     marks = []
@@ -95,6 +96,8 @@ def release_steps(log_text: str, started: float, wall: float) -> dict[str, float
                   - seconds_of_day(started)) % 86400
         if kind == "Flow" and message.startswith("Beginning flow run"):
             marks.append((offset, "start-up (imports, Prefect server)"))
+        elif kind == "Flow" and message.startswith("Beginning subflow run"):
+            marks.append((offset, "sub-flow set-up"))
         elif kind == "Task" and message.startswith("validating"):
             marks.append((offset, "flow set-up (MLflow store and run)"))
         elif message.startswith("Finished in state"):

@@ -59,6 +59,33 @@ def _tables(store: Path, release_id: str, recast: bool):
     return stored_tables.fn(store, plan, cfg, contexts)
 
 
+def test_earnings_and_flows_read_apart_are_the_tables_read_together(releases):
+    """The release reads the earnings and the flows measurements in two steps: together
+    they are the one reading's tables, ledger entries and recast summaries, in order."""
+    from pseo_das.tasks.earnings.noisy_histograms import PRODUCT as EARNINGS
+    from pseo_das.tasks.employment_flows.noisy_flows import PRODUCT as FLOWS, TOTAL_PRODUCT
+
+    root, uri = releases
+    store = store_beside(uri)
+    with PrivacyStore.open(store) as privacy_store:
+        attempt, record = privacy_store.publication_record("2026Q4-test")
+        plan = privacy_store.get_frame(attempt.plan_sha256)
+    cfg = ReleaseConfig.model_validate(record["config"])
+    inputs = load_recast_inputs(None, cfg.cip.switch_year)
+    contexts = {level: recast_context(inputs, cfg.cells, level, cfg.cip.unseen_transition_weight)
+                for level in ("4", "2")}
+    together = stored_tables.fn(store, plan, cfg, contexts)
+    earnings = stored_tables.fn(store, plan, cfg, contexts, (EARNINGS,))
+    flows = stored_tables.fn(store, plan, cfg, contexts, (FLOWS, TOTAL_PRODUCT))
+    assert earnings[1] == [] and flows[0] == [] and len(earnings[0]) == len(together[0]) > 0
+    assert earnings[2] + flows[2] == together[2] and earnings[3] + flows[3] == together[3]
+    for mine, theirs in zip(earnings[0], together[0]):
+        assert np.array_equal(mine.counts, theirs.counts) and mine.cells.equals(theirs.cells)
+    for mine, theirs in zip(flows[1], together[1]):
+        assert np.array_equal(mine.noisy, theirs.noisy) and np.array_equal(mine.total, theirs.total)
+        assert mine.noisy.dtype == np.int32   # counts of graduates, read as 32-bit integers
+
+
 def test_the_recast_keeps_every_population_total_value_by_value(releases):
     root, uri = releases
     as_measured = _tables(store_beside(uri), "2026Q4-test", recast=False)
