@@ -14,7 +14,7 @@ def test_sum_by_group_equals_a_groupby_sum():
         group = np.unique(group, return_inverse=True)[1]          # every group present
         expected = pd.DataFrame(counts).groupby(group).sum().to_numpy()
         summed = sum_by_group(counts, group, group.max() + 1)
-        assert summed.dtype == np.int64 and np.array_equal(summed, expected)
+        assert summed.dtype == dtype and np.array_equal(summed, expected)
         assert np.array_equal(sum_by_group(counts, np.sort(group), group.max() + 1),
                               pd.DataFrame(counts).groupby(np.sort(group)).sum().to_numpy())
     with pytest.raises(ValueError):

@@ -106,10 +106,11 @@ def coarser_cip(code: str, level: str) -> str:
 def sum_by_group(counts: np.ndarray, group: np.ndarray, n_groups: int) -> np.ndarray:
     """Rows of `counts` summed by `group` (0 to n_groups - 1, every group present), in group
     order: one stable sort and np.add.reduceat, whatever the number of columns (a groupby
-    over a national flows table's 1,021 columns is slow). Integer sums are exact."""
+    over a national flows table's 1,021 columns is slow). The sums keep the counts' dtype
+    (32-bit flows stay 32-bit: sums of graduate counts are far below 2^31)."""
     counts = np.asarray(counts)
     if len(counts) == 0:
-        return np.zeros((0,) + counts.shape[1:], dtype=np.int64)
+        return np.zeros((0,) + counts.shape[1:], dtype=counts.dtype)
     order = np.argsort(group, kind="stable")
     in_order = group[order]
     starts = np.flatnonzero(np.r_[True, in_order[1:] != in_order[:-1]])
@@ -117,7 +118,7 @@ def sum_by_group(counts: np.ndarray, group: np.ndarray, n_groups: int) -> np.nda
         raise ValueError(f"{n_groups} groups expected, {len(starts)} found")
     is_sorted = (order == np.arange(len(order))).all()
     return np.add.reduceat(counts if is_sorted else counts[order], starts, axis=0,
-                           dtype=np.int64 if counts.dtype.kind in "iub" else None)
+                           dtype=counts.dtype)
 
 
 def sum_to_coarser(cells: pd.DataFrame, counts: np.ndarray, inst_level: str, cip_level: str,
