@@ -122,9 +122,12 @@ def _table(cells: pd.DataFrame, noisy: np.ndarray, level: str, years_after: int)
 
 def noisy_field_flows(truth: list[TrueFlows], epsilon: float, seed: bytes, stream: str
                       ) -> list[np.ndarray]:
-    """Noisy 2-digit CIP flows of every years-after at `epsilon` (exact geometric noise)."""
-    return [t.field_flows + exact_geometric_noise(seed, f"{stream}/flows/y{t.years_after}",
-                                                  epsilon, t.field_flows.shape)
+    """Noisy 2-digit CIP flows of every years-after at `epsilon` (exact geometric noise),
+    in the dtype of the true flows (a release's stand-in truth is its 32-bit corrected
+    flows: every years-after is held at once, so a national release keeps them 32-bit)."""
+    return [(t.field_flows + exact_geometric_noise(seed, f"{stream}/flows/y{t.years_after}",
+                                                   epsilon, t.field_flows.shape)
+             ).astype(t.field_flows.dtype, copy=False)
             for t in truth]
 
 
