@@ -369,7 +369,7 @@ class TrueCounts:
         """One cohort's row of the employer-side table: per state x sector (the employed
         destinations, flow_counts order), the employed graduates of the observable cells of
         `populations`, and x_v, the largest number of those graduates at one establishment
-        there (graduates without employer_id as one establishment per cell). Only the
+        there (graduates without employer_id as one establishment per state x sector). Only the
         cells of `populations` are read, so the measurement depends on their graduates
         alone."""
         counts = self.levels[level]
