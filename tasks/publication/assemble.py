@@ -37,8 +37,8 @@ from pseo_das.tasks.privacy.release_plan import ReleasePlan, lifetime_table
 from pseo_das.tasks.privacy.store import PrivacyStore, epsilon_text
 from pseo_das.tasks.employment_flows.employer_table import NoisyEmployerTable
 from pseo_das.tasks.publication.employer_table_file import (EMPLOYER_TABLE_FILE,
-                                                            employer_table_context,
-                                                            employer_table_file)
+                                                            checked_employer_table_file,
+                                                            employer_table_context)
 from pseo_das.tasks.publication.release_files import fingerprints, write_code_table, write_csv, write_manifest
 
 
@@ -261,7 +261,8 @@ def _write_release(beside, staging: Path, identity: ReleaseIdentity, cfg: Releas
             dollars["publication_year"] if dollars else None)
     context["employer_table"] = None
     if employer_table is not None:   # the optional employer-side table, pseoemp_all.csv
-        pseoemp = employer_table_file(employer_table, cfg.cells.years_after)
+        pseoemp, check = checked_employer_table_file(employer_table, cfg.cells.years_after)
+        checks = checks + [check]
         write_code_table(pseoemp, public / EMPLOYER_TABLE_FILE)
         done(f"wrote {EMPLOYER_TABLE_FILE} ({len(pseoemp):,} rows)")
         context["employer_table"] = employer_table_context(cfg, employer_table, len(pseoemp))

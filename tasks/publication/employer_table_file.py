@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from pseo_das.config import ReleaseConfig
+from pseo_das.schemas.outputs import pseoemp_schema
 from pseo_das.tasks.employment_flows.employer_table import NoisyEmployerTable
 from pseo_das.tasks.employment_flows.flow_counts import NONEMPLOYED, destinations
 
@@ -47,6 +48,16 @@ def employer_table_file(table: NoisyEmployerTable, years_after: tuple[int, ...]
             statuses[f"status_y{k}_grads_emp"] = "1" if measured else "-1"
         blocks.append(block.assign(**values, **statuses))
     return pd.concat(blocks, ignore_index=True)
+
+
+def checked_employer_table_file(table: NoisyEmployerTable, years_after: tuple[int, ...]
+                                ) -> tuple[pd.DataFrame, dict]:
+    """The file's rows, validated by its output schema (pandera raises on a problem), and
+    the check for the DRB report."""
+    rows = pseoemp_schema(years_after).validate(employer_table_file(table, years_after))
+    return rows, {"name": f"{EMPLOYER_TABLE_FILE} passes its output schema (codes, one row "
+                          "per cohort x state x sector, values exactly where published)",
+                  "result": f"passed ({len(rows):,} rows)"}
 
 
 def employer_table_context(cfg: ReleaseConfig, table: NoisyEmployerTable | None,
