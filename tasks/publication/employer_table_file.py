@@ -69,6 +69,7 @@ def employer_table_context(cfg: ReleaseConfig, table: NoisyEmployerTable | None,
     return {"file": EMPLOYER_TABLE_FILE, "rows": rows, "mechanism": table.mechanism,
             "config_mechanism": cfg.employer_table.mechanism, "alpha": table.alpha,
             "epsilon": table.epsilon, "delta": table.delta,
+            "flows_geometric": not cfg.flows.protects_employers,
             "tabulations": [{"tabulation_id": e.tabulation_id, "cohorts": e.n_cells,
                              "notion": e.employer_notion, "employer_epsilon": e.employer_epsilon}
                             for e in table.entries]}
