@@ -137,7 +137,7 @@ def post_processing(store_path: Path, plan: ReleasePlan, cfg: ReleaseConfig,
     flows = build_flows_tables(corrected, correction, reference,
                                cfg.flows.division_unobserved_share_max)
     cell_statistics = cell_statistics_from_record(store_path, record)
-    employer_table = stored_employer_table(store_path, plan.plan)
+    employer_table = stored_employer_table(store_path, plan.plan, cfg)
     ledger = PrivacyLedger.of(cfg.privacy.epsilon_cap, measured_entries + earnings_entries
                               + flows_entries + correction_entries
                               + (cell_statistics.entries if cell_statistics else [])

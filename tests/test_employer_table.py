@@ -262,3 +262,17 @@ def test_the_lifetime_cap_refuses_the_table_before_any_noise(tmp_path, tracking_
         assert opened.table("SELECT COUNT(*) AS n FROM measurements")["n"].iloc[0] == 0
     # without the table the same release fits (7.5 of 8)
     assert run_release(data, out, SEED_A, tracking_uri, "2026Q4-cap", store=store) == 0
+
+
+def test_the_audit_knows_the_table_and_its_configured_epsilon():
+    """`pseo-das audit`'s ledger check: the table's entries at employer_table.epsilon
+    (checked by hand: `pseo-das audit` of a release with the table passes all 5 checks)."""
+    from pseo_das.tasks.audit.ledger_check import epsilon_findings
+    ledger = pd.DataFrame({"tabulation_id": ["employer_table.S.y1"],
+                           "product": ["employer-side table"],
+                           "mechanism": ["smooth Laplace (Haney et al. 2017, smooth sensitivity, "
+                                         "Laplace noise)"],
+                           "epsilon": [Fraction(1, 2)], "epsilon_text": ["0.5"]})
+    assert epsilon_findings(ledger, {"employer_table.epsilon": 0.5}) == []
+    wrong = epsilon_findings(ledger, {"employer_table.epsilon": 0.25})
+    assert len(wrong) == 1 and "employer_table.epsilon = 0.25" in wrong[0]

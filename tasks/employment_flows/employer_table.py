@@ -44,7 +44,8 @@ from pseo_das.tasks.privacy.mechanism import (LedgerEntry, NoisyMeasurement,
                                               measure_with_employer_protection, stream_key)
 from pseo_das.tasks.privacy.release_plan import (Question, observable_populations,
                                                  stored_question)
-from pseo_das.tasks.privacy.store import PrivacyStore, exact_epsilon, populations_sha256
+from pseo_das.tasks.privacy.store import (PrivacyStore, epsilon_text, exact_epsilon,
+                                          populations_sha256)
 
 if TYPE_CHECKING:
     from pseo_das.tasks.inputs.cells import CellFrame
@@ -149,47 +150,47 @@ class NoisyEmployerTable:
 
 
 @file_task("read the employer-side table from the store")
-def stored_employer_table(store_path: Path, plan: pd.DataFrame) -> NoisyEmployerTable | None:
+def stored_employer_table(store_path: Path, plan: pd.DataFrame, cfg: ReleaseConfig
+                          ) -> NoisyEmployerTable | None:
     """The employer-side table of a release from the measurements its plan names (None
-    when it has none), with one ledger entry per years after. Reads no microdata.
-    Privacy cost: none (spent when measured)."""
-    rows = plan[is_table_tabulation(plan["tabulation_id"])]
-    if rows.empty:
+    when the table is off), with one ledger entry per years after (d cohorts, possibly
+    none yet). Reads no microdata. Privacy cost: none (spent when measured)."""
+    if not cfg.employer_table.enabled:
         return None
-    found, values, streams, questions = [], [], {}, {}
+    rows = plan[is_table_tabulation(plan["tabulation_id"])]
+    protection = cfg.employer_table.protection()
+    epsilon = exact_epsilon(cfg.employer_table.epsilon)
+    found, values, streams = [], [], {}
     with PrivacyStore.open(store_path) as store:
-        for (tab, measurement_id), _ in rows.groupby(["tabulation_id", "measurement_id"],
-                                                     sort=True):
-            if tab in questions:
+        for tab, measurements in rows.groupby("tabulation_id", sort=True):
+            if measurements["measurement_id"].nunique() != 1:
                 raise ValueError(f"{tab}: a cohort's table comes from one measurement; the "
                                  "plan names several")
+            measurement_id = measurements["measurement_id"].iloc[0]
             question = stored_question(store, measurement_id)
-            cells, noisy = store.measured_values(measurement_id)
+            if question.epsilon != epsilon or question.protection() != protection:
+                raise ValueError(f"{tab}: measurement {measurement_id} answers another "
+                                 "question than the configuration's employer_table")
+            _, noisy = store.measured_values(measurement_id)
             stored = store.measurement(measurement_id)
             seed = bytes.fromhex(store.attempt(stored.attempt).seed_hex)
-            questions[tab] = question
             streams.setdefault(question.years_after, []).append(
                 hashlib.sha256(stream_key(seed, measurement_id)).hexdigest())
-            found.append((int(question.parameters["grad_cohort"]), question.years_after))
-            values.append(noisy[0])
-    order = sorted(range(len(found)), key=lambda i: (found[i][1], found[i][0]))
-    frame = pd.DataFrame([found[i] for i in order], columns=["grad_cohort", "years_after"])
-    noisy = np.vstack([values[i] for i in order]).astype(np.int64)
-    first = next(iter(questions.values()))
-    protection = first.protection()
+            found.append((int(question.parameters["grad_cohort"]), question.years_after,
+                          noisy[0]))
+    found.sort(key=lambda item: (item[1], item[0]))
+    frame = pd.DataFrame([f[:2] for f in found], columns=["grad_cohort", "years_after"],
+                         dtype=np.int64)
+    noisy = (np.vstack([f[2] for f in found]) if found
+             else np.zeros((0, NONEMPLOYED))).astype(np.int64)
     entries = []
-    for k, group in frame.groupby("years_after", sort=True):
-        epsilons = {q.epsilon for q in questions.values() if q.years_after == k}
-        if len(epsilons) != 1:
-            raise ValueError(f"employer-side table, {k} years after: cohorts measured at "
-                             "different epsilons")
-        entry = employer_protection_entry(b"", "", ledger_tabulation_id(int(k)), PRODUCT,
-                                          len(group), NONEMPLOYED, protection,
-                                          PrivacyNotion.WEAK, len(group))
-        entries.append(replace(entry, epsilon=epsilons.pop(), composition=COMPOSITION,
-                               noise_stream=";".join(streams[k])))
+    for k in cfg.cells.years_after:
+        d = int((frame["years_after"] == k).sum())
+        entry = employer_protection_entry(b"", "", ledger_tabulation_id(k), PRODUCT, d,
+                                          NONEMPLOYED, protection, PrivacyNotion.WEAK, d)
+        entries.append(replace(entry, epsilon=epsilon, composition=COMPOSITION,
+                               noise_stream=";".join(streams.get(k, []))))
     progress(f"read the employer-side table from the privacy store: {len(frame)} cohort x "
              "years-after row(s)")
     return NoisyEmployerTable(frame, noisy, tuple(entries), MECHANISM_NAMES[protection.mechanism],
-                              protection.alpha, str(first.as_dict()["epsilon"]),
-                              protection.delta)
+                              protection.alpha, epsilon_text(epsilon), protection.delta)
