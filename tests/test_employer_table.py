@@ -276,3 +276,23 @@ def test_the_audit_knows_the_table_and_its_configured_epsilon():
     assert epsilon_findings(ledger, {"employer_table.epsilon": 0.5}) == []
     wrong = epsilon_findings(ledger, {"employer_table.epsilon": 0.25})
     assert len(wrong) == 1 and "employer_table.epsilon = 0.25" in wrong[0]
+
+
+def test_a_stored_question_keeps_its_employer_mechanism(tmp_path, table_counts, table_config):
+    """A measurement planned but never stored (a crash) is drawn again from its recorded
+    question: an employer-protecting one must come back with its mechanism (not as a
+    geometric question) and the same SHA-256."""
+    from pseo_das.tasks.privacy.release_plan import stored_question
+    from pseo_das.tasks.privacy.store import PrivacyStore, init_store
+    question = employer_table_questions(table_config, table_counts.frames)[0]
+    members = observable_populations(table_counts.frames["2"], 1, 2022)
+    members = members[members["grad_cohort"] == question.parameters["grad_cohort"]]
+    with PrivacyStore.open(init_store(tmp_path / "store")) as store:
+        with store.writing():
+            attempt = store.add_release("r", "ab" * 32, "i", "c", "cd" * 32, None,
+                                        store.policy().policy, store.head())
+            store.add_measurement("m", attempt, question.tabulation_id, question.as_dict(),
+                                  question.epsilon, members, [])
+        again = stored_question(store, "m")
+    assert again == question and again.sha256 == question.sha256
+    assert again.protection() == table_config.employer_table.protection()
