@@ -36,6 +36,9 @@ from pseo_das.tasks.audit.mlflow_run import cell_statistics_parameters
 from pseo_das.tasks.earnings.noisy_histograms import PRODUCT as EARNINGS_PRODUCT
 from pseo_das.tasks.earnings.noisy_histograms import derive_earnings, measure_earnings
 from pseo_das.tasks.employment_flows.division_flows import build_flows_tables
+from pseo_das.tasks.employment_flows.employer_table import PRODUCT as EMPLOYER_TABLE_PRODUCT
+from pseo_das.tasks.employment_flows.employer_table import (measure_employer_table,
+                                                            stored_employer_table)
 from pseo_das.tasks.employment_flows.flows_correction import correct_flows
 from pseo_das.tasks.employment_flows.noisy_flows import PRODUCT as FLOWS_PRODUCT
 from pseo_das.tasks.employment_flows.noisy_flows import TOTAL_PRODUCT as FLOWS_TOTAL_PRODUCT
@@ -138,9 +141,11 @@ def post_processing(store_path: Path, plan: ReleasePlan, cfg: ReleaseConfig,
     flows = build_flows_tables(corrected, correction, reference,
                                cfg.flows.division_unobserved_share_max)
     cell_statistics = cell_statistics_from_record(store_path, record)
+    employer_table = stored_employer_table(store_path, plan.plan, cfg)
     ledger = PrivacyLedger.of(cfg.privacy.epsilon_cap, measured_entries + earnings_entries
                               + flows_entries + correction_entries
-                              + (cell_statistics.entries if cell_statistics else []))
+                              + (cell_statistics.entries if cell_statistics else [])
+                              + (list(employer_table.entries) if employer_table else []))
     flows_accuracy = release_flows_accuracy(cfg, flows.tables, reference,
                                             bytes.fromhex(identity.seed_sha256))
     lifetime = lifetime_figures(store_path, plan, record)
@@ -151,7 +156,8 @@ def post_processing(store_path: Path, plan: ReleasePlan, cfg: ReleaseConfig,
     manifest = write_release(staging, identity, cfg, ledger, tables, pseoe, pseoh, cells, flows,
                              lifetime, record["input_checks"] + checks,
                              record["input_fingerprints"], recast_notes(recast_inputs, recasts),
-                             record.get("dollars"), flows_accuracy, cell_statistics)
+                             record.get("dollars"), flows_accuracy, cell_statistics,
+                             employer_table)
     return ledger, cells, flows, manifest, lifetime.release_summary
 
 
@@ -252,7 +258,9 @@ def _measure_and_publish(data_dir: Path, out_dir: Path, given_seed: str | None,
         audit.log_params(seed_parameters(seed, plan))
         measured = (measure_earnings(plan.pending_for(EARNINGS_PRODUCT), counts, cfg)
                     + measure_flows(plan.pending_for(FLOWS_PRODUCT, FLOWS_TOTAL_PRODUCT),
-                                    counts, cfg))
+                                    counts, cfg)
+                    + measure_employer_table(plan.pending_for(EMPLOYER_TABLE_PRODUCT),
+                                             counts, cfg))
         keep_measurements(store_path, measured)
         input_checks = counts.checks
         del measured, counts   # post-processing reads the store: the dense arrays can go

@@ -96,7 +96,7 @@ Release {result.release_id} published: new epsilon {summary['new_epsilon']} \
 {summary['populations_measured']:,} populations, {summary['reused_measurements']:,} reused from \
 the store for {summary['populations_reused']:,} populations at zero epsilon); largest lifetime \
 epsilon of any population {summary['max_lifetime_epsilon']} of {summary['lifetime_epsilon_cap']}.{demo_line(summary)}{cell_statistics_line(summary)}
-  public files:    {out / 'public'}  (official: pseoe_all.csv, pseof_all.csv, pseo_all_institutions.csv, version_pseo.txt, state folders; pseoh_all.csv; release_notes.html/.md)
+  public files:    {out / 'public'}  (official: pseoe_all.csv, pseof_all.csv, pseo_all_institutions.csv, version_pseo.txt, state folders; pseoh_all.csv{'; pseoemp_all.csv' if (out / 'public' / 'pseoemp_all.csv').exists() else ''}; release_notes.html/.md)
   internal files:  {out / 'internal'}  (release_summary.json, ledger.csv, lifetime_budget.csv, flows_state.csv, drb_report.html, manifest.json, config.json)
   privacy store:   {summary['store']}  (see it: pseo-das store show {summary['store']})
   audit run:       MLflow run {result.mlflow_run_id} in {result.tracking_uri}

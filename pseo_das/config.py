@@ -278,6 +278,40 @@ class MosConfig(_Strict):
         return len(kept) + (1 if {1, 5} <= kept else 0)
 
 
+class EmployerTableConfig(_Strict):
+    """The optional employer-side table pseoemp_all.csv (a pseo-das extension): employed
+    graduates by state x NAICS sector of the job, per graduation cohort and years after,
+    measured with an employer-protecting mechanism ((alpha, epsilon) employer-employee
+    privacy, Haney et al. 2017; tasks/employment_flows/employer_table.py). Off by default;
+    needs the outcomes column employer_id. Each (cohort, years after) is a durable question
+    of the privacy store charged `epsilon` to every population of the cohort."""
+    enabled: bool = False
+    mechanism: Literal["log-laplace", "smooth-gamma", "smooth-laplace"] = "smooth-laplace"
+    alpha: float = Field(default=0.01, gt=0)
+    epsilon: float = Field(default=0.5, gt=0)
+    delta: float = Field(default=1e-3, ge=0, lt=1)   # smooth-laplace only (ignored otherwise)
+    unbiased: bool = False                           # log-laplace only
+
+    @model_validator(mode="after")
+    def _feasible(self) -> "EmployerTableConfig":
+        if self.enabled:
+            from pseo_das.tasks.privacy.establishment import InfeasibleParameters
+            try:
+                self.protection().check()
+            except InfeasibleParameters as exc:
+                raise ValueError(f"employer_table.mechanism = \"{self.mechanism}\" (alpha "
+                                 f"{self.alpha:g}, epsilon {self.epsilon:g}, delta "
+                                 f"{self.delta:g}) cannot be given: {exc}") from None
+        return self
+
+    def protection(self):
+        """The EmployerProtection of the table's measurements."""
+        from pseo_das.tasks.privacy.establishment import EmployerProtection, FlowsMechanism
+        return EmployerProtection(FlowsMechanism(self.mechanism), self.alpha, self.epsilon,
+                                  self.delta if self.mechanism == "smooth-laplace" else 0.0,
+                                  self.unbiased)
+
+
 class ReleaseConfig(_Strict):
     cells: CellsConfig
     earnings: EarningsConfig
@@ -286,14 +320,17 @@ class ReleaseConfig(_Strict):
     cip: CipConfig = CipConfig()
     release: ReleaseSection = ReleaseSection()
     mos: MosConfig = MosConfig()
+    employer_table: EmployerTableConfig = EmployerTableConfig()
 
     @model_serializer(mode="wrap")
     def _without_default_mos(self, handler):
-        """A configuration without the cell statistics dumps as earlier versions' did (its
-        SHA-256, config.json and the recorded plans stay the same)."""
+        """A configuration without the cell statistics (or the employer-side table) dumps as
+        earlier versions' did (its SHA-256, config.json and the recorded plans stay the same)."""
         dumped = handler(self)
         if self.mos == MosConfig():
             dumped.pop("mos", None)
+        if self.employer_table == EmployerTableConfig():
+            dumped.pop("employer_table", None)
         return dumped
 
     @model_validator(mode="after")
@@ -309,7 +346,10 @@ class ReleaseConfig(_Strict):
                    f"{epsilon_text(self.flows.total_epsilon_per_tabulation)}"
                    if self.flows.measures_total else "")
                 + (f"; cell statistics (MOS): {self.n_mos_tabulations()} x "
-                   f"{epsilon_text(self.mos.epsilon)}" if self.mos.enabled else "") + ")"
+                   f"{epsilon_text(self.mos.epsilon)}" if self.mos.enabled else "")
+                + (f"; employer-side table: {self.n_employer_table_tabulations()} x "
+                   f"{epsilon_text(self.employer_table.epsilon)}"
+                   if self.employer_table.enabled else "") + ")"
                 f" exceeds privacy.epsilon_cap {epsilon_text(self.privacy.epsilon_cap)}")
         return self
 
@@ -332,9 +372,15 @@ class ReleaseConfig(_Strict):
         """The cell statistics' measurements: per statistic its values and its counts."""
         return 2 * self.mos.n_statistics(self.cells.years_after) if self.mos.enabled else 0
 
+    def n_employer_table_tabulations(self) -> int:
+        """The employer-side table: one tabulation per years after (its cohorts are
+        disjoint graduates: parallel for them)."""
+        return len(self.cells.years_after) if self.employer_table.enabled else 0
+
     def planned_total_epsilon(self) -> Fraction:
         """The release's total epsilon, exactly (sequential composition)."""
-        return (self.n_mos_tabulations() * exact_epsilon(self.mos.epsilon) + self.n_earnings_tabulations() * exact_epsilon(self.privacy.epsilon_per_tabulation)
+        return (self.n_employer_table_tabulations() * exact_epsilon(self.employer_table.epsilon)
+                + self.n_mos_tabulations() * exact_epsilon(self.mos.epsilon) + self.n_earnings_tabulations() * exact_epsilon(self.privacy.epsilon_per_tabulation)
                 + self.n_flows_tabulations() * exact_epsilon(self.flows.epsilon_per_tabulation)
                 + self.n_flows_total_tabulations()
                 * exact_epsilon(self.flows.total_epsilon_per_tabulation))
@@ -390,7 +436,7 @@ def load_config(path: Path | None = None) -> ReleaseConfig:
 
 EPSILON_KEYS = (("privacy", "epsilon_per_tabulation"), ("privacy", "epsilon_cap"),
                 ("flows", "epsilon_per_tabulation"), ("flows", "total_epsilon_per_tabulation"),
-                ("mos", "epsilon"))
+                ("mos", "epsilon"), ("employer_table", "epsilon"))
 
 
 def _inexact_epsilons(text: str) -> list[str]:

@@ -25,3 +25,27 @@ def pseoh_schema() -> pa.DataFrameSchema:
     return pa.DataFrameSchema(columns, strict=True, ordered=True, name="pseoh_all",
                               checks=[pa.Check(lambda df: df["bin_upper"] > df["bin_lower"],
                                                name="bin_upper > bin_lower")])
+
+
+def pseoemp_schema(years_after: tuple[int, ...]) -> pa.DataFrameSchema:
+    """pseoemp_all.csv, the optional employer-side table: cohort (4 digits, 0000 for all),
+    the schema's state geography and NAICS sector codes, then per years after the noisy
+    count (whole graduates, may be negative) and its status: 1 with a value, -1 without."""
+    from pseo_das.schemas.codes import NAICS_SECTORS, STATE_FIPS
+    columns = {
+        "grad_cohort": pa.Column(str, pa.Check.str_matches(r"^\d{4}$")),
+        "geo_level": pa.Column(str, pa.Check.isin(["S"])),
+        "geography": pa.Column(str, pa.Check.isin(list(STATE_FIPS))),
+        "ind_level": pa.Column(str, pa.Check.isin(["S"])),
+        "industry": pa.Column(str, pa.Check.isin(list(NAICS_SECTORS))),
+    }
+    columns.update({f"y{k}_grads_emp": pa.Column("Int64", nullable=True) for k in years_after})
+    columns.update({f"status_y{k}_grads_emp": pa.Column(str, pa.Check.isin(["1", "-1"]))
+                    for k in years_after})
+    return pa.DataFrameSchema(
+        columns, strict=True, ordered=True, name="pseoemp_all",
+        unique=["grad_cohort", "geography", "industry"],
+        checks=[pa.Check(lambda df, k=k: (df[f"y{k}_grads_emp"].notna()
+                                          == (df[f"status_y{k}_grads_emp"] == "1")),
+                         name=f"y{k}_grads_emp present exactly where status is 1")
+                for k in years_after])

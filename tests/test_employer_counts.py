@@ -313,9 +313,3 @@ def test_x_v_is_the_same_from_csv_unsorted_and_partitioned_inputs(employers_dir,
                                                               index=False)
     with pytest.raises(InputValidationError, match="column employer_id is in some part files only"):
         read_counts(parts, gamma_config, None, CPI)
-
-
-def test_the_dask_engine_refuses_the_employer_mechanisms(employers_dir, gamma_config):
-    from pseo_das.tasks.inputs.true_counts import Engine, EngineKind, count_inputs
-    with pytest.raises(InputValidationError, match="not available with the Dask engine"):
-        count_inputs.fn(employers_dir, gamma_config, None, CPI, Engine(EngineKind.DASK))

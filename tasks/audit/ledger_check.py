@@ -17,6 +17,7 @@ from pseo_das.epsilon import epsilon_text, exact_epsilon
 from pseo_das.tasks.audit.audit_target import AuditedRelease
 from pseo_das.tasks.privacy.mechanism import FORMAL_NO, LAPLACE, MEASURING_MECHANISMS
 from pseo_das.tasks.earnings.cell_statistics import PRODUCT as CELL_STATISTICS_PRODUCT
+from pseo_das.tasks.employment_flows.employer_table import PRODUCT as EMPLOYER_TABLE_PRODUCT
 from pseo_das.tasks.employment_flows.noisy_flows import PRODUCT as FLOWS_PRODUCT
 from pseo_das.tasks.employment_flows.noisy_flows import TOTAL_PRODUCT as FLOWS_TOTAL_PRODUCT
 from pseo_das.tasks.earnings.noisy_histograms import PRODUCT as EARNINGS_PRODUCT
@@ -30,7 +31,8 @@ CONFIG = "internal/config.json"
 EPSILON_SETTING = {EARNINGS_PRODUCT: "privacy.epsilon_per_tabulation",
                    FLOWS_PRODUCT: "flows.epsilon_per_tabulation",
                    FLOWS_TOTAL_PRODUCT: "flows.total_epsilon_per_tabulation",
-                   CELL_STATISTICS_PRODUCT: "mos.epsilon"}
+                   CELL_STATISTICS_PRODUCT: "mos.epsilon",
+                   EMPLOYER_TABLE_PRODUCT: "employer_table.epsilon"}
 MEASURING = MEASURING_MECHANISMS | {LAPLACE}   # mechanisms that spend epsilon
 
 
@@ -162,7 +164,8 @@ def total_findings(total: Fraction, by_product: pd.DataFrame, metrics: dict[str,
     planned = {EARNINGS_PRODUCT: plan.n_earnings_tabulations(),
                FLOWS_PRODUCT: plan.n_flows_tabulations(),
                FLOWS_TOTAL_PRODUCT: plan.n_flows_total_tabulations(),
-               CELL_STATISTICS_PRODUCT: plan.n_mos_tabulations()}
+               CELL_STATISTICS_PRODUCT: plan.n_mos_tabulations(),
+               EMPLOYER_TABLE_PRODUCT: plan.n_employer_table_tabulations()}
     for product, n in planned.items():
         found = int(by_product["count"].get(product, 0))
         if found != n:

@@ -30,15 +30,16 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from pseo_das.config import ReleaseConfig
-from pseo_das.schemas.inputs import (GRADUATE_COLUMNS, OUTCOME_COLUMNS, CipVintages,
-                                     graduates_schema, outcomes_schema)
+from pseo_das.schemas.inputs import (EMPLOYER_COLUMN, GRADUATE_COLUMNS, OUTCOME_COLUMNS,
+                                     CipVintages, graduates_schema, outcomes_schema)
 from pseo_das.tasks import progress
 from pseo_das.tasks.inputs.cpi import ConsumerPrices
 from pseo_das.tasks.inputs.ingest import (CHUNK_ROWS, InputFiles, InputValidationError,
                                           convert_columns, find_inputs)
 from pseo_das.tasks.inputs.person_chunks import FailureLog, Validator, concat_chunks, linked_chunk
 from pseo_das.tasks.inputs.true_counts import (ChunkCounts, CountingRules, CountsAccumulator,
-                                               TrueCounts, count_chunk, input_checks)
+                                               TrueCounts, check_employer_column,
+                                               count_chunk, input_checks)
 
 LOWEST, HIGHEST = np.iinfo(np.int64).min, np.iinfo(np.int64).max
 
@@ -143,7 +144,11 @@ def count_range(task: RangeTask, graduates: InputFiles, outcomes: InputFiles,
     """A worker's job: read, validate, link and count one task's persons."""
     validator = Validator(graduates, outcomes, *schemas)
     grads = _read_groups(graduates, task.graduates, GRADUATE_COLUMNS)
-    outs = _read_groups(outcomes, task.outcomes, OUTCOME_COLUMNS)
+    # employer_id too when employers are protected: x_v is then counted on the workers
+    # (the graduates of each flow at each establishment, keyed by the employer's id, so
+    # the tasks' counts add up to those of the local engine)
+    outs = _read_groups(outcomes, task.outcomes, OUTCOME_COLUMNS
+                        + ((EMPLOYER_COLUMN,) if rules.employers else ()))
     ids = outs["person_id"].to_numpy()
     outs = outs[(ids >= task.low) & (ids <= task.high)]
     if len(grads):
@@ -178,6 +183,8 @@ def dask_counts(data_dir: Path, cfg: ReleaseConfig, cip_vintages: CipVintages | 
     graduates, outcomes = find_inputs(data_dir)
     tasks = plan_tasks(graduates, outcomes, chunk_rows)
     rules = CountingRules.of(cfg, cfg.cip.switch_year, cpi)
+    if rules.employers:
+        check_employer_column(outcomes, cfg)
     schemas = (graduates_schema(cfg.cells.first_cohort_year, cfg.cells.last_earnings_year,
                                 cip_vintages), outcomes_schema())
     cluster = None if scheduler else LocalCluster(n_workers=workers, threads_per_worker=1,

@@ -50,11 +50,20 @@ class CountingRules:
     earnings_levels: tuple[str, ...]
     flows_levels: tuple[str, ...]
     employers: bool = False   # count x_v, the largest number at one establishment, per flow
+    employer_table: bool = False   # keep the graduates at each establishment per cell too
 
     @classmethod
     def of(cls, cfg: ReleaseConfig, cip_switch_year: int, cpi: ConsumerPrices) -> "CountingRules":
+        table = cfg.employer_table.enabled
         return cls(cfg, cip_switch_year, cpi, tuple(cfg.privacy.measured_levels()),
-                   tuple(cfg.flows.measured_levels()), cfg.flows.protects_employers)
+                   tuple(cfg.flows.measured_levels()), cfg.flows.protects_employers or table,
+                   table)
+
+    @property
+    def table_level(self) -> str:
+        """The CIP level whose cells the employer-side table sums (any level holds every
+        graduate once): the finest measured flows level."""
+        return self.flows_levels[0]
 
     @property
     def levels(self) -> list[str]:
@@ -248,6 +257,24 @@ class LevelTotals:
             largest[at_one.index.to_numpy(), NONEMPLOYED] = at_one.to_numpy()
         return largest
 
+    def employed_at_employer(self, years_after: int, canonical: np.ndarray) -> pd.DataFrame:
+        """The employed graduates of every cell (`canonical`: each cell's position in
+        canonical order, by its number here) at each establishment, by destination (cell,
+        destination, employer, graduates; employer -1: graduates without employer_id, one
+        establishment per cell and destination): what the employer-side table's x_v is
+        computed from, for any set of populations."""
+        parts = self.at_employer.get(years_after)
+        if not parts:
+            return pd.DataFrame({c: np.zeros(0, np.int64)
+                                 for c in ("cell", "destination", "employer", "graduates")})
+        summed = _summed(parts)
+        flow = summed["flow"].to_numpy()
+        employed = flow % N_DESTINATIONS != NONEMPLOYED
+        return pd.DataFrame({"cell": canonical[flow[employed] // N_DESTINATIONS],
+                             "destination": flow[employed] % N_DESTINATIONS,
+                             "employer": summed["employer"].to_numpy()[employed],
+                             "graduates": summed["graduates"].to_numpy()[employed]})
+
     def largest_by_destination(self, years_after: int) -> np.ndarray:
         """Per employed destination (state x sector, N_DESTINATIONS - 1), the largest number
         of graduates of every cell at one establishment: x_v of the employer-side table
@@ -293,6 +320,8 @@ class LevelCounts:
     largest_at_one_employer: dict[int, np.ndarray] = field(default_factory=dict)
     # years_after -> x_v of each state x sector over every cell (the employer-side table)
     largest_by_destination: dict[int, np.ndarray] = field(default_factory=dict)
+    # years_after -> employed graduates per (cell, destination, employer) (employer_table)
+    employed_at_employer: dict[int, pd.DataFrame] = field(default_factory=dict)
 
 
 @dataclass
@@ -335,6 +364,29 @@ class TrueCounts:
         return (flows[:, :NONEMPLOYED].sum(axis=0),
                 self.levels[level].largest_by_destination[years_after])
 
+    def employer_table(self, level: str, years_after: int, last_earnings_year: int,
+                       populations: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+        """One cohort's row of the employer-side table: per state x sector (the employed
+        destinations, flow_counts order), the employed graduates of the observable cells of
+        `populations`, and x_v, the largest number of those graduates at one establishment
+        there (graduates without employer_id as one establishment per state x sector). Only the
+        cells of `populations` are read, so the measurement depends on their graduates
+        alone."""
+        counts = self.levels[level]
+        if years_after not in counts.employed_at_employer:
+            raise ValueError("the graduates at each employer were not counted: the release "
+                             "reads them only with employer_table.enabled")
+        selected = counts.frame.measured_cells(years_after, last_earnings_year, populations)
+        _, flows = self.flows(level, years_after, last_earnings_year, populations)
+        at = counts.employed_at_employer[years_after]
+        at = at[selected[at["cell"].to_numpy()]]
+        largest = np.zeros(NONEMPLOYED, np.int64)
+        if len(at):
+            best = at.groupby(["destination", "employer"])["graduates"].sum() \
+                .groupby(level="destination").max()
+            largest[best.index.to_numpy()] = best.to_numpy()
+        return flows[:, :NONEMPLOYED].sum(axis=0), largest
+
     def largest_at_one_employer(self, level: str, years_after: int, last_earnings_year: int,
                                 populations: pd.DataFrame | None = None) -> np.ndarray:
         """x_v of the cells of flows() (same rows and columns): the largest number of a
@@ -374,8 +426,17 @@ class CountsAccumulator:
                 {k: totals.largest_at_one_employer(k, n)[order]
                  for k in years if level in self.rules.flows_levels and self.rules.employers},
                 {k: totals.largest_by_destination(k)
-                 for k in years if level in self.rules.flows_levels and self.rules.employers})
+                 for k in years if level in self.rules.flows_levels and self.rules.employers},
+                {k: totals.employed_at_employer(k, _positions(order))
+                 for k in years if self.rules.employer_table and level == self.rules.table_level})
         return levels
+
+
+def _positions(order: np.ndarray) -> np.ndarray:
+    """Each cell's canonical position, by its number as first seen (inverse of `order`)."""
+    positions = np.empty(len(order), np.int64)
+    positions[order] = np.arange(len(order))
+    return positions
 
 
 def _full(array: np.ndarray | None, n: int, width: int, dtype) -> np.ndarray:
@@ -397,12 +458,7 @@ def read_counts(data_dir: Path, cfg: ReleaseConfig, cip_vintages: CipVintages | 
     rules = CountingRules.of(cfg, cfg.cip.switch_year, cpi)
     outcome_columns = OUTCOME_COLUMNS
     if rules.employers:
-        if not outcomes.has_column(EMPLOYER_COLUMN):
-            raise InputValidationError(
-                f"{outcomes.path}: flows.mechanism = \"{cfg.flows.mechanism}\" protects "
-                f"employers and needs the column {EMPLOYER_COLUMN} (the establishment of each "
-                "job), which this input does not have: add it (`pseo-das synth --employers` "
-                "writes it) or set flows.mechanism = \"geometric\"")
+        check_employer_column(outcomes, cfg)
         outcome_columns = OUTCOME_COLUMNS + (EMPLOYER_COLUMN,)
     accumulator = CountsAccumulator(rules)
     rows = {"graduates": 0, "outcomes": 0}
@@ -420,6 +476,24 @@ def read_counts(data_dir: Path, cfg: ReleaseConfig, cip_vintages: CipVintages | 
     fingerprints = {**graduates.fingerprints(data_dir), **outcomes.fingerprints(data_dir)}
     return TrueCounts(accumulator.result(), fingerprints, input_checks(graduates, outcomes, rows),
                       rows)
+
+
+def check_employer_column(outcomes: InputFiles, cfg: ReleaseConfig) -> None:
+    """The employer protection needs employer_id: InputValidationError (nothing read or
+    spent) when the outcomes lack it."""
+    if outcomes.has_column(EMPLOYER_COLUMN):
+        return
+    if cfg.flows.protects_employers:
+        raise InputValidationError(
+            f"{outcomes.path}: flows.mechanism = \"{cfg.flows.mechanism}\" protects "
+            f"employers and needs the column {EMPLOYER_COLUMN} (the establishment of each "
+            "job), which this input does not have: add it (`pseo-das synth --employers` "
+            "writes it) or set flows.mechanism = \"geometric\"")
+    raise InputValidationError(
+        f"{outcomes.path}: employer_table.enabled = true (the employer-side table, "
+        f"pseoemp_all.csv) needs the column {EMPLOYER_COLUMN} (the establishment of each "
+        "job), which this input does not have: add it (`pseo-das synth --employers` writes "
+        "it) or set employer_table.enabled = false")
 
 
 def input_checks(graduates: InputFiles, outcomes: InputFiles, rows: dict[str, int]) -> list[dict]:
@@ -460,11 +534,6 @@ def count_inputs(data_dir: Path, cfg: ReleaseConfig, cip_vintages: CipVintages |
     started = time.perf_counter()
     progress(f"validating and counting the inputs in {data_dir} ({engine.describe()})")
     if engine.kind == EngineKind.DASK:
-        if cfg.flows.protects_employers:
-            raise InputValidationError(
-                f"flows.mechanism = \"{cfg.flows.mechanism}\" is not available with the Dask "
-                "engine yet (it counts the graduates of each flow at each establishment): "
-                "run with the local engine")
         from pseo_das.tasks.inputs.dask_engine import dask_counts
         counts = dask_counts(data_dir, cfg, cip_vintages, cpi, engine.scheduler,
                              engine.chunk_rows, engine.workers)

@@ -273,16 +273,23 @@ def plan_release(store: PrivacyStore, release_id: str, seed_hex: str | None,
 
 def _new_plan(store, release_id, seed_hex, inputs_sha256, config_sha256, cfg, frames,
               remeasure, policy, head, number, supersedes) -> ReleasePlan:
-    questions = release_questions(cfg)
+    from pseo_das.tasks.employment_flows.employer_table import employer_table_questions
+    questions = release_questions(cfg) + employer_table_questions(cfg, frames)
     check_against_policy(questions, policy)
     cap = policy.lifetime_cap
     parts, new_measurements = [], []
     for question in questions:
         populations = observable_populations(frames[question.cip_level], question.years_after,
                                              cfg.cells.last_earnings_year)
+        one_cohort = "grad_cohort" in question.parameters   # the employer-side table
+        if one_cohort:
+            populations = populations[populations["grad_cohort"] == question.parameters[
+                "grad_cohort"]].reset_index(drop=True)
         current = store.current_measurements(question.answered_by)
         rows = populations.merge(current, on=POPULATION_KEYS, how="left")
         new = rows["measurement_id"].isna().to_numpy() | remeasure_mask(rows, remeasure)
+        if one_cohort and new.any():   # a cohort's table is measured whole, or reused whole
+            new[:] = True
         measurement_id = f"{question.tabulation_id}@{release_id}/{number}"
         if new.any():
             superseded = sorted(set(rows.loc[new, "measurement_id"].dropna()))
@@ -331,9 +338,12 @@ def stored_question(store: PrivacyStore, measurement_id: str) -> Question:
                                       (measurement_id,))["question"].iloc[0])
     fixed = {"tabulation_id", "product", "inst_level", "cip_level", "cip_vintage",
              "years_after", "mechanism", "epsilon", "columns"}
+    # an employer-protecting mechanism's name is a parameter (Question.as_dict writes it
+    # over the geometric default): kept, so that protection() and the SHA-256 round-trip
     return Question(recorded["tabulation_id"], recorded["product"], recorded["cip_level"],
                     int(recorded["years_after"]), Fraction(recorded["epsilon"]),
-                    int(recorded["columns"]), {k: v for k, v in recorded.items() if k not in fixed})
+                    int(recorded["columns"]), {k: v for k, v in recorded.items() if k not in fixed
+                                               or (k == "mechanism" and v != GEOMETRIC)})
 
 
 def _pending(store: PrivacyStore, plan: pd.DataFrame, skip: set[str] = frozenset()

@@ -35,6 +35,10 @@ from pseo_das.tasks.earnings.cell_statistics import (CELL_STATISTICS_FILE, Noisy
 from pseo_das.tasks.inputs.constant_dollars import DollarYears
 from pseo_das.tasks.privacy.release_plan import ReleasePlan, lifetime_table
 from pseo_das.tasks.privacy.store import PrivacyStore, epsilon_text
+from pseo_das.tasks.employment_flows.employer_table import NoisyEmployerTable
+from pseo_das.tasks.publication.employer_table_file import (EMPLOYER_TABLE_FILE,
+                                                            checked_employer_table_file,
+                                                            employer_table_context)
 from pseo_das.tasks.publication.release_files import fingerprints, write_code_table, write_csv, write_manifest
 
 
@@ -179,7 +183,8 @@ def write_release(staging: Path, identity: ReleaseIdentity, cfg: ReleaseConfig,
                   lifetime: LifetimeFigures, checks: list[dict],
                   input_fingerprints: dict[str, str], cip_recast: dict,
                   dollars: dict | None, flows_accuracy: dict,
-                  cell_statistics: NoisyCellStatistics | None = None) -> dict[str, str]:
+                  cell_statistics: NoisyCellStatistics | None = None,
+                  employer_table: NoisyEmployerTable | None = None) -> dict[str, str]:
     """Write every file of the release into `staging`; return the manifest.
     `flows_accuracy`: `release_flows_accuracy`'s simulation of the published flows;
     `cell_statistics`: the optional pseom_all.csv's noisy values (README, "Cell statistics").
@@ -193,7 +198,7 @@ def write_release(staging: Path, identity: ReleaseIdentity, cfg: ReleaseConfig,
 
         return _write_release(beside, staging, identity, cfg, ledger, tables, pseoe, pseoh,
                               cells, flows, lifetime, checks, input_fingerprints, cip_recast,
-                              dollars, flows_accuracy, cell_statistics)
+                              dollars, flows_accuracy, cell_statistics, employer_table)
 
 
 def _write_release(beside, staging: Path, identity: ReleaseIdentity, cfg: ReleaseConfig,
@@ -202,7 +207,8 @@ def _write_release(beside, staging: Path, identity: ReleaseIdentity, cfg: Releas
                    lifetime: LifetimeFigures, checks: list[dict],
                    input_fingerprints: dict[str, str], cip_recast: dict,
                    dollars: dict | None, flows_accuracy: dict,
-                   cell_statistics: NoisyCellStatistics | None) -> dict[str, str]:
+                   cell_statistics: NoisyCellStatistics | None,
+                   employer_table: NoisyEmployerTable | None = None) -> dict[str, str]:
     public, internal = staging / "public", staging / "internal"
     started = time.perf_counter()
 
@@ -253,6 +259,13 @@ def _write_release(beside, staging: Path, identity: ReleaseIdentity, cfg: Releas
             cell_statistics, pseom, ledger.formal_epsilon, ledger.non_formal_epsilon,
             ledger.epsilon_statement(), factor,
             dollars["publication_year"] if dollars else None)
+    context["employer_table"] = None
+    if employer_table is not None:   # the optional employer-side table, pseoemp_all.csv
+        pseoemp, check = checked_employer_table_file(employer_table, cfg.cells.years_after)
+        checks = checks + [check]
+        write_code_table(pseoemp, public / EMPLOYER_TABLE_FILE)
+        done(f"wrote {EMPLOYER_TABLE_FILE} ({len(pseoemp):,} rows)")
+        context["employer_table"] = employer_table_context(cfg, employer_table, len(pseoemp))
     notes = render_markdown("release_notes.md.j2", context)
     (public / "release_notes.md").write_text(notes)
     (public / "release_notes.html").write_text(
@@ -268,8 +281,9 @@ def _write_release(beside, staging: Path, identity: ReleaseIdentity, cfg: Releas
     accuracy = release_accuracy(cfg, tables, bytes.fromhex(identity.seed_sha256))
     checks = stop_on_failed_checks(checks + [layout_check.result()] + flows.checks
                                    + flows_checks.results() + ledger_checks(
-                                       ledger, tables, flows, 0 if cell_statistics is None else
-                                       int(cell_statistics.table["noisy_count"].notna().sum())))
+                                       ledger, tables, flows, (0 if cell_statistics is None else
+                                       int(cell_statistics.table["noisy_count"].notna().sum()))
+                                       + (0 if employer_table is None else employer_table.drawn)))
     drb = render_markdown("drb_report.md.j2", dict(
         context, ledger=ledger.entries, mlflow_run_id=identity.mlflow_run_id,
         tracking_uri=identity.tracking_uri, suppression=suppression_summary(cells),
