@@ -12,6 +12,7 @@ import pytest
 from conftest import SEED_A, run_release, store_beside
 from pseo_das.config import ConfigError, ReleaseConfig, load_config
 from pseo_das.tasks.earnings.cell_statistics import measure_statistic
+from pseo_das.tasks.earnings.cell_statistics_plan import StatisticSettings, cell_statistics_questions
 from pseo_das.tasks.earnings.mos import mean_local_sensitivity
 from pseo_das.tasks.inputs.cell_moments import CellMoments, CellStatistic, StatisticMoments
 from pseo_das.tasks.inputs.cells import CellFrame
@@ -68,7 +69,9 @@ def test_the_mos_release_of_a_hand_built_table_adds_laplace_chi_over_epsilon_n(t
     cfg = configured(MOS, tmp_path)
     moments = hand_built_moments()
     m = moments.statistics[CellStatistic.MEAN_Y1]
-    table, entries, chi = measure_statistic(moments, CellStatistic.MEAN_Y1, cfg, bytes(32), "R")
+    question = next(q for q in cell_statistics_questions(cfg) if q.tabulation_id.endswith("y1"))
+    table, entries, chi = measure_statistic(moments, StatisticSettings.of(question), bytes(32),
+                                            "mos.I.cipA.mean_y1@R", cfg.cells.last_earnings_year)
     eligible = m.n >= 3
     ls = mean_local_sensitivity(m.n[eligible], m.total[eligible], m.lowest[eligible],
                                 m.highest[eligible], 10_000.0, 614_597.0)
@@ -125,7 +128,8 @@ def test_a_release_with_mos_publishes_pseom_with_honest_documentation(mos_releas
         assert "NOT formally differentially private" in document and statement in document
         assert "chi by degree level" in document
     summary = json.loads((internal / "release_summary.json").read_text())["cell_statistics"]
-    assert summary["epsilon_spent"] == "1" and summary["formal_guarantee"] is False
+    assert summary["ledger_epsilon"] == "1" and summary["formal_guarantee"] is False
+    assert summary["new_epsilon"] == "1" and summary["reused_measurements"] == 0
     run_id = next(line.split("`")[1] for line in drb.splitlines()
                   if line.startswith("| MLflow run id"))
     params = mlflow.MlflowClient(uri).get_run(run_id).data.params
