@@ -136,7 +136,7 @@ def measure_statistic(moments: CellMoments, settings: StatisticSettings, release
     lower, upper = statistic_domain(statistic, moments.lower, moments.upper)
     observable = moments.frame.observable(statistic.years_after, last_earnings_year)
     if populations is not None:
-        observable &= in_populations(moments.frame.cells, populations)
+        observable = observable & in_populations(moments.frame.cells, populations)
     cells = moments.frame.cells[observable].reset_index(drop=True)
     m = moments.statistics[statistic]
     n, total = m.n[observable], m.total[observable]
