@@ -165,3 +165,39 @@ def test_the_audit_checks_and_replays_a_release_with_mos(mos_release, synthetic_
     assert stop.value.code == 0, printed
     assert "8 cell statistics (MOS) x 0.125" in printed
     assert "PASS: all 5 checks passed" in printed
+
+
+@pytest.mark.slow
+def test_a_second_release_reuses_the_stored_cell_statistics_at_zero_epsilon(
+        mos_release, synthetic_dir, capsys):
+    """The cell statistics are durable measurements of the privacy store: a later release
+    with the same data and configuration spends nothing on them and publishes the same
+    pseom_all.csv byte for byte (and the store still verifies)."""
+    from pseo_das.cli import main
+    root, uri = mos_release
+    capsys.readouterr()
+    assert run_release(synthetic_dir, root / "r2", None, uri, "MOS2",
+                       extra=("--config", str(root / "mos.toml")),
+                       store=store_beside(uri)) == 0
+    said = capsys.readouterr().out
+    for name in ("public/pseom_all.csv", "public/pseoe_all.csv"):
+        assert (root / "r2" / name).read_bytes() == (root / "r" / name).read_bytes(), name
+    summary = json.loads((root / "r2" / "internal" / "release_summary.json").read_text())
+    cells = summary["cell_statistics"]
+    assert summary["new_epsilon"] == "0" and summary["new_measurements"] == 0
+    assert (cells["new_epsilon"], cells["new_measurements"], cells["ledger_epsilon"]) == \
+        ("0", 0, "1")
+    assert cells["reused_measurements"] > 0
+    assert (f"new epsilon 0 (0 statistic x population units measured, "
+            f"{cells['reused_measurements']:,} reused at zero epsilon)") in said
+    first = pd.read_csv(root / "r" / "internal" / "ledger.csv", dtype=str)
+    second = pd.read_csv(root / "r2" / "internal" / "ledger.csv", dtype=str)
+    pd.testing.assert_frame_equal(first, second)    # the same measurements, the same entries
+    with pytest.raises(SystemExit) as stop:
+        main(["store", "verify", str(store_beside(uri))])
+    assert stop.value.code == 0
+    with pytest.raises(SystemExit) as stop:
+        main(["store", "show", str(store_beside(uri))])
+    shown = capsys.readouterr().out
+    assert "mos.I.cipA.mean_y1@MOS1/1: epsilon 0.25 on" in shown and "NOT formally DP" in shown
+    assert "mos.I.cipA.mean_y1@MOS2" not in shown
