@@ -228,3 +228,22 @@ def test_a_new_cohort_gets_its_own_chi_and_the_others_keep_theirs(mos_store, mom
     labels = after.chi["mean_y1"]
     assert any(" in R2/1" in label for label in labels) and any(" in R1/1" in l for l in labels)
     assert after.chi["mean_y5"] == before.chi["mean_y5"]
+
+
+def test_a_retry_after_a_crash_draws_the_same_values_and_spends_nothing_twice(mos_store, moments):
+    """R1 planned (and charged), measured, then killed before its values were stored: the
+    rerun reuses R1's plan and seed, draws the same values from the same streams, and the
+    store's spends do not change."""
+    store, frames = mos_store
+    first = plan_release(store, "R1", SEED, "inputs", "config", CFG, frames,
+                         more_questions=tuple(cell_statistics_questions(CFG)))
+    lost = measure_cell_statistics.fn(first.pending_for(PRODUCT), moments, CFG)   # never stored
+    spent = store.spends()
+    retried, kept = measure_and_keep(store, moments, "R1", frames)
+    assert not retried.new_spending and retried.attempt == first.attempt
+    before = {m.measurement_id: m.values for m in lost}
+    assert sorted(m.measurement_id for m in kept) == sorted(before)
+    for again in kept:
+        np.testing.assert_array_equal(again.values, before[again.measurement_id])  # NaNs too
+    pd.testing.assert_frame_equal(store.spends(), spent)
+    assert measure_and_keep(store, moments, "R1", frames)[1] == []   # all stored: nothing to draw

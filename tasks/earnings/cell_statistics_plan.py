@@ -91,7 +91,8 @@ def cell_statistics_questions(cfg: ReleaseConfig) -> list[CellStatisticsQuestion
               "dollars": f"{cfg.earnings.dollar_year} dollars (CPI-U {CPI_U_SERIES} annual "
                          "averages)",
               "formal_guarantee": "yes" if settings.variant == MosVariant.MOS_DP else
-              "no (values: maximum observed sensitivity; counts: yes)"}
+              "no: the values use maximum observed sensitivity (chi published without noise); "
+              "the counts are formal"}
     if settings.variant == MosVariant.MOS:
         common["chi_scope"] = settings.chi_scope
     return [CellStatisticsQuestion(tabulation_id(s), PRODUCT, CELL_STATISTICS_CIP_LEVEL,

@@ -16,7 +16,7 @@ def _not_formal(question: str) -> str:
     """The note of a measurement whose epsilon is not all a formal guarantee (the cell
     statistics by maximum observed sensitivity: their questions say so)."""
     said = json.loads(question).get("formal_guarantee", "yes")
-    return "" if said == "yes" else f"; NOT formally DP: {said}"
+    return "" if said == "yes" else f"; NOT formally DP: {said.removeprefix('no: ')}"
 
 
 def store_summary(path: Path, top: int = 10) -> str:
