@@ -247,3 +247,23 @@ def test_a_retry_after_a_crash_draws_the_same_values_and_spends_nothing_twice(mo
         np.testing.assert_array_equal(again.values, before[again.measurement_id])  # NaNs too
     pd.testing.assert_frame_equal(store.spends(), spent)
     assert measure_and_keep(store, moments, "R1", frames)[1] == []   # all stored: nothing to draw
+
+
+def test_a_release_of_the_version_before_republishes_from_its_publication_record(mos_store,
+                                                                                moments):
+    """Releases made before the cell statistics were questions kept them in their
+    publication record (outside the store's budget): they still read back from it."""
+    from pseo_das.tasks.earnings.cell_statistics import cell_statistics_summary
+    from pseo_das.tasks.privacy.mechanism import PrivacyLedger
+    from pseo_das.tasks.privacy.stored_cell_statistics import cell_statistics_from_record
+    store, frames = mos_store
+    first, _ = measure_and_keep(store, moments, "R1", frames)
+    read = stored_cell_statistics.fn(store.path, first.plan, CFG)
+    table = read.table.astype({c: str for c in ("institution", "inst_state", "degree_level",
+                                                "cipcode", "statistic")})
+    record = {"cell_statistics": {**read.record(), "table": store.put_frame(table)}}
+    old = cell_statistics_from_record(store.path, record)
+    assert old.store_use is None and old.chi == read.chi and old.entries == read.entries
+    summary = cell_statistics_summary(old, PrivacyLedger.of(9, old.entries))
+    assert summary["epsilon_spent"] == "1" and "new_epsilon" not in summary
+    assert cell_statistics_from_record(store.path, {}) is None

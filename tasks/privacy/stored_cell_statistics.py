@@ -125,8 +125,9 @@ def _chi_labels(groups: list[tuple[str, str, float]]) -> dict[str, float]:
     seen: dict[str, int] = {}
     for group, _, _ in groups:
         seen[group] = seen.get(group, 0) + 1
-    return {(group if seen[group] == 1 else f"{group} in {measurement_id.split('@', 1)[1]}"):
-            value for group, measurement_id, value in groups}
+    return dict(sorted(
+        ((group if seen[group] == 1 else f"{group} in {measurement_id.split('@', 1)[1]}"), value)
+        for group, measurement_id, value in groups))
 
 
 def store_use(rows: pd.DataFrame, questions: list) -> dict:
