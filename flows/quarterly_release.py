@@ -134,8 +134,8 @@ def post_processing(store_path: Path, plan: ReleasePlan, cfg: ReleaseConfig,
         flows_tables, reference, cfg.flows.nonemployed_weight)
     flows = build_flows_tables(corrected, correction, reference,
                                cfg.flows.division_unobserved_share_max)
-    cell_statistics = (stored_cell_statistics(store_path, plan.plan, cfg)
-                       or cell_statistics_from_record(store_path, record))
+    cell_statistics = (cell_statistics_from_record(store_path, record)   # earlier versions
+                       or stored_cell_statistics(store_path, plan.plan, cfg))
     ledger = PrivacyLedger.of(cfg.privacy.epsilon_cap, measured_entries + earnings_entries
                               + flows_entries + correction_entries
                               + (cell_statistics.entries if cell_statistics else []))

@@ -267,3 +267,17 @@ def test_a_release_of_the_version_before_republishes_from_its_publication_record
     summary = cell_statistics_summary(old, PrivacyLedger.of(9, old.entries))
     assert summary["epsilon_spent"] == "1" and "new_epsilon" not in summary
     assert cell_statistics_from_record(store.path, {}) is None
+
+
+def test_with_no_population_observable_yet_the_ledger_still_has_every_entry(mos_store, moments):
+    """The ledger has the values and counts entries of every statistic (the audit counts
+    them), with no cell, when no population of the release is observable yet."""
+    store, frames = mos_store
+    nobody = {**frames, PRODUCT: CellFrame("A", moments.frame.cells.iloc[:0], None)}
+    planned, measured = measure_and_keep(store, moments, "R1", nobody)
+    assert measured == [] and planned.new_epsilon == 0
+    read = stored_cell_statistics.fn(store.path, planned.plan, CFG)
+    assert len(read.entries) == CFG.n_mos_tabulations() == 8 and read.table.empty
+    assert {e.n_cells for e in read.entries} == {0} and read.store_use["new_epsilon"] == "0"
+    from pseo_das.tasks.earnings.cell_statistics import cell_statistics_table
+    assert cell_statistics_table(read, 1.0).empty               # pseom_all.csv: header only

@@ -58,12 +58,12 @@ def stored_cell_statistics(store_path: Path, plan: pd.DataFrame, cfg: ReleaseCon
     populations only), with their ledger entries (per statistic: the values at epsilon,
     Laplace, `formal_guarantee` no under mos; the counts at epsilon, geometric), chi per
     scope group and measurement, and how the release used the store. None when the
-    configuration has no cell statistics or the plan none of their questions (a release
-    of an earlier version). Privacy cost: none."""
+    configuration has no cell statistics (a release of the version before kept them in its
+    publication record instead: `cell_statistics_from_record`). Privacy cost: none."""
     questions = cell_statistics_questions(cfg)
-    mine = plan[plan["tabulation_id"].isin([q.tabulation_id for q in questions])]
-    if not questions or mine.empty:
+    if not questions:
         return None
+    mine = plan[plan["tabulation_id"].isin([q.tabulation_id for q in questions])]
     tables, entries, chi = [], [], {}
     with PrivacyStore.open(store_path) as store:
         for question in questions:
