@@ -28,10 +28,11 @@ from pseo_das.tasks.audit.store_witness import (HEAD_PARAMS, PUBLISHED_TAG, clos
 from pseo_das.tasks.earnings.earnings_tables import build_publication_tables
 from pseo_das.tasks.earnings.cell_statistics import (cell_statistics_summary,
                                                      measure_cell_statistics)
+from pseo_das.tasks.earnings.cell_statistics_plan import PRODUCT as CELL_STATISTICS_PRODUCT
+from pseo_das.tasks.earnings.cell_statistics_plan import cell_statistics_questions
 from pseo_das.tasks.inputs.cell_moments import read_mos_moments
-from pseo_das.tasks.privacy.stored_cell_statistics import (RECORD_KEY as CELL_STATISTICS_KEY,
-                                                           cell_statistics_from_record,
-                                                           keep_cell_statistics)
+from pseo_das.tasks.privacy.stored_cell_statistics import (cell_statistics_from_record,
+                                                           stored_cell_statistics)
 from pseo_das.tasks.audit.mlflow_run import cell_statistics_parameters
 from pseo_das.tasks.earnings.noisy_histograms import PRODUCT as EARNINGS_PRODUCT
 from pseo_das.tasks.earnings.noisy_histograms import derive_earnings, measure_earnings
@@ -140,7 +141,8 @@ def post_processing(store_path: Path, plan: ReleasePlan, cfg: ReleaseConfig,
         flows_tables, reference, cfg.flows.nonemployed_weight)
     flows = build_flows_tables(corrected, correction, reference,
                                cfg.flows.division_unobserved_share_max)
-    cell_statistics = cell_statistics_from_record(store_path, record)
+    cell_statistics = (cell_statistics_from_record(store_path, record)   # earlier versions
+                       or stored_cell_statistics(store_path, plan.plan, cfg))
     employer_table = stored_employer_table(store_path, plan.plan, cfg)
     ledger = PrivacyLedger.of(cfg.privacy.epsilon_cap, measured_entries + earnings_entries
                               + flows_entries + correction_entries
@@ -245,7 +247,9 @@ def _measure_and_publish(data_dir: Path, out_dir: Path, given_seed: str | None,
         check_recastable(frames, recast_inputs)
         config_sha256 = fingerprint(cfg.model_dump(mode="json"))
         plan = record_release_plan(store_path, release_id, given_seed, fingerprint(fingerprints),
-                                   config_sha256, cfg, frames, supersede, remeasure)
+                                   config_sha256, cfg, frames | (
+                                       {CELL_STATISTICS_PRODUCT: moments.frame} if moments else {}),
+                                   supersede, remeasure, tuple(cell_statistics_questions(cfg)))
         seed = bytes.fromhex(plan.attempt.seed_hex)
         if published is not None:  # a rerun that finds its release complete: nothing to do
             if plan.new_spending:
@@ -260,12 +264,12 @@ def _measure_and_publish(data_dir: Path, out_dir: Path, given_seed: str | None,
                     + measure_flows(plan.pending_for(FLOWS_PRODUCT, FLOWS_TOTAL_PRODUCT),
                                     counts, cfg)
                     + measure_employer_table(plan.pending_for(EMPLOYER_TABLE_PRODUCT),
-                                             counts, cfg))
+                                             counts, cfg)
+                    + (measure_cell_statistics(plan.pending_for(CELL_STATISTICS_PRODUCT),
+                                               moments, cfg) if moments is not None else []))
         keep_measurements(store_path, measured)
         input_checks = counts.checks
         del measured, counts   # post-processing reads the store: the dense arrays can go
-        cell_statistics = None if moments is None else keep_cell_statistics(
-            store_path, measure_cell_statistics(moments, cfg, seed, release_id))
         del moments
         with PrivacyStore.open(store_path) as privacy_store:
             store_chain = {"read": plan.chain_read.as_dict(),
@@ -279,16 +283,15 @@ def _measure_and_publish(data_dir: Path, out_dir: Path, given_seed: str | None,
             "config": cfg.model_dump(mode="json"), "input_fingerprints": fingerprints,
             "input_checks": input_checks, "new_spending": plan.new_spending,
             "superseded": plan.superseded, "store_policy": plan.policy.as_dict(),
-            "store_chain": store_chain, "dollars": dollars.as_dict(), "demo_inputs": demo}
-            | ({CELL_STATISTICS_KEY: cell_statistics} if cell_statistics else {}),
+            "store_chain": store_chain, "dollars": dollars.as_dict(), "demo_inputs": demo},
             reference, recast_inputs, ipeds)
         staging = new_staging(out_dir)
         ledger, cells, flows, manifest, summary = post_processing(
             store_path, plan, cfg, reference, recast_inputs, identity, record, staging)
         record_release(audit, ledger, cells, flows, staging, fingerprints, manifest,
                        plan.summary())
-        if cell_statistics:
-            audit.log_params(cell_statistics_parameters(ledger, cell_statistics))
+        if summary.get("cell_statistics"):
+            audit.log_params(cell_statistics_parameters(ledger, summary["cell_statistics"]))
         with PrivacyStore.open(store_path) as privacy_store:
             head = privacy_store.add_publication(plan.attempt.attempt,
                                                  privacy_store.put_json(record), out_dir)

@@ -109,9 +109,11 @@ def cell_statistics_line(summary: dict) -> str:
     kept = summary.get("cell_statistics")
     if not kept:
         return ""
-    return (f"\n  CELL STATISTICS: pseom_all.csv ({kept['variant']}) spent epsilon "
-            f"{kept['epsilon_spent']} more, outside the store's lifetime budget; "
-            + kept["epsilon_statement"])
+    return (f"\n  CELL STATISTICS: pseom_all.csv ({kept['variant']}) carries epsilon "
+            f"{kept['ledger_epsilon']}, in the privacy store's lifetime budget per population: "
+            f"new epsilon {kept['new_epsilon']} ({kept['new_measurements']:,} statistic x "
+            f"population units measured, {kept['reused_measurements']:,} reused at zero "
+            "epsilon); " + kept["epsilon_statement"])
 
 
 def demo_line(summary: dict) -> str:

@@ -12,6 +12,7 @@ import pytest
 from conftest import SEED_A, run_release, store_beside
 from pseo_das.config import ConfigError, ReleaseConfig, load_config
 from pseo_das.tasks.earnings.cell_statistics import measure_statistic
+from pseo_das.tasks.earnings.cell_statistics_plan import StatisticSettings, cell_statistics_questions
 from pseo_das.tasks.earnings.mos import mean_local_sensitivity
 from pseo_das.tasks.inputs.cell_moments import CellMoments, CellStatistic, StatisticMoments
 from pseo_das.tasks.inputs.cells import CellFrame
@@ -68,7 +69,9 @@ def test_the_mos_release_of_a_hand_built_table_adds_laplace_chi_over_epsilon_n(t
     cfg = configured(MOS, tmp_path)
     moments = hand_built_moments()
     m = moments.statistics[CellStatistic.MEAN_Y1]
-    table, entries, chi = measure_statistic(moments, CellStatistic.MEAN_Y1, cfg, bytes(32), "R")
+    question = next(q for q in cell_statistics_questions(cfg) if q.tabulation_id.endswith("y1"))
+    table, entries, chi = measure_statistic(moments, StatisticSettings.of(question), bytes(32),
+                                            "mos.I.cipA.mean_y1@R", cfg.cells.last_earnings_year)
     eligible = m.n >= 3
     ls = mean_local_sensitivity(m.n[eligible], m.total[eligible], m.lowest[eligible],
                                 m.highest[eligible], 10_000.0, 614_597.0)
@@ -125,7 +128,8 @@ def test_a_release_with_mos_publishes_pseom_with_honest_documentation(mos_releas
         assert "NOT formally differentially private" in document and statement in document
         assert "chi by degree level" in document
     summary = json.loads((internal / "release_summary.json").read_text())["cell_statistics"]
-    assert summary["epsilon_spent"] == "1" and summary["formal_guarantee"] is False
+    assert summary["ledger_epsilon"] == "1" and summary["formal_guarantee"] is False
+    assert summary["new_epsilon"] == "1" and summary["reused_measurements"] == 0
     run_id = next(line.split("`")[1] for line in drb.splitlines()
                   if line.startswith("| MLflow run id"))
     params = mlflow.MlflowClient(uri).get_run(run_id).data.params
@@ -161,3 +165,39 @@ def test_the_audit_checks_and_replays_a_release_with_mos(mos_release, synthetic_
     assert stop.value.code == 0, printed
     assert "8 cell statistics (MOS) x 0.125" in printed
     assert "PASS: all 5 checks passed" in printed
+
+
+@pytest.mark.slow
+def test_a_second_release_reuses_the_stored_cell_statistics_at_zero_epsilon(
+        mos_release, synthetic_dir, capsys):
+    """The cell statistics are durable measurements of the privacy store: a later release
+    with the same data and configuration spends nothing on them and publishes the same
+    pseom_all.csv byte for byte (and the store still verifies)."""
+    from pseo_das.cli import main
+    root, uri = mos_release
+    capsys.readouterr()
+    assert run_release(synthetic_dir, root / "r2", None, uri, "MOS2",
+                       extra=("--config", str(root / "mos.toml")),
+                       store=store_beside(uri)) == 0
+    said = capsys.readouterr().out
+    for name in ("public/pseom_all.csv", "public/pseoe_all.csv"):
+        assert (root / "r2" / name).read_bytes() == (root / "r" / name).read_bytes(), name
+    summary = json.loads((root / "r2" / "internal" / "release_summary.json").read_text())
+    cells = summary["cell_statistics"]
+    assert summary["new_epsilon"] == "0" and summary["new_measurements"] == 0
+    assert (cells["new_epsilon"], cells["new_measurements"], cells["ledger_epsilon"]) == \
+        ("0", 0, "1")
+    assert cells["reused_measurements"] > 0
+    assert (f"new epsilon 0 (0 statistic x population units measured, "
+            f"{cells['reused_measurements']:,} reused at zero epsilon)") in said
+    first = pd.read_csv(root / "r" / "internal" / "ledger.csv", dtype=str)
+    second = pd.read_csv(root / "r2" / "internal" / "ledger.csv", dtype=str)
+    pd.testing.assert_frame_equal(first, second)    # the same measurements, the same entries
+    with pytest.raises(SystemExit) as stop:
+        main(["store", "verify", str(store_beside(uri))])
+    assert stop.value.code == 0
+    with pytest.raises(SystemExit) as stop:
+        main(["store", "show", str(store_beside(uri))])
+    shown = capsys.readouterr().out
+    assert "mos.I.cipA.mean_y1@MOS1/1: epsilon 0.25 on" in shown and "NOT formally DP" in shown
+    assert "mos.I.cipA.mean_y1@MOS2" not in shown

@@ -229,14 +229,17 @@ def record_release(audit: AuditRun, ledger: PrivacyLedger, cells: pd.DataFrame,
 def cell_statistics_parameters(ledger: PrivacyLedger, kept: dict) -> dict[str, object]:
     """What the MLflow run says about the cell statistics (pseom_all.csv): the variant,
     whether it is a formal guarantee, chi per statistic and scope group (published by MOS
-    without noise, in the bins' constant dollars), and the release's epsilon split into
-    formal and non-formal spending. Privacy cost: none (chi is published anyway)."""
+    without noise, in the bins' constant dollars), the epsilon this release newly spent on
+    them (0 when every population reuses its stored measurement) and the release's epsilon
+    split into formal and non-formal spending. Privacy cost: none (chi is published
+    anyway)."""
     formal = kept["variant"] == "mos-dp"
     return ({"cell_statistics.variant": kept["variant"],
              "cell_statistics.formal_guarantee": "yes" if formal else
              "NO: maximum observed sensitivity; chi is computed from the data and published "
              "without noise",
              "cell_statistics.epsilon": kept["epsilon"],
+             "cell_statistics.new_epsilon": kept["new_epsilon"],
              "ledger_epsilon.formal": epsilon_text(ledger.formal_epsilon),
              "ledger_epsilon.non_formal": epsilon_text(ledger.non_formal_epsilon)}
             | {f"cell_statistics.chi.{statistic}.{group}": repr(value)

@@ -18,6 +18,13 @@ Privacy:
     Laplace sampler), 2 epsilon per statistic.
 True values never leave `measure_cell_statistics`: it returns noisy values, the ledger
 entries and chi (which MOS publishes by design).
+
+Each statistic is a question of the release plan (cell_statistics_plan.py): the measuring
+task measures only the plan's pending measurements (populations never measured for the
+question), each over the cells of its own populations, with noise streams keyed by the
+measurement id; the values are kept in the privacy store and every later release reads
+them back (`tasks/privacy/stored_cell_statistics.py`) at zero epsilon. Under mos, chi is the
+maximum over the cells measured together (those of one measurement, per scope group).
 """
 from __future__ import annotations
 
@@ -35,21 +42,37 @@ from pseo_das.schemas.pseo_layout import Product, layout
 from pseo_das.tasks import progress, release_task
 from pseo_das.tasks.earnings.mos import (ChiScope, MosVariant, chi_by_scope,
                                          mean_local_sensitivity, mos_dp_mean, mos_noise_scale)
-from pseo_das.tasks.inputs.cell_moments import (CELL_STATISTICS_CIP_LEVEL, CellMoments,
-                                                CellStatistic, cell_statistics)
-from pseo_das.tasks.inputs.cells import CELL_COLUMNS
-from pseo_das.tasks.privacy.mechanism import (LedgerEntry, PrivacyLedger, measure_with_geometric_noise,
+from pseo_das.tasks.earnings.cell_statistics_plan import (PRODUCT, STORED_COLUMNS,
+                                                          StatisticSettings, tabulation_id)
+from pseo_das.tasks.inputs.cell_moments import CELL_STATISTICS_CIP_LEVEL, CellMoments, CellStatistic
+from pseo_das.tasks.inputs.cells import CELL_COLUMNS, MEASURED_CELL_COLUMNS, in_populations
+from pseo_das.tasks.privacy.mechanism import (LedgerEntry, NoisyMeasurement, PrivacyLedger,
+                                              measure_with_geometric_noise,
                                               measure_with_laplace_noise)
 from pseo_das.tasks.publication.official_codes import ALL_INDUSTRIES, NATIONAL, agg_level, official_cells
 
-PRODUCT = "cell statistics (MOS)"
 CELL_STATISTICS_FILE = "pseom_all.csv"
 COMPOSITION = ("parallel across the cells of this tabulation (each graduate one observation "
                "of one cell); sequential with every other tabulation")
 
 
-def tabulation_id(statistic: CellStatistic, counts: bool = False) -> str:
-    return f"mos.I.cip{CELL_STATISTICS_CIP_LEVEL}.{statistic.value}" + (".count" if counts else "")
+def count_stream_id(measurement_id: str, statistic: CellStatistic) -> str:
+    """The noise stream of a measurement's counts: its id with the counts' tabulation id
+    (`mos.I.cipA.mean_y1.count@R/1` for the measurement `mos.I.cipA.mean_y1@R/1`)."""
+    values = tabulation_id(statistic)
+    if not measurement_id.startswith(values):
+        raise ValueError(f"{measurement_id} is not a measurement of {values}")
+    return tabulation_id(statistic, counts=True) + measurement_id[len(values):]
+
+
+def values_composition(settings: StatisticSettings) -> str:
+    """The ledger's composition text of a statistic's values."""
+    if settings.formal:
+        return (f"{COMPOSITION}; noise Laplace((U - L) / epsilon) on each cell's sum of x - L, "
+                "mean = L + noisy sum / noisy count (mos-dp: epsilon-DP)")
+    return (f"{COMPOSITION}; noise Laplace(chi / (epsilon N_g)) with chi = max N_g x LS_g "
+            f"over the cells of each {settings.chi_scope} measured together (published without "
+            f"noise), cells with N_g >= {settings.min_count}: NOT a formal DP guarantee")
 
 
 def statistic_domain(statistic: CellStatistic, lower: float, upper: float) -> tuple[float, float]:
@@ -70,6 +93,10 @@ class NoisyCellStatistics:
     upper: float
     min_count: int
     chi_scope: str
+    # How the release used the privacy store for them (read from its plan): units
+    # (statistic x population) measured and reused, and the new epsilon of any population.
+    # None: a release of an earlier version, which measured them outside the store.
+    store_use: dict | None = None
 
     def record(self) -> dict:
         """The JSON form kept in the publication record (noisy values only)."""
@@ -92,25 +119,34 @@ def _scope_labels(cells: pd.DataFrame, scope: ChiScope) -> np.ndarray:
     return cells["degree_level"].astype(str).to_numpy()
 
 
-def measure_statistic(moments: CellMoments, statistic: CellStatistic, cfg: ReleaseConfig,
-                      release_seed: bytes, release_id: str
+def measure_statistic(moments: CellMoments, settings: StatisticSettings, release_seed: bytes,
+                      measurement_id: str, last_earnings_year: int,
+                      populations: pd.DataFrame | None = None
                       ) -> tuple[pd.DataFrame, list[LedgerEntry], dict[str, float]]:
-    """One statistic over its observable cells (module doc). Privacy cost: 2 x
-    mos.epsilon (values and counts)."""
-    settings = cfg.mos
-    epsilon = Fraction(str(settings.epsilon))
+    """One statistic over its observable cells (of `populations`, when given: the cells
+    measured together, over which chi is the maximum), noise from the streams of
+    `measurement_id` (module doc). Returns the cells (MEASURED_CELL_COLUMNS) with their
+    noisy values, the ledger entries and chi per scope group. Privacy cost: 2 x epsilon
+    (values and counts) on the populations measured."""
+    statistic, epsilon = settings.statistic, settings.epsilon
+    if (moments.lower, moments.upper) != (settings.lower, settings.upper):
+        raise ValueError(f"{measurement_id}: the moments were read with the bounds "
+                         f"{moments.lower}, {moments.upper}, the question has {settings.lower}, "
+                         f"{settings.upper}")
     lower, upper = statistic_domain(statistic, moments.lower, moments.upper)
-    observable = moments.frame.observable(statistic.years_after, cfg.cells.last_earnings_year)
+    observable = moments.frame.observable(statistic.years_after, last_earnings_year)
+    if populations is not None:
+        observable = observable & in_populations(moments.frame.cells, populations)
     cells = moments.frame.cells[observable].reset_index(drop=True)
     m = moments.statistics[statistic]
     n, total = m.n[observable], m.total[observable]
     tab, count_tab = tabulation_id(statistic), tabulation_id(statistic, counts=True)
-    counted = measure_with_geometric_noise(release_seed, f"{count_tab}@{release_id}", count_tab,
-                                           PRODUCT, cells, n.reshape(-1, 1), epsilon)
+    counted = measure_with_geometric_noise(release_seed, count_stream_id(measurement_id, statistic),
+                                           count_tab, PRODUCT, cells, n.reshape(-1, 1), epsilon)
     noisy_count = counted.values[:, 0]
     value = np.full(len(cells), np.nan)
     chi_cell = np.full(len(cells), np.nan)
-    if settings.variant == MosVariant.MOS:
+    if not settings.formal:
         eligible = n >= settings.min_count
         sensitivity = mean_local_sensitivity(n[eligible], total[eligible],
                                              m.lowest[observable][eligible],
@@ -119,51 +155,59 @@ def measure_statistic(moments: CellMoments, statistic: CellStatistic, cfg: Relea
         chi_eligible, groups = chi_by_scope(n[eligible], sensitivity, scope)
         theta = total[eligible] / n[eligible]
         noisy, entry = measure_with_laplace_noise(
-            release_seed, f"{tab}@{release_id}", tab, PRODUCT, theta,
+            release_seed, measurement_id, tab, PRODUCT, theta,
             mos_noise_scale(chi_eligible, n[eligible], float(epsilon)), epsilon,
-            float(groups.max()) if len(groups) else 0.0,
-            f"{COMPOSITION}; noise Laplace(chi / (epsilon N_g)) with chi = max N_g x LS_g "
-            f"over the cells of each {settings.chi_scope} (published without noise), "
-            f"cells with N_g >= {settings.min_count}: NOT a formal DP guarantee", formal=False)
+            float(groups.max()) if len(groups) else 0.0, values_composition(settings),
+            formal=False)
         value[eligible], chi_cell[eligible] = noisy, chi_eligible
         published = eligible
         chi = {str(k): float(v) for k, v in groups.items()}
     else:
         width = upper - lower
         noisy_sum, entry = measure_with_laplace_noise(
-            release_seed, f"{tab}@{release_id}", tab, PRODUCT, total - n * lower,
+            release_seed, measurement_id, tab, PRODUCT, total - n * lower,
             np.full(len(cells), width / float(epsilon)), epsilon, width,
-            f"{COMPOSITION}; noise Laplace((U - L) / epsilon) on each cell's sum of x - L, "
-            "mean = L + noisy sum / noisy count (mos-dp: epsilon-DP)", formal=True)
+            values_composition(settings), formal=True)
         value, published = mos_dp_mean(noisy_sum, noisy_count, lower, upper, settings.min_count)
         chi_cell[:] = width
         chi = {"all": width}
-    table = cells[CELL_COLUMNS].assign(statistic=statistic.value, noisy_count=noisy_count,
-                                       value=value, chi=chi_cell, published=published)
+    table = cells[MEASURED_CELL_COLUMNS].assign(statistic=statistic.value,
+                                                noisy_count=noisy_count, value=value,
+                                                chi=chi_cell, published=published)
     return table, [entry, counted.entry], chi
 
 
 @release_task("measure cell statistics (MOS)")
-def measure_cell_statistics(moments: CellMoments, cfg: ReleaseConfig, release_seed: bytes,
-                            release_id: str) -> NoisyCellStatistics:
-    """Every statistic of the product (module doc). Privacy cost: 2 x mos.epsilon per
-    statistic, the values' part NOT formally DP under the "mos" variant. True values stay
-    inside."""
+def measure_cell_statistics(pending: dict[int, list], moments: CellMoments | None,
+                            cfg: ReleaseConfig) -> list[NoisyMeasurement]:
+    """The plan's pending cell-statistics measurements (`ReleasePlan.pending_for(PRODUCT)`:
+    populations never measured for the question), each over its own populations, noise
+    from the seed of the attempt that planned (and paid for) it. Returns the noisy values
+    to keep in the privacy store (cells x STORED_COLUMNS, float). Privacy cost: the
+    question's epsilon (2 x mos.epsilon) on each population measured, the values' part NOT
+    formally DP under the "mos" variant; nothing for populations already measured. True
+    values stay inside."""
     started = time.perf_counter()
-    tables, entries, chi = [], [], {}
-    for statistic in cell_statistics(cfg.cells.years_after):
-        table, found, chi[statistic.value] = measure_statistic(moments, statistic, cfg,
-                                                               release_seed, release_id)
-        tables.append(table)
-        entries += found
-    progress(f"measured the cell statistics ({cfg.mos.variant}): "
-             + ", ".join(f"{t['statistic'].iat[0]} {int(t['published'].sum()):,} of {len(t):,} cells"
-                         for t in tables if len(t))
+    measured, said = [], []
+    for mine in pending.values():
+        for measurement in mine:
+            if moments is None:
+                raise ValueError(f"{measurement.measurement_id}: the cell statistics are planned "
+                                 "but their sufficient statistics were not read")
+            settings = StatisticSettings.of(measurement.question)
+            table, entries, _ = measure_statistic(
+                moments, settings, bytes.fromhex(measurement.seed_hex),
+                measurement.measurement_id, cfg.cells.last_earnings_year,
+                measurement.populations)
+            values = table[list(STORED_COLUMNS)].to_numpy(np.float64)
+            measured.append(NoisyMeasurement(measurement.measurement_id,
+                                             table[MEASURED_CELL_COLUMNS], values, entries[0]))
+            said.append(f"{measurement.measurement_id} {int(table['published'].sum()):,} of "
+                        f"{len(table):,} cells")
+    progress("measured the cell statistics: " + (", ".join(said) or "nothing new (all reused "
+                                                 "from the privacy store)")
              + f" ({time.perf_counter() - started:.1f} s)")
-    settings = cfg.mos
-    return NoisyCellStatistics(settings.variant, pd.concat(tables, ignore_index=True), entries,
-                               chi, str(settings.epsilon), moments.lower, moments.upper,
-                               settings.min_count, settings.chi_scope)
+    return measured
 
 
 def round_cents(values: np.ndarray) -> np.ndarray:
@@ -250,7 +294,7 @@ def cell_statistics_context(measured: NoisyCellStatistics, pseom: pd.DataFrame,
         "epsilon": measured.epsilon, "lower": measured.lower, "upper": measured.upper,
         "min_count": measured.min_count, "chi_scope": measured.chi_scope,
         "formal_epsilon": formal_epsilon, "non_formal_epsilon": non_formal_epsilon,
-        "epsilon_statement": epsilon_statement,
+        "epsilon_statement": epsilon_statement, "store_use": measured.store_use,
         "statistics": [{"name": s, "meaning": STATISTIC_MEANINGS[s],
                         "published": int((pseom[f"status_{s}"] == STATUS_OK).sum()),
                         "suppressed": int((pseom[f"status_{s}"] == STATUS_SUPPRESSED).sum()),
@@ -262,9 +306,21 @@ def cell_statistics_context(measured: NoisyCellStatistics, pseom: pd.DataFrame,
 
 
 def cell_statistics_summary(measured: NoisyCellStatistics, ledger: PrivacyLedger) -> dict:
-    """release_summary.json's entry: the variant, the epsilon it spent (not in the privacy
-    store's lifetime budget) and the release's formal / non-formal epsilon statement."""
+    """release_summary.json's entry: the variant, the epsilon its values carry (ledger),
+    how much of it this release newly spent (the privacy store's lifetime budget per
+    population: reused measurements cost nothing) and the release's formal / non-formal
+    epsilon statement."""
     spent = sum((e.epsilon for e in measured.entries), Fraction(0))
+    if measured.store_use is not None:
+        return {"file": CELL_STATISTICS_FILE, "variant": measured.variant,
+                "formal_guarantee": measured.variant == MosVariant.MOS_DP.value,
+                "epsilon": measured.epsilon, "ledger_epsilon": epsilon_text(spent),
+                **measured.store_use,
+                "formal_epsilon": epsilon_text(ledger.formal_epsilon),
+                "non_formal_epsilon": epsilon_text(ledger.non_formal_epsilon),
+                "epsilon_statement": ledger.epsilon_statement(),
+                "chi": measured.chi}
+    # a release of an earlier version (measured outside the store): as it was written
     return {"file": CELL_STATISTICS_FILE, "variant": measured.variant,
             "formal_guarantee": measured.variant == MosVariant.MOS_DP.value,
             "epsilon_spent": epsilon_text(spent),

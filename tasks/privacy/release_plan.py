@@ -225,7 +225,8 @@ def _sum(spends: pd.DataFrame, name: str) -> pd.DataFrame:
 def plan_release(store: PrivacyStore, release_id: str, seed_hex: str | None,
                  inputs_sha256: str, config_sha256: str, cfg: ReleaseConfig,
                  frames: dict[str, CellFrame], supersede: bool = False,
-                 remeasure: str | None = None) -> ReleasePlan:
+                 remeasure: str | None = None, more_questions: tuple[Question, ...] = ()
+                 ) -> ReleasePlan:
     """Decide, record and return the release plan (or recognise a rerun) before any noise.
 
     A rerun (same release id, inputs and configuration) reuses its recorded plan and seed
@@ -233,6 +234,8 @@ def plan_release(store: PrivacyStore, release_id: str, seed_hex: str | None,
     unless `supersede`. Populations already measured for a question reuse that
     measurement; new populations (and those named by `remeasure`) get one new measurement
     per question, refused if any population would pass the lifetime cap.
+    `more_questions`: the optional products' questions (the cell statistics), after those
+    of `release_questions`; `frames[question.product]`, when given, holds their populations.
     """
     store.begin()
     try:
@@ -263,7 +266,7 @@ def plan_release(store: PrivacyStore, release_id: str, seed_hex: str | None,
                 "it again.")
         result = _new_plan(store, release_id, seed_hex or fresh_release_seed(), inputs_sha256,
                            config_sha256, cfg, frames, remeasure, policy, head, len(known) + 1,
-                           latest.attempt if latest else None)
+                           latest.attempt if latest else None, more_questions)
         store.commit()
         return result
     except BaseException:
@@ -272,14 +275,16 @@ def plan_release(store: PrivacyStore, release_id: str, seed_hex: str | None,
 
 
 def _new_plan(store, release_id, seed_hex, inputs_sha256, config_sha256, cfg, frames,
-              remeasure, policy, head, number, supersedes) -> ReleasePlan:
+              remeasure, policy, head, number, supersedes, more_questions=()) -> ReleasePlan:
     from pseo_das.tasks.employment_flows.employer_table import employer_table_questions
-    questions = release_questions(cfg) + employer_table_questions(cfg, frames)
+    questions = (release_questions(cfg) + employer_table_questions(cfg, frames)
+                 + list(more_questions))
     check_against_policy(questions, policy)
     cap = policy.lifetime_cap
     parts, new_measurements = [], []
     for question in questions:
-        populations = observable_populations(frames[question.cip_level], question.years_after,
+        frame = frames.get(question.product) or frames[question.cip_level]
+        populations = observable_populations(frame, question.years_after,
                                              cfg.cells.last_earnings_year)
         one_cohort = "grad_cohort" in question.parameters   # the employer-side table
         if one_cohort:
@@ -384,12 +389,13 @@ def _over_cap_message(release_id: str, over: pd.DataFrame, cap: Fraction) -> str
 def record_release_plan(store_path: Path, release_id: str, seed_hex: str | None,
                         inputs_sha256: str, config_sha256: str, cfg: ReleaseConfig,
                         frames: dict[str, CellFrame], supersede: bool,
-                        remeasure: str | None) -> ReleasePlan:
+                        remeasure: str | None, more_questions: tuple[Question, ...] = ()
+                        ) -> ReleasePlan:
     """Plan the release against the store and record it before any noise. Privacy cost:
     none."""
     with PrivacyStore.open(store_path) as store:
         plan = plan_release(store, release_id, seed_hex, inputs_sha256, config_sha256, cfg,
-                            frames, supersede, remeasure)
+                            frames, supersede, remeasure, tuple(more_questions))
     figures = plan.summary()
     if plan.new_spending:
         progress(f"release plan: {figures['new_measurements']:,} tabulation x population units "

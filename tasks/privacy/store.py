@@ -702,11 +702,12 @@ TEXT_COLUMNS = {"institution", "inst_state", "degree_level", "cipcode", "cip_vin
 
 def measurement_bytes(cells: pd.DataFrame, values: np.ndarray) -> bytes:
     """Cells (text codes, with the CIP vintage of their codes) and their noisy values (a
-    fixed-size list per cell) as Parquet."""
+    fixed-size list per cell: int64 counts, or float64 for the cell statistics) as Parquet."""
     columns = {c: pa.array(cells[c].astype(str).to_numpy(dtype=object), pa.string())
                if c in TEXT_COLUMNS else pa.array(cells[c].to_numpy(dtype=np.int64))
                for c in MEASURED_CELL_COLUMNS if c in cells.columns}
-    flat = pa.array(np.ascontiguousarray(values, dtype=np.int64).ravel())
+    kind = np.float64 if np.issubdtype(np.asarray(values).dtype, np.floating) else np.int64
+    flat = pa.array(np.ascontiguousarray(values, dtype=kind).ravel())   # floats: cell statistics
     columns["noisy"] = pa.FixedSizeListArray.from_arrays(flat, values.shape[1])
     return table_bytes(pa.table(columns))
 
@@ -716,7 +717,9 @@ def read_measurement(data: bytes) -> tuple[pd.DataFrame, np.ndarray]:
     (their codes are CIP-2010)."""
     table = pq.read_table(io.BytesIO(data))
     noisy = table.column("noisy").combine_chunks()
-    values = noisy.flatten().to_numpy(zero_copy_only=False).astype(np.int64)
+    values = noisy.flatten().to_numpy(zero_copy_only=False)
+    if not pa.types.is_floating(noisy.type.value_type):
+        values = values.astype(np.int64)
     cells = table.select([c for c in MEASURED_CELL_COLUMNS if c in table.column_names]).to_pandas()
     if "cip_vintage" not in cells.columns:
         cells["cip_vintage"] = CIP_2010

@@ -2,6 +2,7 @@
 figures are the store's own bookkeeping; it prints no seed and no noisy value)."""
 from __future__ import annotations
 
+import json
 from fractions import Fraction
 from pathlib import Path
 
@@ -9,6 +10,13 @@ import pandas as pd
 
 from pseo_das.tasks.inputs.cells import POPULATION_KEYS
 from pseo_das.tasks.privacy.store import PrivacyStore, epsilon_text
+
+
+def _not_formal(question: str) -> str:
+    """The note of a measurement whose epsilon is not all a formal guarantee (the cell
+    statistics by maximum observed sensitivity: their questions say so)."""
+    said = json.loads(question).get("formal_guarantee", "yes")
+    return "" if said == "yes" else f"; NOT formally DP: {said.removeprefix('no: ')}"
 
 
 def store_summary(path: Path, top: int = 10) -> str:
@@ -19,7 +27,7 @@ def store_summary(path: Path, top: int = 10) -> str:
             "FROM releases r ORDER BY r.attempt")
         measurements = store.table(
             "SELECT m.measurement_id, m.tabulation_id, m.epsilon, m.populations, m.supersedes, "
-            "o.cells, o.object_sha256 FROM measurements m LEFT JOIN measurement_objects o "
+            "m.question, o.cells, o.object_sha256 FROM measurements m LEFT JOIN measurement_objects o "
             "USING (measurement_id) ORDER BY m.rowid")
         spends = store.spends()
         policy, head = store.policy(), store.head()
@@ -38,7 +46,7 @@ def store_summary(path: Path, top: int = 10) -> str:
     for row in measurements.itertuples():
         stored = f"{int(row.cells):,} cells stored" if row.object_sha256 else "NOT STORED (planned; its release did not finish)"
         lines.append(f"    {row.measurement_id}: epsilon {row.epsilon} on {row.populations:,} "
-                     f"populations, {stored}"
+                     f"populations, {stored}" + _not_formal(row.question)
                      + (f"; supersedes {row.supersedes}" if pd.notna(row.supersedes) else ""))
     if spends.empty:
         lines.append("  lifetime epsilon: nothing spent yet")
