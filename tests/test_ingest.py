@@ -169,3 +169,27 @@ def test_release_stops_before_noise_and_publishes_nothing(tmp_path, tracking_uri
     from pseo_das.tasks.privacy.store import PrivacyStore
     with PrivacyStore.open(tmp_path / "store") as store:
         assert store.attempts("bad-input") == [] and store.spends().empty
+
+
+def test_parquet_read_in_tables_of_fixed_rows_whatever_the_row_groups(tmp_path):
+    """Row groups of any size (smaller and larger than a chunk) give tables of exactly
+    `rows` rows, the last one shorter, in file order."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from pseo_das.tasks.inputs.ingest import _tables
+
+    path = tmp_path / "groups.parquet"
+    values = list(range(23))
+    with pq.ParquetWriter(path, pa.schema([("person_id", pa.int64())])) as writer:
+        start = 0
+        for size in (3, 7, 1, 10, 2):
+            writer.write_table(pa.table({"person_id": values[start:start + size]}))
+            start += size
+    parquet = pq.ParquetFile(path)
+    assert [parquet.metadata.row_group(i).num_rows for i in range(5)] == [3, 7, 1, 10, 2]
+    for rows in (1, 4, 6, 23, 50):
+        tables = list(_tables(parquet, ["person_id"], rows))
+        assert [t.num_rows for t in tables[:-1]] == [rows] * (len(tables) - 1)
+        assert 0 < tables[-1].num_rows <= rows
+        assert sum((t["person_id"].to_pylist() for t in tables), []) == values

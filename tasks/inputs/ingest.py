@@ -141,18 +141,25 @@ class InputFiles:
 
 def _tables(parquet: pq.ParquetFile, columns: list[str], rows: int) -> Iterator[pyarrow.Table]:
     """The file's rows as tables of `rows` rows (the last one shorter), whatever the size
-    of its row groups."""
-    batches, n = [], 0
-    for batch in parquet.iter_batches(batch_size=rows, columns=columns):
-        batches.append(batch)
-        n += batch.num_rows
-        if n >= rows:
-            table = pyarrow.Table.from_batches(batches)
-            yield table.slice(0, rows)
-            rest = table.slice(rows)
-            batches, n = rest.to_batches(), rest.num_rows
+    of its row groups. Row groups are read whole (`read_row_group`): pyarrow's
+    `iter_batches` keeps memory alive while earlier batches are held (measured here: 6 MB
+    more per 250,000-row group read, for good), which grew a national read without bound."""
+    pending: list[pyarrow.Table] = []
+    n = 0
+    for group in range(parquet.metadata.num_row_groups):
+        pending.append(parquet.read_row_group(group, columns=columns))
+        n += pending[-1].num_rows
+        if n < rows:
+            continue
+        whole = pyarrow.concat_tables(pending)
+        start = 0
+        while n - start >= rows:
+            yield whole.slice(start, rows)
+            start += rows
+        pending = [whole.slice(start)] if start < n else []
+        n -= start
     if n:
-        yield pyarrow.Table.from_batches(batches)
+        yield pyarrow.concat_tables(pending)
 
 
 def _open_parquet(path: Path) -> pq.ParquetFile:
