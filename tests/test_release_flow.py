@@ -297,7 +297,8 @@ def test_every_stage_is_its_own_named_task_run(releases):
     assert {"validate and count the inputs", "load reference inputs", "release plan",
             "measure earnings histograms", "measure employment flows",
             "keep measurements in the privacy store", "keep publication record",
-            "read the release's measurements from the store", "derive earnings histograms",
+            "read the earnings measurements from the store",
+            "read the flows measurements from the store", "derive earnings histograms",
             "build public earnings tables", "derive employment flows", "correct employment flows",
             "build public flows tables", "write release files", "record audit run"} <= names
 
