@@ -21,7 +21,7 @@ import pandas as pd
 
 from pseo_das.config import CellsConfig
 from pseo_das.tasks.cip_recast.transition_shares import WIDTH, transition_counts, transition_shares
-from pseo_das.tasks.inputs.cells import CELL_COLUMNS, CIP_2010, CIP_2020
+from pseo_das.tasks.inputs.cells import CELL_COLUMNS, CIP_2010, CIP_2020, sum_by_group
 from pseo_das.tasks.privacy.mechanism import LedgerEntry, post_processing_split_blocks
 
 if TYPE_CHECKING:
@@ -158,11 +158,11 @@ def _summed(cells: pd.DataFrame, values: np.ndarray) -> tuple[pd.DataFrame, np.n
     values = np.asarray(values, dtype=np.int64)
     if not len(cells):
         return cells, values.reshape(0, values.shape[1] if values.ndim == 2 else 0)
-    group = cells.groupby(CELL_COLUMNS, sort=True).ngroup().to_numpy()
-    order = np.argsort(group, kind="stable")
-    starts = np.flatnonzero(np.r_[True, group[order][1:] != group[order][:-1]])
-    return (cells.iloc[order[starts]].reset_index(drop=True),
-            np.add.reduceat(values[order], starts, axis=0))
+    groups = cells.groupby(CELL_COLUMNS, sort=True)
+    group = groups.ngroup().to_numpy()
+    first = np.unique(group, return_index=True)[1]        # each cell's first row
+    return (cells.iloc[first].reset_index(drop=True),
+            sum_by_group(values, group, groups.ngroups))
 
 
 def to_cip_2020(cells: pd.DataFrame, values: np.ndarray, context: RecastContext | None,
