@@ -25,7 +25,6 @@ population, at each release that adds a cohort.
 """
 from __future__ import annotations
 
-import hashlib
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -41,7 +40,7 @@ from pseo_das.tasks.employment_flows.flow_counts import NONEMPLOYED
 from pseo_das.tasks.privacy.establishment import MECHANISM_NAMES, PrivacyNotion
 from pseo_das.tasks.privacy.mechanism import (LedgerEntry, NoisyMeasurement,
                                               employer_protection_entry,
-                                              measure_with_employer_protection, stream_key)
+                                              measure_with_employer_protection, stream_sha256)
 from pseo_das.tasks.privacy.release_plan import (Question, observable_populations,
                                                  stored_question)
 from pseo_das.tasks.privacy.store import (PrivacyStore, epsilon_text, exact_epsilon,
@@ -160,7 +159,7 @@ def stored_employer_table(store_path: Path, plan: pd.DataFrame, cfg: ReleaseConf
     rows = plan[is_table_tabulation(plan["tabulation_id"])]
     protection = cfg.employer_table.protection()
     epsilon = exact_epsilon(cfg.employer_table.epsilon)
-    found, values, streams = [], [], {}
+    found, streams = [], {}
     with PrivacyStore.open(store_path) as store:
         for tab, measurements in rows.groupby("tabulation_id", sort=True):
             if measurements["measurement_id"].nunique() != 1:
@@ -175,7 +174,7 @@ def stored_employer_table(store_path: Path, plan: pd.DataFrame, cfg: ReleaseConf
             stored = store.measurement(measurement_id)
             seed = bytes.fromhex(store.attempt(stored.attempt).seed_hex)
             streams.setdefault(question.years_after, []).append(
-                hashlib.sha256(stream_key(seed, measurement_id)).hexdigest())
+                stream_sha256(seed, measurement_id))
             found.append((int(question.parameters["grad_cohort"]), question.years_after,
                           noisy[0]))
     found.sort(key=lambda item: (item[1], item[0]))

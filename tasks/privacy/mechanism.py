@@ -168,6 +168,12 @@ def stream_key(release_seed: bytes, tabulation_id: str) -> bytes:
                           + tabulation_id.encode()).digest()
 
 
+def stream_sha256(release_seed: bytes, stream_id: str) -> str:
+    """What a ledger entry records of a noise stream: the SHA-256 of its key (the key
+    itself would let anyone redraw the noise)."""
+    return hashlib.sha256(stream_key(release_seed, stream_id)).hexdigest()
+
+
 def stream_bits(release_seed: bytes, tabulation_id: str) -> ChaCha:
     """The ChaCha20 stream (20 rounds) keyed by SHA-256(domain, seed, tabulation id)."""
     key = int.from_bytes(stream_key(release_seed, tabulation_id), "little")
@@ -225,7 +231,7 @@ def measure_with_geometric_noise(release_seed: bytes, measurement_id: str, tabul
         tabulation_id, product, GEOMETRIC, exact_epsilon(epsilon), 1, n_cells, n_bins,
         "parallel across the cells of this tabulation (each graduate in at most one "
         "cell and bin); sequential with every other tabulation",
-        "", hashlib.sha256(stream_key(release_seed, measurement_id)).hexdigest())
+        "", stream_sha256(release_seed, measurement_id))
     noise = discrete_laplace_noise(release_seed, measurement_id, epsilon, true_counts.shape)
     return NoisyMeasurement(measurement_id, cells, true_counts.astype(np.int64) + noise, entry)
 
@@ -251,7 +257,7 @@ def post_processing_exponentials(stream_seed: bytes, step_id: str, product: str,
     entry = LedgerEntry(
         step_id, product, RANDOMIZED_POST_PROCESSING, Fraction(0), 0, n_cells, n_bins,
         "post-processing of noisy measurements: no additional privacy loss", derived_from,
-        hashlib.sha256(stream_key(stream_seed, step_id)).hexdigest())
+        stream_sha256(stream_seed, step_id))
     return noise_generator(stream_seed, step_id).standard_exponential, entry
 
 
@@ -277,7 +283,7 @@ def post_processing_split_blocks(stream_seed: bytes, step_id: str, product: str,
     entry = LedgerEntry(
         step_id, product, RANDOMIZED_POST_PROCESSING, Fraction(0), 0, n_cells, n_bins,
         "post-processing of noisy measurements: no additional privacy loss", derived_from,
-        hashlib.sha256(stream_key(stream_seed, step_id)).hexdigest())
+        stream_sha256(stream_seed, step_id))
     counts = np.asarray(counts, dtype=np.int64)
     if len(counts) != len(shares) * repeat:
         raise ValueError(f"{step_id}: {len(counts)} counts for {len(shares)} share rows "
@@ -406,7 +412,7 @@ def employer_protection_entry(release_seed: bytes, measurement_id: str, tabulati
     return LedgerEntry(
         tabulation_id, product, MECHANISM_NAMES[protection.mechanism],
         exact_epsilon(protection.epsilon), 1, n_cells, n_bins, composition, "",
-        hashlib.sha256(stream_key(release_seed, measurement_id)).hexdigest(),
+        stream_sha256(release_seed, measurement_id),
         alpha=f"{protection.alpha:g}", delta=f"{protection.delta:g}",
         employer_notion=notion.value, employer_epsilon=f"{worst:g}")
 
@@ -468,6 +474,6 @@ def measure_with_laplace_noise(release_seed: bytes, measurement_id: str, tabulat
     scales = np.broadcast_to(np.asarray(scales, dtype=np.float64), values.shape)
     entry = LedgerEntry(
         tabulation_id, product, LAPLACE, exact_epsilon(epsilon), sensitivity, values.size, 1,
-        composition, "", hashlib.sha256(stream_key(release_seed, measurement_id)).hexdigest(),
+        composition, "", stream_sha256(release_seed, measurement_id),
         FORMAL_YES if formal else FORMAL_NO)
     return values + laplace_noise(release_seed, measurement_id, scales), entry

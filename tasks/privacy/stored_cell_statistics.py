@@ -14,7 +14,6 @@ their publication record instead (`cell_statistics_from_record`), and republish 
 """
 from __future__ import annotations
 
-import hashlib
 from fractions import Fraction
 from pathlib import Path
 
@@ -33,16 +32,12 @@ from pseo_das.tasks.earnings.cell_statistics_plan import (PRODUCT, STORED_COLUMN
 from pseo_das.tasks.earnings.mos import ChiScope
 from pseo_das.tasks.inputs.cells import CELL_COLUMNS, CELL_KEYS, POPULATION_KEYS, in_populations
 from pseo_das.tasks.privacy.mechanism import (FORMAL_NO, FORMAL_YES, GEOMETRIC, LAPLACE,
-                                              LedgerEntry, stream_key)
+                                              LedgerEntry, stream_sha256)
 from pseo_das.tasks.privacy.store import PrivacyStore
 
 RECORD_KEY = "cell_statistics"
 COUNTS_COMPOSITION = ("parallel across the cells of this tabulation (each graduate in at most "
                       "one cell and bin); sequential with every other tabulation")
-
-
-def _stream(seed: bytes, stream_id: str) -> str:
-    return hashlib.sha256(stream_key(seed, stream_id)).hexdigest()
 
 
 def _scope(cells: pd.DataFrame, settings: StatisticSettings) -> np.ndarray:
@@ -80,8 +75,8 @@ def stored_cell_statistics(store_path: Path, plan: pd.DataFrame, cfg: ReleaseCon
                 part["published"] = part["published"].astype(bool)
                 parts.append(part)
                 seed = bytes.fromhex(store.attempt(stored.attempt).seed_hex)
-                value_streams.append(_stream(seed, measurement_id))
-                count_streams.append(_stream(seed, count_stream_id(measurement_id, statistic)))
+                value_streams.append(stream_sha256(seed, measurement_id))
+                count_streams.append(stream_sha256(seed, count_stream_id(measurement_id, statistic)))
                 if not settings.formal:
                     shown = part[part["published"]]
                     chi_of = shown["chi"].groupby(_scope(shown, settings)).max()

@@ -5,7 +5,6 @@ they are retried on failure.
 """
 from __future__ import annotations
 
-import hashlib
 from dataclasses import replace
 from pathlib import Path
 
@@ -30,7 +29,7 @@ from pseo_das.tasks.privacy.establishment import PrivacyNotion
 from pseo_das.tasks.privacy.mechanism import (GEOMETRIC, LedgerEntry, NoisyMeasurement,
                                               employer_protection_entry,
                                               geometric_variance, post_processing_seed,
-                                              stream_key)
+                                              stream_sha256)
 from pseo_das.tasks.privacy.release_plan import Question, release_questions
 from pseo_das.tasks.privacy.store import PrivacyStore
 
@@ -84,7 +83,7 @@ def _question_table(store: PrivacyStore, question: Question, rows: pd.DataFrame,
         del values   # a national flows table is large: hold one copy at a time
         sources.append(stored.object_sha256)
         seed = bytes.fromhex(store.attempt(stored.attempt).seed_hex)
-        streams.append(hashlib.sha256(stream_key(seed, measurement_id)).hexdigest())
+        streams.append(stream_sha256(seed, measurement_id))
     if not parts:  # no population of the release reaches this years-after yet
         parts.append((pd.DataFrame({c: pd.Series(dtype=np.int64 if c in ("grad_cohort",
                                                                           "grad_cohort_years")
