@@ -148,5 +148,16 @@ def _unique_person_year(df: pd.DataFrame) -> pd.Series:
 
 
 def _one_state_per_institution(df: pd.DataFrame) -> pd.Series:
-    states = df.groupby("institution", observed=True)["inst_state"].transform("nunique")
-    return states == 1
+    """Rows whose institution has exactly one inst_state in `df` (missing states not
+    counted; a missing institution fails). Counted on the category codes: no groupby."""
+    institution, state = df["institution"], df["inst_state"]
+    if not (isinstance(institution.dtype, pd.CategoricalDtype)
+            and isinstance(state.dtype, pd.CategoricalDtype)):
+        return df.groupby("institution", observed=True)["inst_state"].transform("nunique") == 1
+    inst = institution.cat.codes.to_numpy().astype(np.int64)
+    code = state.cat.codes.to_numpy().astype(np.int64)
+    n_inst, n_states = len(institution.cat.categories), len(state.cat.categories)
+    known = (inst >= 0) & (code >= 0)
+    pairs = np.unique(inst[known] * n_states + code[known])
+    states = np.append(np.bincount(pairs // max(n_states, 1), minlength=n_inst), 0)
+    return pd.Series(states[inst] == 1, index=df.index)  # code -1 picks the appended 0

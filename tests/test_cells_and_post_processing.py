@@ -170,13 +170,12 @@ def test_restricted_4_digit_cells_publish_nothing(degree, restricted):
     assert (pseoe.filter(like="ipeds_count").filter(like="status") == 3).all().all()
 
 
-def test_dense_rank_matches_a_sort(monkeypatch):
+def test_dense_rank_matches_a_sort():
     import pseo_das.tasks.inputs.cells as cells_module
     key = np.random.default_rng(5).integers(0, 1000, 5000)
     expected = np.unique(key, return_inverse=True)[1]
-    np.testing.assert_array_equal(cells_module.dense_rank(key, 1000), expected)
-    monkeypatch.setattr(cells_module, "DENSE_KEY_LIMIT", 10)  # the sort fallback
-    np.testing.assert_array_equal(cells_module.dense_rank(key, 1000), expected)
+    np.testing.assert_array_equal(cells_module.dense_rank(key, 1000), expected)  # counted
+    np.testing.assert_array_equal(cells_module.dense_rank(key, 10 ** 9), expected)  # sorted
 
 
 def test_a_failed_check_stops_publication():

@@ -193,3 +193,17 @@ def test_parquet_read_in_tables_of_fixed_rows_whatever_the_row_groups(tmp_path):
         assert [t.num_rows for t in tables[:-1]] == [rows] * (len(tables) - 1)
         assert 0 < tables[-1].num_rows <= rows
         assert sum((t["person_id"].to_pylist() for t in tables), []) == values
+
+
+def test_one_state_per_institution_agrees_with_a_groupby():
+    """The check counts states per institution on category codes; a pandas groupby is the
+    oracle (missing states not counted, a missing institution fails)."""
+    from pseo_das.schemas.inputs import _one_state_per_institution
+    rng = np.random.default_rng(3)
+    for _ in range(300):
+        n = int(rng.integers(0, 30))
+        df = pd.DataFrame({"institution": pd.Categorical(rng.choice(["a", "b", "c", None], n)),
+                           "inst_state": pd.Categorical(rng.choice(["01", "02", None], n))})
+        expected = df.groupby("institution", observed=True)["inst_state"].transform("nunique") == 1
+        np.testing.assert_array_equal(_one_state_per_institution(df).to_numpy(),
+                                      expected.to_numpy())

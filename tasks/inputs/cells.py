@@ -75,14 +75,17 @@ def map_codes(codes: pd.Series, fn) -> pd.Series:
     return pd.Series(pd.Categorical.from_codes(recoded, categories=distinct), index=codes.index)
 
 
-DENSE_KEY_LIMIT = 50_000_000
+# Keys per distinct slot above which ranking by a pass over the key space beats a sort.
+DENSE_KEYS_PER_SLOT = 1 / 8
 
 
 def dense_rank(key: np.ndarray, key_space: int) -> np.ndarray:
     """Rank of each key among the distinct keys (0, 1, ... in sorted order). Counting over
-    the key space is linear; a sort is the fallback when that space is very large."""
-    if key_space > DENSE_KEY_LIMIT:
-        return np.unique(key, return_inverse=True)[1]
+    the key space is linear in that space; a sort (linear-log in the keys) is faster when
+    the space is much larger than the keys (measured: 1 million keys in a space of 32
+    million, 18 ms sorted against 62 ms counted)."""
+    if key_space > len(key) / DENSE_KEYS_PER_SLOT:
+        return np.unique(key, return_inverse=True)[1].reshape(-1)
     present = np.zeros(key_space, dtype=bool)
     present[key] = True
     rank = np.cumsum(present, dtype=np.int64) - 1

@@ -50,11 +50,19 @@ def earnings_years(inputs: ValidatedInputs) -> np.ndarray:
     return grad_year + inputs.outcomes["years_after"].to_numpy(dtype=np.int64)
 
 
+def distinct_years(year: np.ndarray) -> np.ndarray:
+    """The distinct calendar years present, sorted (counted over their range: no sort)."""
+    if len(year) == 0:
+        return np.zeros(0, np.int64)
+    first = int(year.min())
+    return first + np.flatnonzero(np.bincount(year - first))
+
+
 def deflated(earnings: np.ndarray, year: np.ndarray, cpi: ConsumerPrices,
              dollar_year: int) -> np.ndarray:
     """Earnings of calendar years `year` in dollars of `dollar_year` (NaN stays NaN).
     Years the CPI file lacks are refused (InputValidationError)."""
-    present = np.unique(year)
+    present = distinct_years(year)
     cpi.require(list(present) + [dollar_year])
     base = float(cpi.value(dollar_year))
     factor_by_year = np.zeros(int(present.max()) + 1)

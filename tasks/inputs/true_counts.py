@@ -17,6 +17,7 @@ the non-employed count of a cell is its number of graduates minus its employed o
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -24,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pseo_das.config import ReleaseConfig
+from pseo_das.config import EarningsConfig, ReleaseConfig
 from pseo_das.schemas.inputs import (EMPLOYER_COLUMN, OUTCOME_COLUMNS, CipVintages,
                                      graduates_schema, outcomes_schema)
 from pseo_das.tasks import progress, release_task
@@ -113,11 +114,11 @@ def count_chunk(chunk: PersonChunk, rules: CountingRules) -> ChunkCounts:
     earnings = outcomes["earnings"].to_numpy(dtype=np.float64, na_value=np.nan)
     if len(earnings):
         earnings = deflated(earnings, grad_year + years_after, rules.cpi, cfg.earnings.dollar_year)
-    in_universe = earnings >= cfg.earnings.sample_floor
-    bins = np.full(len(earnings), -1, dtype=np.int64)
-    bins[in_universe] = earnings_bin(earnings[in_universe], cfg.earnings.bin_edges)
     destination = employed_destination(outcomes.assign(earnings=earnings),
                                        cfg.earnings.sample_floor)
+    records = {k: YearRecords.of(chunk.graduate_row, years_after == k, earnings, destination,
+                                 cfg.earnings, rules.employers)
+               for k in cfg.cells.years_after}
     attributes = cohort_attributes(chunk.graduates, cfg.cells, rules.cip_switch_year)
     if rules.employers:
         employer = outcomes[EMPLOYER_COLUMN]
@@ -125,29 +126,47 @@ def count_chunk(chunk: PersonChunk, rules: CountingRules) -> ChunkCounts:
     counts: ChunkCounts = {}
     for level in rules.levels:
         frame = cell_frame(attributes, level)
-        record_cell = frame.graduate_cell[chunk.graduate_row]
-        level_counts = LevelChunkCounts(
-            frame.cells, np.bincount(frame.graduate_cell, minlength=len(frame.cells)))
-        for k in cfg.cells.years_after:
-            rows = years_after == k
+        cell = frame.graduate_cell
+        level_counts = LevelChunkCounts(frame.cells, np.bincount(cell, minlength=len(frame.cells)))
+        for k, year in records.items():
             if level in rules.earnings_levels:
-                kept = rows & in_universe
-                level_counts.histograms[k] = _sparse(record_cell[kept] * cfg.earnings.n_bins
-                                                     + bins[kept],
-                                                     len(frame.cells) * cfg.earnings.n_bins)
+                level_counts.histograms[k] = _sparse(
+                    cell[year.earnings_graduate] * cfg.earnings.n_bins + year.earnings_bin,
+                    len(frame.cells) * cfg.earnings.n_bins)
             if level in rules.flows_levels:
-                kept = rows & (destination != NONEMPLOYED)
-                level_counts.employed[k] = _sparse(record_cell[kept] * N_DESTINATIONS
-                                                   + destination[kept],
-                                                   len(frame.cells) * N_DESTINATIONS)
+                level_counts.employed[k] = _sparse(
+                    cell[year.employed_graduate] * N_DESTINATIONS + year.employed_destination,
+                    len(frame.cells) * N_DESTINATIONS)
                 if rules.employers:   # jobs under the floor too, at the non-employed destination
-                    at_job = kept | (rows & ~np.isnan(earnings))
+                    job = year.job_row
                     level_counts.at_employer[k] = _at_employer(
-                        record_cell[at_job] * N_DESTINATIONS + destination[at_job],
-                        employer_code[at_job], len(employer.cat.categories))
+                        cell[chunk.graduate_row[job]] * N_DESTINATIONS + destination[job],
+                        employer_code[job], len(employer.cat.categories))
                     level_counts.employer_names = employer.cat.categories
         counts[level] = level_counts
     return counts
+
+
+@dataclass(frozen=True)
+class YearRecords:
+    """A chunk's outcome rows of one years-after, as every CIP level counts them: the
+    earnings universe's graduates and bins, the employed records' graduates and
+    destinations, and (employer protection) the rows with a job, under the floor too."""
+    earnings_graduate: np.ndarray
+    earnings_bin: np.ndarray
+    employed_graduate: np.ndarray
+    employed_destination: np.ndarray
+    job_row: np.ndarray | None
+
+    @classmethod
+    def of(cls, graduate_row: np.ndarray, rows: np.ndarray, earnings: np.ndarray,
+           destination: np.ndarray, cfg: EarningsConfig, jobs: bool) -> "YearRecords":
+        in_universe = np.flatnonzero(rows & (earnings >= cfg.sample_floor))
+        employed = rows & (destination != NONEMPLOYED)
+        at_employed = np.flatnonzero(employed)
+        return cls(graduate_row[in_universe], earnings_bin(earnings[in_universe], cfg.bin_edges),
+                   graduate_row[at_employed], destination[at_employed],
+                   np.flatnonzero(employed | (rows & ~np.isnan(earnings))) if jobs else None)
 
 
 def _at_employer(flat: np.ndarray, employer: np.ndarray, n_employers: int
@@ -198,7 +217,9 @@ class LevelTotals:
         capacity = len(self.graduates)
         if n <= capacity:
             return
-        new = max(n, 2 * capacity, 1024)
+        # Twice what is needed: np.zeros pages take memory only when written, and the
+        # later chunks' few new cells then fit without copying every array.
+        new = max(2 * n, 2 * capacity, 1024)
 
         def grown(a: np.ndarray) -> np.ndarray:
             b = np.zeros((new,) + a.shape[1:], a.dtype)
@@ -463,19 +484,32 @@ def read_counts(data_dir: Path, cfg: ReleaseConfig, cip_vintages: CipVintages | 
     accumulator = CountsAccumulator(rules)
     rows = {"graduates": 0, "outcomes": 0}
     shown = time.perf_counter()
-    for chunk in person_chunks(graduates, outcomes, validator, chunk_rows, progress,
-                               outcome_columns):
-        rows["graduates"] += len(chunk.graduates)
-        rows["outcomes"] += len(chunk.outcomes)
-        if not validator.failed:
-            accumulator.add(count_chunk(chunk, rules))
-        if time.perf_counter() - shown > 5:
-            shown = time.perf_counter()
-            progress(f"read {rows['graduates']:,} graduates, {rows['outcomes']:,} outcome rows "
-                     f"({shown - started:.0f} s)")
-    fingerprints = {**graduates.fingerprints(data_dir), **outcomes.fingerprints(data_dir)}
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="pseo-das-hash") as hasher, \
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix="pseo-das-count") as counter:
+        hashed = [hasher.submit(source.fingerprints, data_dir) for source in (graduates, outcomes)]
+        counting = None
+        for chunk in person_chunks(graduates, outcomes, validator, chunk_rows, progress,
+                                   outcome_columns):
+            rows["graduates"] += len(chunk.graduates)
+            rows["outcomes"] += len(chunk.outcomes)
+            if counting is not None:
+                counting.result()
+                counting = None
+            if not validator.failed:
+                counting = counter.submit(_count_into, accumulator, chunk, rules)
+            if time.perf_counter() - shown > 5:
+                shown = time.perf_counter()
+                progress(f"read {rows['graduates']:,} graduates, {rows['outcomes']:,} outcome "
+                         f"rows ({shown - started:.0f} s)")
+        if counting is not None:
+            counting.result()
+        fingerprints = {**hashed[0].result(), **hashed[1].result()}
     return TrueCounts(accumulator.result(), fingerprints, input_checks(graduates, outcomes, rows),
                       rows)
+
+
+def _count_into(accumulator: "CountsAccumulator", chunk: PersonChunk, rules: CountingRules) -> None:
+    accumulator.add(count_chunk(chunk, rules))
 
 
 def check_employer_column(outcomes: InputFiles, cfg: ReleaseConfig) -> None:
