@@ -50,7 +50,7 @@ COUNT_STEP = "validate and count the inputs"
 SYNTH_SEED = 20240101
 DEMO_INSTITUTIONS = 40
 RELEASE_SEED = "5eed" * 16
-FIXED_COST_TARGET_S, RATIO_TARGET = 15.0, 3.0
+FIXED_COST_TARGET_S = 15.0
 # A Prefect console log line: "18:21:36.042 | INFO    | Task run 'validate inputs-9f4' - ..."
 # Prefect quotes a run's name with ' (or with " when the name holds a ').
 LOG_LINE = re.compile(r"^(\d\d):(\d\d):(\d\d(?:\.\d+)?) \| \w+\s*\| (Task|Flow) run "
@@ -220,8 +220,9 @@ def print_report(rows: dict[str, dict]) -> None:
           + ("met" if fixed < FIXED_COST_TARGET_S else "MISSED"))
     for size, r in rows.items():
         if r["ratio"] is not None:
-            print(f"{size}: marginal ratio {r['ratio']:.2f}, target <= {RATIO_TARGET:g}: "
-                  + ("met" if r["ratio"] <= RATIO_TARGET else "MISSED"))
+            print(f"{size}: the release's marginal cost without the flows steps (files, "
+                  f"documents and checks included) is {r['ratio']:.2f} x the baseline's "
+                  "(for reference; the target is the earnings path's, below)")
     for line in national_targets(rows):
         print(line)
     print("\nwhere the release's time goes (s, median run; from Prefect log timestamps):")

@@ -59,7 +59,8 @@ def recast_table(cells: pd.DataFrame, values: np.ndarray, transitions: pd.DataFr
     for column in ("institution", "degree_level"):
         frame[column] = frame[column].astype(str)
     destinations = transitions.groupby("cip2010")["cip2020"].agg(list)
-    single = frame["cip2010"].map(lambda c: len(destinations.get(c, [])) == 1).to_numpy()
+    # per distinct code, then joined to the cells (a Python call per cell is slow)
+    single = (frame["cip2010"].map(destinations.map(len)).fillna(0) == 1).to_numpy()
     hard = frame["cip2010"].isin(set(hard_coded["cip2010"])).to_numpy()
     route = np.where(single, DIRECT, np.where(hard, HARD_CODED, SHARES))
     missing = sorted(set(frame.loc[route == SHARES, "cip2010"]) - set(destinations.index))
@@ -68,7 +69,7 @@ def recast_table(cells: pd.DataFrame, values: np.ndarray, transitions: pd.DataFr
                           "in the crosswalk and no hard-coded transition")
     weights = pd.concat([
         frame.loc[route == DIRECT, ["row", "cip2010"]].assign(
-            cip2020=lambda f: f["cip2010"].map(lambda c: destinations[c][0]), share=1.0),
+            cip2020=lambda f: f["cip2010"].map(destinations.map(lambda d: d[0])), share=1.0),
         frame.loc[route == HARD_CODED, ["row", "cip2010"]].merge(hard_coded, on="cip2010"),
         frame.loc[route == SHARES, ["row"] + CELL_KEYS].merge(
             shares[CELL_KEYS + ["cip2020", "share"]], on=CELL_KEYS)[

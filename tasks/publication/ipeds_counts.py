@@ -123,25 +123,27 @@ def _awards_by_program(awards: pd.DataFrame) -> pd.DataFrame:
     return frame.groupby(["institution", "degree_level", "cip4", "grad_year"], as_index=False).sum()
 
 
-def _aggregates(comp: pd.DataFrame, k: int, last_earnings_year: int) -> pd.DataFrame:
-    """SUMS for every row key (KEYS) the components make up, at year k."""
-    with_k = comp["start"] + comp["window"] - 1 + k <= last_earnings_year
+def _aggregates(comp: pd.DataFrame, k: int | None, last_earnings_year: int) -> pd.DataFrame:
+    """SUMS for every row key (KEYS) the components make up: the by-cohort rows when `k` is
+    None (the same at every years-after), else the all-cohort rows at year k (only the
+    cohorts observed k years after graduation)."""
+    all_cohorts = k is not None
+    keep = (comp["start"] + comp["window"] - 1 + k <= last_earnings_year) if all_cohorts \
+        else np.ones(len(comp), bool)
     parts = []
     for inst_level, unit in (("I", "institution"), ("S", "state")):
         for cip_level, field, moved in (("4", comp["cip4"], comp["moved4"]),
                                         ("2", comp["cip4"].str[:2], comp["moved2"]),
                                         ("A", ALL_FIELDS, 0)):
-            for all_cohorts in (False, True):
-                keep = with_k if all_cohorts else np.ones(len(comp), bool)
-                part = pd.DataFrame({
-                    "inst_level": inst_level, "institution": comp[unit],
-                    "degree_level": comp["degree_level"], "cip_level": cip_level,
-                    "cipcode": field,
-                    "grad_cohort": ALL_COHORTS if all_cohorts else comp["start"].astype(str),
-                    "awards": comp["awards"], "moved": moved,
-                    "years_needed": comp["years_needed"], "years_present": comp["years_present"],
-                    "programs": 1, "programs_reported": (comp["awards"] > 0).astype(int)})
-                parts.append(part[np.asarray(keep)])
+            part = pd.DataFrame({
+                "inst_level": inst_level, "institution": comp[unit],
+                "degree_level": comp["degree_level"], "cip_level": cip_level,
+                "cipcode": field,
+                "grad_cohort": ALL_COHORTS if all_cohorts else comp["start"].astype(str),
+                "awards": comp["awards"], "moved": moved,
+                "years_needed": comp["years_needed"], "years_present": comp["years_present"],
+                "programs": 1, "programs_reported": (comp["awards"] > 0).astype(int)})
+            parts.append(part[np.asarray(keep)])
     return pd.concat(parts, ignore_index=True).groupby(KEYS, as_index=False)[SUMS].sum()
 
 
@@ -164,8 +166,11 @@ def ipeds_counts(rows: pd.DataFrame, cells: CellsConfig, awards: pd.DataFrame,
     keys = rows[KEYS].astype(str)
     restricted = (rows["degree_level"].isin(RESTRICTED_DEGREE_LEVELS)
                   & (rows["cip_level"] == RESTRICTED_CIP_LEVEL)).to_numpy()
+    by_cohort = _aggregates(comp, None, cells.last_earnings_year)
     for k in YEARS_AFTER:
-        sums = keys.merge(_aggregates(comp, k, cells.last_earnings_year), how="left", on=KEYS)
+        aggregates = pd.concat([by_cohort, _aggregates(comp, k, cells.last_earnings_year)],
+                               ignore_index=True)
+        sums = keys.merge(aggregates, how="left", on=KEYS)
         sums = sums[SUMS].fillna(0).astype(np.int64).to_numpy().T
         total, moved, needed, present, programs, reported = sums
         earnings = rows[f"status_y{k}_earnings"].to_numpy()

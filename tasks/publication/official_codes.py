@@ -48,6 +48,12 @@ def official_cipcode(code: str) -> str:
     return f"{code[:2]}.{code[2:]}" if len(code) == 4 else code
 
 
+def per_code(values: pd.Series, fn) -> np.ndarray:
+    """fn of each row's code as text, called once per distinct code (not once per row)."""
+    rows, codes = pd.factorize(values.astype(str).to_numpy())
+    return np.array([fn(c) for c in codes] + [None], dtype=object)[rows]
+
+
 def official_cells(cells: pd.DataFrame, inst_level: str, cip_level: str) -> pd.DataFrame:
     """CELL_IDENTIFIERS of `cells` (the cells of one noisy table) as the official files
     write them, one row per cell, in order."""
@@ -58,7 +64,7 @@ def official_cells(cells: pd.DataFrame, inst_level: str, cip_level: str) -> pd.D
         "institution": institution.astype(str).to_numpy(),
         "degree_level": cells["degree_level"].astype(str).to_numpy(),
         "cip_level": cip_level,
-        "cipcode": cells["cipcode"].astype(str).map(official_cipcode).to_numpy(),
+        "cipcode": per_code(cells["cipcode"], official_cipcode),
         "grad_cohort": np.where(cohort == ALL_COHORTS_CELL, ALL_COHORTS,
                                 pd.Series(cohort).astype(str).str.zfill(4)),
         "grad_cohort_years": cells["grad_cohort_years"].to_numpy(dtype=np.int64),
