@@ -172,7 +172,7 @@ def bench_size(size: str, repeat: int, logs: Path, tracking_uri: str,
 # the baseline, which computes only the earnings tables.
 FLOWS_STEPS = ("load reference inputs", "measure employment flows",
                "read the flows measurements from the store", "derive employment flows",
-               "correct employment flows", "build public flows tables")
+               "correct employment flows", "build public flows tables", "write the flows files")
 # The earnings path of issue 14's target (ingest, validation, histograms, noise,
 # percentiles): the steps that do the baseline's work, the derived levels and the CIP
 # recast included. The counting pass also counts the flows (one pass over the outcomes),

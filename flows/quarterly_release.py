@@ -65,7 +65,8 @@ from pseo_das.tasks.privacy.stored_tables import (ipeds_awards_from_record, keep
                                                   reference_from_record, stored_earnings,
                                                   stored_flows)
 from pseo_das.tasks.study.flows_release_accuracy import release_flows_accuracy
-from pseo_das.tasks.publication.assemble import ReleaseIdentity, lifetime_figures, write_release
+from pseo_das.tasks.publication.assemble import (ReleaseIdentity, lifetime_figures,
+                                                 write_flows_files, write_release)
 from pseo_das.tasks.publication.release_files import (DestinationExistsError,
                                                       check_destination_usable,
                                                       destination_lock, discard, new_staging,
@@ -137,10 +138,13 @@ def post_processing(store_path: Path, plan: ReleasePlan, cfg: ReleaseConfig,
         store_path, plan.plan, cfg, contexts, (FLOWS_PRODUCT, FLOWS_TOTAL_PRODUCT))
     measured_entries, recasts = earnings_read + flows_read, earnings_recasts + flows_recasts
     flows_tables, flows_entries = derive_all_flows(flows_measured, cfg)
+    del flows_measured   # a national release's flows tables are large: one copy at a time
     corrected, correction, correction_entries = correct_flows(
         flows_tables, reference, cfg.flows.nonemployed_weight)
+    del flows_tables
     flows = build_flows_tables(corrected, correction, reference,
                                cfg.flows.division_unobserved_share_max)
+    del corrected
     cell_statistics = (cell_statistics_from_record(store_path, record)   # earlier versions
                        or stored_cell_statistics(store_path, plan.plan, cfg))
     employer_table = stored_employer_table(store_path, plan.plan, cfg)
@@ -155,8 +159,10 @@ def post_processing(store_path: Path, plan: ReleasePlan, cfg: ReleaseConfig,
         lifetime = replace(lifetime, release_summary={
             **lifetime.release_summary, "cell_statistics": cell_statistics_summary(
                 cell_statistics, ledger)})
+    flows_files = write_flows_files(staging, cfg, flows, pseoe, tables)
+    flows.release_tables()   # written: the rest of the release reads its counts and checks
     manifest = write_release(staging, identity, cfg, ledger, tables, pseoe, pseoh, cells, flows,
-                             lifetime, record["input_checks"] + checks,
+                             flows_files, lifetime, record["input_checks"] + checks,
                              record["input_fingerprints"], recast_notes(recast_inputs, recasts),
                              record.get("dollars"), flows_accuracy, cell_statistics,
                              employer_table)

@@ -358,7 +358,8 @@ class _FileChecks:
         self.found: dict[tuple, list] = {}          # (columns, rule) -> [rows, examples]
         self.levels_seen: set[str] = set()
         self.cell_keys: list[np.ndarray] = []        # 2 x 64-bit hashes of each row's identifiers
-        self.cell_levels: list[np.ndarray] = []      # each row's agg_level_pseo, for examples
+        self.cell_levels: list[np.ndarray] = []      # each row's agg_level_pseo, numbered
+        self.level_numbers: dict[str, int] = {}      # agg_level_pseo text -> its number
         self.has_level = False
 
     def add(self, frame: pd.DataFrame, offset: int) -> None:
@@ -375,8 +376,12 @@ class _FileChecks:
             self.cell_keys.append(np.column_stack([
                 pd.util.hash_pandas_object(frame[keys], index=False, hash_key=key).to_numpy()
                 for key in CELL_HASH_KEYS]))
-            # fixed width, not one Python string per row (only shown in examples)
-            self.cell_levels.append(frame["agg_level_pseo"].to_numpy(dtype="U8"))
+            # a 32-bit number per row, not its text (only shown in examples; a national
+            # pseof_all.csv has tens of millions of rows)
+            codes, texts = pd.factorize(frame["agg_level_pseo"])
+            numbers = np.array([self.level_numbers.setdefault(t, len(self.level_numbers))
+                                for t in texts] + [-1], dtype=np.int32)
+            self.cell_levels.append(numbers[codes])
 
     def problems(self) -> list[LayoutProblem]:
         out = [LayoutProblem(self.name, columns, rule, rows, tuple(examples))
@@ -390,13 +395,17 @@ class _FileChecks:
                     f"{self.layout.product.value} appears at least once; absent: "
                     f"{', '.join(absent)}", 0))
         if self.cell_keys:
-            rows = repeated_rows(np.concatenate(self.cell_keys))
+            keys = np.concatenate(self.cell_keys)
+            self.cell_keys = []
+            rows = repeated_rows(keys)
+            del keys
             if len(rows):
                 levels = np.concatenate(self.cell_levels)
+                text = list(self.level_numbers)
                 out.append(LayoutProblem(
                     self.name, tuple(self.layout.identifiers),
                     "one row per cell (the identifiers are unique)", len(rows),
-                    tuple((int(r), f"agg_level_pseo={str(levels[r])!r}") for r in rows[:EXAMPLES])))
+                    tuple((int(r), f"agg_level_pseo={text[levels[r]]!r}") for r in rows[:EXAMPLES])))
         return out
 
 
@@ -404,10 +413,12 @@ def repeated_rows(keys: np.ndarray) -> np.ndarray:
     """Rows whose keys (rows x 2 hashes) an earlier row has, in order. One sort by the
     first hash finds the candidates (rows sharing it); only those are sorted by both
     hashes, then by row (the lexsort of every row took most of the check's time)."""
-    first = keys[:, 0]
-    order = np.argsort(first, kind="stable")
-    tied = first[order[1:]] == first[order[:-1]]
+    order = np.argsort(keys[:, 0], kind="stable")
+    first = keys[order, 0]                       # sorted once; neighbours compared in place
+    tied = first[1:] == first[:-1]
+    del first
     candidates = np.unique(np.concatenate([order[1:][tied], order[:-1][tied]]))
+    del order, tied
     repeat = np.zeros(len(keys), bool)
     if len(candidates):
         sub = keys[candidates]

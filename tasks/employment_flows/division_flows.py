@@ -456,9 +456,19 @@ class FlowsRelease:
     checks: list[dict]
     reference_fingerprints: dict[str, str]
 
-    @property
-    def n_pseof_rows(self) -> int:
-        return sum(part.n_rows for part in self.pseof)
+    n_pseof_rows: int = 0        # rows of pseof_all.csv (set when built)
+    drawn: int = 0               # noisy values measured (flows and origin counts)
+
+    def __post_init__(self) -> None:
+        self.n_pseof_rows = sum(part.n_rows for part in self.pseof)
+        self.drawn = sum(t.noisy.size + (0 if t.total is None else t.total.size)
+                         for t in self.tables if t.measured)
+
+    def release_tables(self) -> None:
+        """Forget the tables (cells x destinations arrays: gigabytes in a national release)
+        once the flows files are written and the documents' figures taken from them; the
+        counts, statistics and checks stay."""
+        self.tables, self.origins, self.pseof = [], [], []
 
 
 @release_task("build public flows tables")

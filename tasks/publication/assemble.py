@@ -6,6 +6,7 @@ import json
 import time
 import contextvars
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
@@ -17,7 +18,7 @@ from pseo_das.schemas.pseo_layout import SCHEMA_VERSION, Product, check_public_f
 from pseo_das.tasks.earnings.earnings_tables import institution_states
 from pseo_das.tasks.inputs.cells import CIP_2020
 from pseo_das.tasks.publication.employer_context import employer_context
-from pseo_das.tasks.publication.flows_files import write_flows_state, write_pseof
+from pseo_das.tasks.publication.flows_files import PseofWritten, write_flows_state, write_pseof
 from pseo_das.tasks.publication.metadata_files import (INSTITUTIONS_FILE_NAME, VERSION_FILE_NAME,
                                                        official_folder_files, row_states)
 from pseo_das.version import package_versions
@@ -129,12 +130,11 @@ def stop_on_failed_checks(checks: list[dict]) -> list[dict]:
 
 
 def ledger_checks(ledger: PrivacyLedger, tables: list[NoisyHistograms],
-                  flows: FlowsRelease, other_drawn: int = 0) -> list[dict]:
+                  flows_drawn: int, other_drawn: int = 0) -> list[dict]:
     """Every noisy value comes from a ledger entry; the total is within the cap.
-    `other_drawn`: geometric values drawn by other products (the cell statistics' counts)."""
-    drawn = (other_drawn + sum(t.counts.size for t in tables if t.measured)
-             + sum(t.noisy.size + (0 if t.total is None else t.total.size)
-                   for t in flows.tables if t.measured))
+    `flows_drawn`: the flows' measured values (FlowsRelease.drawn); `other_drawn`: geometric
+    values drawn by other products (the cell statistics' counts)."""
+    drawn = other_drawn + sum(t.counts.size for t in tables if t.measured) + flows_drawn
     recorded = sum(e.n_cells * e.n_bins for e in ledger.entries if e.mechanism in MEASURING_MECHANISMS)
     return [
         {"name": "noisy values drawn = noisy values recorded in the ledger",
@@ -176,35 +176,72 @@ def lifetime_figures(store_path: Path, plan: ReleasePlan, record: dict) -> Lifet
     return LifetimeFigures(populations, summary, release_summary)
 
 
+@contextmanager
+def second_thread():
+    """`beside(function, *args)`: function(*args) in a second thread, in the Prefect run's
+    context (its progress lines go to the run's log), finished when the block ends."""
+    with ThreadPoolExecutor(1) as pool:
+        yield lambda function, *args: pool.submit(contextvars.copy_context().run, function,
+                                                  *args)
+
+
+@dataclass(frozen=True)
+class FlowsFiles:
+    """What writing the flows files leaves for the rest of the release: pseof_all.csv's
+    rows, cohorts and national rows, the rows of flows_state.csv, the checks of the
+    published flows, and the documents' figures on the flows."""
+    pseof: PseofWritten
+    n_state_rows: int
+    checks: list[dict]
+    figures: dict
+
+
+@file_task("write the flows files")
+def write_flows_files(staging: Path, cfg: ReleaseConfig, flows: FlowsRelease,
+                      pseoe: pd.DataFrame, tables: list[NoisyHistograms]) -> FlowsFiles:
+    """pseof_all.csv and its state copies, and internal/flows_state.csv (written on the
+    other core: Arrow writes CSV without the GIL), checked as they are written."""
+    public, internal = staging / "public", staging / "internal"
+    started = time.perf_counter()
+    flows_checks = PublishedFlowsChecks()
+    with second_thread() as beside:
+        state_rows = beside(write_flows_state, internal / "flows_state.csv", flows, flows_checks)
+        institution_state = institution_states(tables)
+        pseof = write_pseof(public, flows, institution_state,
+                            set(row_states(pseoe, institution_state)), flows_checks)
+        progress(f"wrote {Product.PSEOF.file_name} ({pseof.rows[Product.PSEOF.file_name]:,} rows)"
+                 f" and {len(pseof.rows) - 1} state copies, internal/flows_state.csv "
+                 f"({state_rows.result():,} rows) ({time.perf_counter() - started:.1f} s)")
+    return FlowsFiles(pseof, state_rows.result(), flows_checks.results(),
+                      flows_context(cfg, flows))
+
+
 @file_task("write release files")
 def write_release(staging: Path, identity: ReleaseIdentity, cfg: ReleaseConfig,
                   ledger: PrivacyLedger, tables: list[NoisyHistograms], pseoe: pd.DataFrame,
                   pseoh: pd.DataFrame, cells: pd.DataFrame, flows: FlowsRelease,
-                  lifetime: LifetimeFigures, checks: list[dict],
+                  flows_files: FlowsFiles, lifetime: LifetimeFigures, checks: list[dict],
                   input_fingerprints: dict[str, str], cip_recast: dict,
                   dollars: dict | None, flows_accuracy: dict,
                   cell_statistics: NoisyCellStatistics | None = None,
                   employer_table: NoisyEmployerTable | None = None) -> dict[str, str]:
-    """Write every file of the release into `staging`; return the manifest.
+    """Write every other file of the release into `staging` (the flows files are written:
+    `flows_files`; `flows` may have released its tables); return the manifest.
     `flows_accuracy`: `release_flows_accuracy`'s simulation of the published flows;
     `cell_statistics`: the optional pseom_all.csv's noisy values (README, "Cell statistics").
-    Some of the work runs in a second thread (`beside`), which has finished when this
-    returns or raises."""
-    with ThreadPoolExecutor(1) as pool:
-        def beside(function, *args) -> Future:
-            """function(*args) in the second thread, in the Prefect run's context (its
-            progress lines go to the run's log)."""
-            return pool.submit(contextvars.copy_context().run, function, *args)
-
+    The official files are checked in a second thread while the documents are made; it
+    has finished when this returns or raises."""
+    with second_thread() as beside:
         return _write_release(beside, staging, identity, cfg, ledger, tables, pseoe, pseoh,
-                              cells, flows, lifetime, checks, input_fingerprints, cip_recast,
-                              dollars, flows_accuracy, cell_statistics, employer_table)
+                              cells, flows, flows_files, lifetime, checks, input_fingerprints,
+                              cip_recast, dollars, flows_accuracy, cell_statistics,
+                              employer_table)
 
 
 def _write_release(beside, staging: Path, identity: ReleaseIdentity, cfg: ReleaseConfig,
                    ledger: PrivacyLedger, tables: list[NoisyHistograms], pseoe: pd.DataFrame,
                    pseoh: pd.DataFrame, cells: pd.DataFrame, flows: FlowsRelease,
-                   lifetime: LifetimeFigures, checks: list[dict],
+                   flows_files: FlowsFiles, lifetime: LifetimeFigures, checks: list[dict],
                    input_fingerprints: dict[str, str], cip_recast: dict,
                    dollars: dict | None, flows_accuracy: dict,
                    cell_statistics: NoisyCellStatistics | None,
@@ -218,16 +255,9 @@ def _write_release(beside, staging: Path, identity: ReleaseIdentity, cfg: Releas
     write_code_table(pseoe, public / Product.PSEOE.file_name)
     write_code_table(pseoh, public / HISTOGRAMS_FILE)
     done(f"wrote {Product.PSEOE.file_name} ({len(pseoe):,} rows) and {HISTOGRAMS_FILE}")
-    flows_checks = PublishedFlowsChecks()
-    # Arrow writes CSV without the GIL: flows_state.csv is written on the other core
-    state_rows = beside(write_flows_state, internal / "flows_state.csv", flows, flows_checks)
-    institution_state = institution_states(tables)
-    states = set(row_states(pseoe, institution_state))
-    pseof = write_pseof(public, flows, institution_state, states, flows_checks)
-    done(f"wrote {Product.PSEOF.file_name} ({pseof.rows[Product.PSEOF.file_name]:,} rows) "
-         f"and {len(pseof.rows) - 1} state copies")
-    done(f"wrote internal/flows_state.csv ({state_rows.result():,} rows)")
-    metadata = official_folder_files(pseoe, pseof.cohorts, institution_state, identity.release_id)
+    pseof = flows_files.pseof
+    metadata = official_folder_files(pseoe, pseof.cohorts, institution_states(tables),
+                                     identity.release_id)
     write_folder_files(public, metadata)
     done(f"wrote the institutions, version and {len(metadata) - 1} other state folder files")
     # the files are read back and checked on the other core while the documents are made
@@ -237,7 +267,7 @@ def _write_release(beside, staging: Path, identity: ReleaseIdentity, cfg: Releas
                               seed_sha256=identity.seed_sha256,
                               config_sha256=identity.config_sha256,
                               n_pseoe_rows=len(pseoe), n_pseoh_rows=len(pseoh))
-    context["flows"] = flows_context(cfg, flows)
+    context["flows"] = flows_files.figures
     context["employers"] = employer_context(cfg, ledger)
     context["measurements"] = {key: lifetime.summary[key] for key in (
         "new_epsilon", "new_measurements", "reused_measurements", "populations_measured",
@@ -280,8 +310,8 @@ def _write_release(beside, staging: Path, identity: ReleaseIdentity, cfg: Releas
     written = fingerprints(staging)      # every file but the DRB report and the manifest
     accuracy = release_accuracy(cfg, tables, bytes.fromhex(identity.seed_sha256))
     checks = stop_on_failed_checks(checks + [layout_check.result()] + flows.checks
-                                   + flows_checks.results() + ledger_checks(
-                                       ledger, tables, flows, (0 if cell_statistics is None else
+                                   + flows_files.checks + ledger_checks(
+                                       ledger, tables, flows.drawn, (0 if cell_statistics is None else
                                        int(cell_statistics.table["noisy_count"].notna().sum()))
                                        + (0 if employer_table is None else employer_table.drawn)))
     drb = render_markdown("drb_report.md.j2", dict(
