@@ -53,13 +53,14 @@ def _release(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return EXIT_BAD_INPUT
     _quiet_prefect_defaults()
-    from pseo_das.prefect_runtime import prefect_api
+    from pseo_das.prefect_runtime import hide_tracebacks_of, prefect_api
 
     with prefect_api() as wait_until_ready:  # the server boots while the code below imports
         from pseo_das.config import ConfigError
         from pseo_das.flows.quarterly_release import quarterly_release
         from pseo_das.tasks.cip_recast.recast import RecastError
-        from pseo_das.tasks.audit.mlflow_run import TrackingStoreError
+        from pseo_das.tasks.audit.mlflow_run import (TrackingStoreError, absolute_tracking_uri,
+                                                     default_tracking_uri)
         from pseo_das.tasks.inputs.ingest import InputValidationError
         from pseo_das.tasks.privacy.mechanism import PrivacyBudgetExceeded
         from pseo_das.tasks.privacy.store import LifetimeBudgetExceeded, ReleaseConflict, StoreError
@@ -67,9 +68,15 @@ def _release(args: argparse.Namespace) -> int:
         from pseo_das.tasks.publication.release_files import (DestinationExistsError,
                                                               DestinationUnusable)
 
+        refused = (InputValidationError, ConfigError, PrivacyBudgetExceeded, LifetimeBudgetExceeded,
+                   ReleaseConflict, DestinationExistsError, DestinationUnusable, StoreError,
+                   TrackingStoreError, SeedError, RecastError)
+        if not args.debug:
+            hide_tracebacks_of(*refused, ReleaseCheckFailed)
         release_id = args.release_id or time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
         wait_until_ready()
         try:
+            absolute_tracking_uri(args.tracking_uri or default_tracking_uri())  # before any store
             seed = release_seed(args)   # None: the release id's own, or fresh
             result = quarterly_release(Path(args.data), Path(args.out), seed, release_id,
                                        Path(args.config) if args.config else None, args.tracking_uri,
@@ -77,9 +84,7 @@ def _release(args: argparse.Namespace) -> int:
                                        Path(args.store) if args.store else None,
                                        args.supersede, args.remeasure, args.init_store,
                                        engine_of(args))
-        except (InputValidationError, ConfigError, PrivacyBudgetExceeded, LifetimeBudgetExceeded,
-                ReleaseConflict, DestinationExistsError, DestinationUnusable, StoreError,
-                TrackingStoreError, SeedError, RecastError) as exc:
+        except refused as exc:
             print(f"\npseo-das release: FAILED, nothing was published.\n{exc}", file=sys.stderr)
             return EXIT_BAD_INPUT
         except ReleaseCheckFailed as exc:

@@ -405,3 +405,43 @@ def test_bad_input_is_refused_and_nothing_is_published_or_spent(make: Make, expe
     if (store / "store.sqlite").exists():
         with PrivacyStore.open(store) as opened:
             assert opened.attempts(release_id) == []
+
+
+def test_a_folder_as_tracking_store_is_refused_before_anything_is_created(tmp_path, capsys):
+    """MLflow 3 no longer writes its file store: the release says what to use instead,
+    before a privacy store, an MLflow run or a release folder exists."""
+    data = tmp_path / "data"
+    data.mkdir()
+    write(data, valid_graduates(), valid_outcomes())
+    out = tmp_path / "release"
+    code = run_release(data, out, SEED, str(tmp_path / "mlruns"), "bad-tracking")
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "pseo-das release: FAILED, nothing was published." in err
+    assert f"--tracking-uri sqlite:///{tmp_path / 'mlruns'}/mlflow.db" in err
+    assert "Traceback" not in err
+    assert not out.exists() and not (tmp_path / "mlruns").exists()
+    assert not store_beside(str(tmp_path / "mlruns")).exists()   # --init-store created none
+
+
+def test_expected_errors_are_logged_without_traceback():
+    """Prefect's run logs keep a refused input's message and drop its traceback; an
+    unexpected error keeps its traceback."""
+    import io
+    import logging
+
+    from pseo_das.prefect_runtime import _WithoutTraceback
+    from pseo_das.tasks.inputs.ingest import InputValidationError
+    stream = io.StringIO()
+    logger = logging.getLogger("pseo-das-test-without-traceback")
+    logger.propagate = False
+    logger.addHandler(logging.StreamHandler(stream))
+    logger.addFilter(_WithoutTraceback((InputValidationError,)))
+    for error in (InputValidationError("data.csv: bad row 3"), KeyError("surprise")):
+        try:
+            raise error
+        except Exception:
+            logger.exception("Encountered exception during execution: %r", error)
+    lines = stream.getvalue()
+    assert "bad row 3" in lines and lines.count("Traceback") == 1
+    assert lines.index("Traceback") > lines.index("bad row 3")   # the KeyError's only

@@ -17,6 +17,7 @@ import pandas as pd
 from mlflow.entities import Metric, Param, RunTag, ViewType
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
+from mlflow.version import VERSION as MLFLOW_VERSION
 
 from pseo_das.config import ReleaseConfig
 from pseo_das.epsilon import epsilon_text
@@ -44,14 +45,27 @@ class TrackingStoreError(RuntimeError):
 
 
 def absolute_tracking_uri(tracking_uri: str) -> str:
-    """A SQLite or file tracking URI with an absolute path (as every record names it)."""
+    """A SQLite or file tracking URI with an absolute path (as every record names it).
+    MLflow 3 refuses its file store (a folder) unless MLFLOW_ALLOW_FILE_STORE=true:
+    TrackingStoreError then, saying what to use instead, before anything is written."""
     for scheme in ("sqlite:///", "file://"):
         if tracking_uri.startswith(scheme):
             path = Path(tracking_uri.removeprefix(scheme)).expanduser()
-            return scheme + str(path.resolve())
-    if "://" not in tracking_uri:  # a plain folder: MLflow's file store
-        return "file://" + str(Path(tracking_uri).expanduser().resolve())
-    return tracking_uri
+            uri = scheme + str(path.resolve())
+            break
+    else:
+        if "://" in tracking_uri:
+            return tracking_uri
+        uri = "file://" + str(Path(tracking_uri).expanduser().resolve())  # a plain folder
+    if uri.startswith("file://") and \
+            os.environ.get("MLFLOW_ALLOW_FILE_STORE", "").lower() not in ("true", "1"):
+        folder = uri.removeprefix("file://")
+        raise TrackingStoreError(
+            f"MLflow tracking store {tracking_uri}: a folder (MLflow's file store), which "
+            f"MLflow {MLFLOW_VERSION} no longer writes to. Use a SQLite store, e.g. "
+            f"--tracking-uri sqlite:///{folder}/mlflow.db, or a tracking server's http(s) "
+            "address (or set MLFLOW_ALLOW_FILE_STORE=true, MLflow's own opt-out)")
+    return uri
 
 
 def initialise_sqlite_store(tracking_uri: str) -> None:
