@@ -138,3 +138,26 @@ def test_a_years_after_without_origin_cells_gives_empty_measures(reference):
     ten = summary[summary["years_after"] == 10]
     assert set(ten["stratum"]) == {"all cells"} and (ten["cells"] == 0).all()
     assert len(errors[10]) == 0 and len(errors[1]) == 12
+
+
+def test_a_large_table_is_simulated_on_whole_all_fields_cells_of_a_sample(monkeypatch):
+    """Above STAND_IN_MAX_CELLS origin cells the stand-in is a seeded sample of all-fields
+    cells, each with every field it sums; at or below it, the whole table."""
+    import pseo_das.tasks.study.flows_release_accuracy as accuracy
+    from pseo_das.tasks.employment_flows.noisy_flows import NoisyFlows
+    whole = _stand_in(1, 3)
+    table = NoisyFlows("flows.I.cip2.y1", "2", 1, whole.field_cells, whole.field_flows,
+                       ("flows.I.cip2.y1",), corrected=whole.field_flows)
+    assert len(accuracy.stand_in_flows([table], SEED)[0].field_cells) == 36
+    monkeypatch.setattr(accuracy, "STAND_IN_MAX_CELLS", 18)   # keep each of 12 with p = 1/2
+    sizes = set()
+    for seed in (b"a", b"b", b"c", b"d"):
+        sample = accuracy.stand_in_flows([table], seed)[0]
+        kept = sample.field_cells.groupby(["institution", "degree_level", "grad_cohort"]).size()
+        assert (kept == 3).all()                     # whole all-fields cells only
+        assert len(sample.all_fields_cells) == len(kept)
+        assert sample.all_fields_flows.sum() == sample.field_flows.sum()
+        sizes.add(len(kept))
+        again = accuracy.stand_in_flows([table], seed)[0]
+        assert again.field_cells.equals(sample.field_cells)   # the seed's sample, every time
+    assert len(sizes) > 1 and all(0 < n < 12 for n in sizes)

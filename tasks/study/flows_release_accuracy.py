@@ -45,13 +45,35 @@ REPORTED_QUANTITIES = ("employed", "not employed", "in-state", "division x secto
 MEASURES = ("bias", "mean_abs_error", "zero_share")
 
 
-def stand_in_flows(tables: list[NoisyFlows]) -> list[TrueFlows]:
-    """The corrected flows of the measured tables of the finest CIP level, one per
-    years-after, as a stand-in truth with the all-fields cells they sum to."""
+# The simulation holds several copies of its stand-in: a table of more origin cells than
+# this (a national release) is simulated on a random sample of its all-fields cells, each
+# with every origin cell it sums.
+STAND_IN_MAX_CELLS = 40_000
+
+
+def finest_measured(tables: list[NoisyFlows]) -> list[NoisyFlows]:
+    """The measured tables of the finest CIP level, by years-after."""
     measured = [t for t in tables if t.measured]
     finest = min(t.cip_level for t in measured) if measured else None
-    return [TrueFlows.of_field_flows(t.years_after, t.cells, t.corrected)
-            for t in sorted(measured, key=lambda t: t.years_after) if t.cip_level == finest]
+    return sorted((t for t in measured if t.cip_level == finest), key=lambda t: t.years_after)
+
+
+def stand_in_flows(tables: list[NoisyFlows], seed: bytes) -> list[TrueFlows]:
+    """The corrected flows of the measured tables of the finest CIP level, one per
+    years-after, as a stand-in truth with the all-fields cells they sum to; above
+    STAND_IN_MAX_CELLS origin cells, those of a sample of all-fields cells (each kept with
+    probability STAND_IN_MAX_CELLS / origin cells, from a simulation stream of `seed`)."""
+    stand_in = []
+    for t in finest_measured(tables):
+        cells, flows = t.cells, t.corrected
+        if len(cells) > STAND_IN_MAX_CELLS:
+            group = cells[ORIGIN_KEYS].astype(str).groupby(ORIGIN_KEYS, sort=True).ngroup()
+            chosen = simulation_generator(seed, f"expected-flows-accuracy/sample/y{t.years_after}") \
+                .random(int(group.max()) + 1) < STAND_IN_MAX_CELLS / len(cells)
+            keep = chosen[group.to_numpy()]
+            cells, flows = cells[keep].reset_index(drop=True), flows[keep]
+        stand_in.append(TrueFlows.of_field_flows(t.years_after, cells, flows))
+    return stand_in
 
 
 def simulate_flows_accuracy(stand_in: list[TrueFlows], reference: ReferenceInputs,
@@ -119,7 +141,7 @@ def release_flows_accuracy(cfg: ReleaseConfig, tables: list[NoisyFlows],
     correction and non-employed weight; draws from streams of `seed` (the SHA-256 of the
     release seed). Privacy cost: none."""
     started = time.perf_counter()
-    stand_in = stand_in_flows(tables)
+    stand_in = stand_in_flows(tables, seed)
     total_epsilon = cfg.flows.total_epsilon_per_tabulation if cfg.flows.measures_total else None
     summary, errors = simulate_flows_accuracy(
         stand_in, reference, cfg.flows.epsilon_per_tabulation, total_epsilon,
@@ -129,6 +151,8 @@ def release_flows_accuracy(cfg: ReleaseConfig, tables: list[NoisyFlows],
            "total_epsilon": total_epsilon, "correction": cfg.flows.correction,
            "nonemployed_weight": cfg.flows.nonemployed_weight,
            "stand_in_cells": sum(len(t.field_cells) for t in stand_in),
+           "origin_cells": sum(len(t.cells) for t in finest_measured(tables)),
+           "max_cells": STAND_IN_MAX_CELLS,
            "all_fields_cells": sum(len(t.all_fields_cells) for t in stand_in),
            "rows": _accuracy_rows(summary) if len(summary) else [], "errors": errors}
     progress(f"expected accuracy of the flows: {FLOWS_ACCURACY_DRAWS} simulated draws on "
