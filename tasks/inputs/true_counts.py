@@ -487,16 +487,15 @@ def read_counts(data_dir: Path, cfg: ReleaseConfig, cip_vintages: CipVintages | 
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="pseo-das-hash") as hasher, \
             ThreadPoolExecutor(max_workers=1, thread_name_prefix="pseo-das-count") as counter:
         hashed = [hasher.submit(source.fingerprints, data_dir) for source in (graduates, outcomes)]
-        counting = None
+        counting = None   # the previous chunk's count: one at a time, added in chunk order
         for chunk in person_chunks(graduates, outcomes, validator, chunk_rows, progress,
                                    outcome_columns):
             rows["graduates"] += len(chunk.graduates)
             rows["outcomes"] += len(chunk.outcomes)
             if counting is not None:
                 counting.result()
-                counting = None
-            if not validator.failed:
-                counting = counter.submit(_count_into, accumulator, chunk, rules)
+            counting = (None if validator.failed
+                        else counter.submit(_count_into, accumulator, chunk, rules))
             if time.perf_counter() - shown > 5:
                 shown = time.perf_counter()
                 progress(f"read {rows['graduates']:,} graduates, {rows['outcomes']:,} outcome "
