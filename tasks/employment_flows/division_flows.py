@@ -17,7 +17,7 @@ unknown and the division's flows are suppressed as well.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -456,8 +456,8 @@ class FlowsRelease:
     checks: list[dict]
     reference_fingerprints: dict[str, str]
 
-    n_pseof_rows: int = 0        # rows of pseof_all.csv (set when built)
-    drawn: int = 0               # noisy values measured (flows and origin counts)
+    n_pseof_rows: int = field(init=False)   # rows of pseof_all.csv
+    drawn: int = field(init=False)          # noisy values measured (flows and origin counts)
 
     def __post_init__(self) -> None:
         self.n_pseof_rows = sum(part.n_rows for part in self.pseof)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import time
 import contextvars
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from fractions import Fraction
@@ -188,10 +188,9 @@ def second_thread():
 @dataclass(frozen=True)
 class FlowsFiles:
     """What writing the flows files leaves for the rest of the release: pseof_all.csv's
-    rows, cohorts and national rows, the rows of flows_state.csv, the checks of the
-    published flows, and the documents' figures on the flows."""
+    rows, cohorts and national rows, the checks of the published flows, and the
+    documents' figures on the flows."""
     pseof: PseofWritten
-    n_state_rows: int
     checks: list[dict]
     figures: dict
 
@@ -212,8 +211,7 @@ def write_flows_files(staging: Path, cfg: ReleaseConfig, flows: FlowsRelease,
         progress(f"wrote {Product.PSEOF.file_name} ({pseof.rows[Product.PSEOF.file_name]:,} rows)"
                  f" and {len(pseof.rows) - 1} state copies, internal/flows_state.csv "
                  f"({state_rows.result():,} rows) ({time.perf_counter() - started:.1f} s)")
-    return FlowsFiles(pseof, state_rows.result(), flows_checks.results(),
-                      flows_context(cfg, flows))
+    return FlowsFiles(pseof, flows_checks.results(), flows_context(cfg, flows))
 
 
 @file_task("write release files")
