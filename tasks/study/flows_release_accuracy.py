@@ -36,7 +36,7 @@ from pseo_das.tasks.study.flows_measures import (home_state_index, measure_rows,
                                                  published_quantities, stratum_groups)
 from pseo_das.tasks.study.flows_study import simulate_all_fields
 from pseo_das.tasks.study.flows_study_sample import ORIGIN_KEYS, TrueFlows
-from pseo_das.tasks.study.simulation_noise import simulation_generator
+from pseo_das.tasks.study.simulation_noise import simulation_generator, simulation_sample
 
 FLOWS_ACCURACY_DRAWS = 2
 # The quantities the DRB report shows: biases and errors of the three counts, and the
@@ -68,8 +68,8 @@ def stand_in_flows(tables: list[NoisyFlows], seed: bytes) -> list[TrueFlows]:
         cells, flows = t.cells, t.corrected
         if len(cells) > STAND_IN_MAX_CELLS:
             group = cells[ORIGIN_KEYS].astype(str).groupby(ORIGIN_KEYS, sort=True).ngroup()
-            chosen = simulation_generator(seed, f"expected-flows-accuracy/sample/y{t.years_after}") \
-                .random(int(group.max()) + 1) < STAND_IN_MAX_CELLS / len(cells)
+            chosen = simulation_sample(seed, f"expected-flows-accuracy/sample/y{t.years_after}",
+                                       int(group.max()) + 1, STAND_IN_MAX_CELLS / len(cells))
             keep = chosen[group.to_numpy()]
             cells, flows = cells[keep].reset_index(drop=True), flows[keep]
         stand_in.append(TrueFlows.of_field_flows(t.years_after, cells, flows))

@@ -32,6 +32,12 @@ def simulation_generator(seed: bytes, stream_id: str) -> np.random.Generator:
     return np.random.Generator(ChaCha(key=int.from_bytes(digest, "little"), counter=0, rounds=20))
 
 
+def simulation_sample(seed: bytes, stream_id: str, n: int, probability: float) -> np.ndarray:
+    """n independent choices, each True with `probability`, from a simulation stream: which
+    cells a simulation runs on when a table is too large to simulate whole."""
+    return simulation_generator(seed, stream_id).random(n) < probability
+
+
 def simulated_geometric_noise(generator: np.random.Generator, epsilon: float,
                               shape: tuple[int, ...]) -> np.ndarray:
     """Two-sided geometric noise X - Y, X, Y i.i.d. Geometric(p = 1 - exp(-epsilon)), int64:
