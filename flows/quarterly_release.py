@@ -31,7 +31,7 @@ from pseo_das.tasks.earnings.cell_statistics import (cell_statistics_summary,
 from pseo_das.tasks.earnings.cell_statistics_plan import PRODUCT as CELL_STATISTICS_PRODUCT
 from pseo_das.tasks.earnings.cell_statistics_plan import cell_statistics_questions
 from pseo_das.tasks.inputs.cell_moments import read_mos_moments
-from pseo_das.tasks.privacy.stored_cell_statistics import (cell_statistics_from_record,
+from pseo_das.tasks.measurements.stored_cell_statistics import (cell_statistics_from_record,
                                                            stored_cell_statistics)
 from pseo_das.tasks.audit.mlflow_run import cell_statistics_parameters
 from pseo_das.tasks.earnings.noisy_histograms import PRODUCT as EARNINGS_PRODUCT
@@ -55,11 +55,11 @@ from pseo_das.tasks.inputs.ipeds_counts import load_ipeds_counts_inputs
 from pseo_das.tasks.inputs.reference_inputs import (ReferenceInputs, default_reference_dir,
                                                     demo_flows_inputs, load_reference)
 from pseo_das.tasks.privacy.mechanism import PrivacyLedger, seed_sha256
-from pseo_das.tasks.privacy.release_plan import ReleasePlan, record_release_plan, recorded_plan
+from pseo_das.tasks.measurements.release_plan import ReleasePlan, record_release_plan, recorded_plan
 from pseo_das.tasks.privacy.store import (PrivacyStore, check_store_writable, init_store,
                                           resolve_store, store_exists, store_lock)
 from pseo_das.tasks.privacy.store_integrity import StoreTampered, verify_store
-from pseo_das.tasks.privacy.stored_tables import (ipeds_awards_from_record, keep_measurements,
+from pseo_das.tasks.measurements.stored_tables import (ipeds_awards_from_record, keep_measurements,
                                                   keep_publication_record,
                                                   recast_inputs_from_record,
                                                   reference_from_record, stored_earnings,

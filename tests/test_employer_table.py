@@ -18,12 +18,12 @@ from conftest import SEED_A, run_release, store_beside
 from pseo_das.config import ConfigError, load_config
 from pseo_das.synth import write_synthetic
 from pseo_das.tasks.employment_flows.employer_table import employer_table_questions
-from pseo_das.tasks.employment_flows.flow_counts import NONEMPLOYED, employed_destination
+from pseo_das.tasks.codes.destinations import NONEMPLOYED, employed_destination
 from pseo_das.tasks.inputs.cells import cohort_attributes, in_populations
 from pseo_das.tasks.inputs.constant_dollars import in_constant_dollars
 from pseo_das.tasks.inputs.ingest import InputValidationError, read_inputs
 from pseo_das.tasks.inputs.true_counts import read_counts
-from pseo_das.tasks.privacy.release_plan import observable_populations
+from pseo_das.tasks.inputs.cells import observable_populations
 from test_employer_counts import CPI, employers_dir  # noqa: F401  (module fixture)
 
 TABLE = ('[employer_table]\nenabled = true\nmechanism = "smooth-laplace"\nalpha = 0.01\n'
@@ -282,7 +282,7 @@ def test_a_stored_question_keeps_its_employer_mechanism(tmp_path, table_counts, 
     """A measurement planned but never stored (a crash) is drawn again from its recorded
     question: an employer-protecting one must come back with its mechanism (not as a
     geometric question) and the same SHA-256."""
-    from pseo_das.tasks.privacy.release_plan import stored_question
+    from pseo_das.tasks.privacy.question import stored_question
     from pseo_das.tasks.privacy.store import PrivacyStore, init_store
     question = employer_table_questions(table_config, table_counts.frames)[0]
     members = observable_populations(table_counts.frames["2"], 1, 2022)

@@ -213,7 +213,7 @@ def true_national(synthetic_dir):
     cohort of the tests' synthetic data, per years after: (institution, degree_level,
     grad_cohort) -> (employed, not employed), with the release's own cell frame, flow counts
     and constant dollars."""
-    from pseo_das.tasks.employment_flows.flow_counts import NONEMPLOYED
+    from pseo_das.tasks.codes.destinations import NONEMPLOYED
     from pseo_das.tasks.inputs.constant_dollars import in_constant_dollars
     from pseo_das.tasks.inputs.cpi import find_cpi, read_cpi
     from pseo_das.tasks.inputs.ingest import read_inputs

@@ -16,7 +16,7 @@ from conftest import SEED_A, run_release, store_beside
 from pseo_das.config import load_config
 from pseo_das.tasks.inputs.cells import cell_frame, cohort_attributes
 from pseo_das.tasks.inputs.ingest import read_inputs
-from pseo_das.tasks.privacy.release_plan import plan_release
+from pseo_das.tasks.measurements.release_plan import plan_release
 from pseo_das.tasks.privacy.store import (LifetimeBudgetExceeded, PrivacyStore, ReleaseConflict,
                                           StoreError, epsilon_text, init_store)
 from test_ingest import valid_graduates, valid_outcomes, write
@@ -75,7 +75,7 @@ def test_measurements_coded_all_in_cip_2010_answer_the_same_questions(store, fra
                                                                      monkeypatch):
     """Earlier versions coded every graduate in CIP-2010 (question cip_vintage "2010"); the
     recast publishes those in CIP-2020 like the new ones, so they are reused, not retaken."""
-    from pseo_das.tasks.privacy import release_plan
+    from pseo_das.tasks.measurements import release_plan
     current = release_plan.Question.as_dict
     monkeypatch.setattr(release_plan.Question, "as_dict",
                         lambda self, cip_coding="2010": current(self, cip_coding))
@@ -149,7 +149,7 @@ def test_the_store_is_append_only_and_never_created_silently(store, frames, tmp_
 
 
 def test_caps_compare_exactly_a_spend_of_one_in_ten_to_the_twenty_is_refused(store, frames):
-    from pseo_das.tasks.privacy.release_plan import observable_populations
+    from pseo_das.tasks.inputs.cells import observable_populations
     store.set_policy("the DRB", "test: the cap equals the plan", lifetime_cap="7.5")
     one = observable_populations(frames["4"], 10, CFG.cells.last_earnings_year).iloc[:1]
     tiny = Fraction(1, 10 ** 20)

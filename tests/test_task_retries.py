@@ -9,9 +9,9 @@ from prefect import flow
 
 from pseo_das.tasks import FILE_TASK_RETRIES
 from pseo_das.tasks.privacy.mechanism import LedgerEntry, NoisyMeasurement
-from pseo_das.tasks.privacy.release_plan import plan_release
+from pseo_das.tasks.measurements.release_plan import plan_release
 from pseo_das.tasks.privacy.store import PrivacyStore, StoreError, init_store
-from pseo_das.tasks.privacy.stored_tables import keep_measurements
+from pseo_das.tasks.measurements.stored_tables import keep_measurements
 from test_privacy_store import CFG, frames  # noqa: F401  (fixture)
 
 

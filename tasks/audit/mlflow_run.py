@@ -25,7 +25,7 @@ from pseo_das.version import package_versions
 from pseo_das.tasks import progress, release_task
 from pseo_das.tasks.employment_flows.division_flows import FlowsRelease
 from pseo_das.tasks.privacy.mechanism import PrivacyLedger, seed_sha256
-from pseo_das.tasks.privacy.release_plan import ReleasePlan
+from pseo_das.tasks.measurements.release_plan import ReleasePlan
 
 EXPERIMENT = "pseo-das quarterly release"
 DEFAULT_AUDIT_DIR = Path("audit")

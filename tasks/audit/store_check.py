@@ -16,7 +16,7 @@ from pseo_das.tasks.audit.audit_target import AuditedRelease
 from pseo_das.tasks.audit.mlflow_run import runs_of_store
 from pseo_das.tasks.audit.store_witness import recorded_heads, witness_problems
 from pseo_das.tasks.audit.verification import FAILED, PASSED, CheckResult
-from pseo_das.tasks.privacy.release_plan import lifetime_table
+from pseo_das.tasks.measurements.release_plan import lifetime_table
 from pseo_das.tasks.privacy.store import PrivacyStore, StoreError, epsilon_text, store_exists
 from pseo_das.tasks.privacy.store_integrity import check_recorded_heads, verify_store
 

@@ -23,7 +23,7 @@ Each statistic is a question of the release plan (cell_statistics_plan.py): the 
 task measures only the plan's pending measurements (populations never measured for the
 question), each over the cells of its own populations, with noise streams keyed by the
 measurement id; the values are kept in the privacy store and every later release reads
-them back (`tasks/privacy/stored_cell_statistics.py`) at zero epsilon. Under mos, chi is the
+them back (`tasks/measurements/stored_cell_statistics.py`) at zero epsilon. Under mos, chi is the
 maximum over the cells measured together (those of one measurement, per scope group).
 """
 from __future__ import annotations
@@ -49,7 +49,7 @@ from pseo_das.tasks.inputs.cells import CELL_COLUMNS, MEASURED_CELL_COLUMNS, in_
 from pseo_das.tasks.privacy.mechanism import (LedgerEntry, NoisyMeasurement, PrivacyLedger,
                                               measure_with_geometric_noise,
                                               measure_with_laplace_noise)
-from pseo_das.tasks.publication.official_codes import ALL_INDUSTRIES, NATIONAL, agg_level, official_cells
+from pseo_das.tasks.codes.official_codes import ALL_INDUSTRIES, NATIONAL, agg_level, official_cells
 
 CELL_STATISTICS_FILE = "pseom_all.csv"
 COMPOSITION = ("parallel across the cells of this tabulation (each graduate one observation "

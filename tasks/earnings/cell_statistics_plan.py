@@ -21,7 +21,7 @@ from pseo_das.epsilon import epsilon_text, exact_epsilon
 from pseo_das.schemas.cpi import CPI_U_SERIES
 from pseo_das.tasks.earnings.mos import MosVariant
 from pseo_das.tasks.inputs.cell_moments import CELL_STATISTICS_CIP_LEVEL, CellStatistic, cell_statistics
-from pseo_das.tasks.privacy.release_plan import CIP_CODING, Question
+from pseo_das.tasks.privacy.question import CIP_CODING, Question
 
 PRODUCT = "cell statistics (MOS)"
 # The stored values of a measurement, one row per observable cell of its populations.

@@ -18,7 +18,7 @@ from pseo_das.tasks.privacy.mechanism import (LedgerEntry, NoisyMeasurement, der
 
 if TYPE_CHECKING:
     from pseo_das.tasks.inputs.true_counts import TrueCounts
-    from pseo_das.tasks.privacy.release_plan import PendingMeasurement
+    from pseo_das.tasks.privacy.question import PendingMeasurement
 
 PRODUCT = "earnings histograms"
 

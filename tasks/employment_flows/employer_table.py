@@ -36,20 +36,20 @@ import pandas as pd
 from pseo_das.config import ReleaseConfig
 from pseo_das.schemas.cpi import CPI_U_SERIES
 from pseo_das.tasks import file_task, progress, release_task
-from pseo_das.tasks.employment_flows.flow_counts import NONEMPLOYED
+from pseo_das.tasks.codes.destinations import NONEMPLOYED
 from pseo_das.tasks.privacy.establishment import MECHANISM_NAMES, PrivacyNotion
 from pseo_das.tasks.privacy.mechanism import (LedgerEntry, NoisyMeasurement,
                                               employer_protection_entry,
                                               measure_with_employer_protection, stream_sha256)
-from pseo_das.tasks.privacy.release_plan import (Question, observable_populations,
-                                                 stored_question)
+from pseo_das.tasks.inputs.cells import observable_populations
+from pseo_das.tasks.privacy.question import Question, stored_question
 from pseo_das.tasks.privacy.store import (PrivacyStore, epsilon_text, exact_epsilon,
                                           populations_sha256)
 
 if TYPE_CHECKING:
     from pseo_das.tasks.inputs.cells import CellFrame
     from pseo_das.tasks.inputs.true_counts import TrueCounts
-    from pseo_das.tasks.privacy.release_plan import PendingMeasurement
+    from pseo_das.tasks.privacy.question import PendingMeasurement
 
 PRODUCT = "employer-side table"
 TABULATION_PREFIX = "employer_table."

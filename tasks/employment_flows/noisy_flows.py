@@ -17,7 +17,7 @@ import pandas as pd
 from pseo_das.config import ReleaseConfig
 from pseo_das.tasks import progress, release_task
 from pseo_das.tasks.inputs.cells import sum_to_coarser
-from pseo_das.tasks.employment_flows.flow_counts import N_DESTINATIONS
+from pseo_das.tasks.codes.destinations import N_DESTINATIONS
 from pseo_das.tasks.privacy.establishment import PrivacyNotion
 from pseo_das.tasks.privacy.mechanism import (LedgerEntry, NoisyMeasurement, derived_entry,
                                               measure_with_employer_protection,
@@ -25,7 +25,7 @@ from pseo_das.tasks.privacy.mechanism import (LedgerEntry, NoisyMeasurement, der
 
 if TYPE_CHECKING:
     from pseo_das.tasks.inputs.true_counts import TrueCounts
-    from pseo_das.tasks.privacy.release_plan import PendingMeasurement
+    from pseo_das.tasks.privacy.question import PendingMeasurement
 
 PRODUCT = "employment flows"
 TOTAL_PRODUCT = "employment flows origin counts"

@@ -29,9 +29,8 @@ from pseo_das.config import EarningsConfig, ReleaseConfig
 from pseo_das.schemas.inputs import (EMPLOYER_COLUMN, OUTCOME_COLUMNS, CipVintages,
                                      graduates_schema, outcomes_schema)
 from pseo_das.tasks import progress, release_task
-from pseo_das.tasks.earnings.histograms import earnings_bin
-from pseo_das.tasks.employment_flows.flow_counts import (N_DESTINATIONS, NONEMPLOYED,
-                                                         employed_destination)
+from pseo_das.tasks.codes.destinations import N_DESTINATIONS, NONEMPLOYED, employed_destination
+from pseo_das.tasks.codes.earnings_bins import earnings_bin
 from pseo_das.tasks.inputs.cells import (CIP_VINTAGES, MEASURED_CELL_COLUMNS,
                                          MEASURED_CELL_KEYS, CellFrame, cell_frame,
                                          cohort_attributes)

@@ -174,14 +174,14 @@ def stream_sha256(release_seed: bytes, stream_id: str) -> str:
     return hashlib.sha256(stream_key(release_seed, stream_id)).hexdigest()
 
 
-def stream_bits(release_seed: bytes, tabulation_id: str) -> ChaCha:
+def _stream_bits(release_seed: bytes, tabulation_id: str) -> ChaCha:
     """The ChaCha20 stream (20 rounds) keyed by SHA-256(domain, seed, tabulation id)."""
     key = int.from_bytes(stream_key(release_seed, tabulation_id), "little")
     return ChaCha(key=key, counter=0, rounds=20)
 
 
-def noise_generator(release_seed: bytes, tabulation_id: str) -> np.random.Generator:
-    return np.random.Generator(stream_bits(release_seed, tabulation_id))
+def _noise_generator(release_seed: bytes, tabulation_id: str) -> np.random.Generator:
+    return np.random.Generator(_stream_bits(release_seed, tabulation_id))
 
 
 def geometric_variance(epsilon: float) -> float:
@@ -207,7 +207,7 @@ def discrete_laplace_noise(release_seed: bytes, measurement_id: str,
     integer-only inversion of `discrete_laplace` (words it cannot decide alone take the
     following words of the same stream)."""
     table = inversion_table(exact_epsilon(epsilon))
-    bits = stream_bits(release_seed, measurement_id)
+    bits = _stream_bits(release_seed, measurement_id)
     size = int(np.prod(shape, dtype=np.int64))
     noise = draw(table, bits.random_raw(size), lambda: int(bits.random_raw()))
     return noise.reshape(shape)
@@ -258,7 +258,7 @@ def post_processing_exponentials(stream_seed: bytes, step_id: str, product: str,
         step_id, product, RANDOMIZED_POST_PROCESSING, Fraction(0), 0, n_cells, n_bins,
         "post-processing of noisy measurements: no additional privacy loss", derived_from,
         stream_sha256(stream_seed, step_id))
-    return noise_generator(stream_seed, step_id).standard_exponential, entry
+    return _noise_generator(stream_seed, step_id).standard_exponential, entry
 
 
 SPLIT_BLOCK = 1 << 20   # counts split at a time by post_processing_split_blocks
@@ -290,7 +290,7 @@ def post_processing_split_blocks(stream_seed: bytes, step_id: str, product: str,
                          f"of {repeat} counts each")
 
     def blocks() -> Iterator[tuple[int, np.ndarray]]:
-        generator = noise_generator(stream_seed, step_id)
+        generator = _noise_generator(stream_seed, step_id)
         for first in range(0, len(counts), block):
             mine = counts[first:first + block]
             parts = np.zeros((len(mine), shares.shape[1]), dtype=np.int64)
@@ -328,7 +328,7 @@ def synthesis_uniforms(synthesis_seed: bytes, step_id: str, count: int) -> np.nd
     formal privacy guarantee and needs disclosure review before any release (its report
     says so).
     """
-    return noise_generator(synthesis_seed, "synthesis/" + step_id).random(count)
+    return _noise_generator(synthesis_seed, "synthesis/" + step_id).random(count)
 
 
 # Largest value of (1 + y^2) / (1 + y^4), reached at y^2 = sqrt(2) - 1: the rejection bound
@@ -435,7 +435,7 @@ def measure_with_employer_protection(release_seed: bytes, measurement_id: str,
     n_cells, n_bins = true_counts.shape
     entry = employer_protection_entry(release_seed, measurement_id, tabulation_id, product,
                                       n_cells, n_bins, protection, notion, n_cells)
-    values = employer_protected_values(noise_generator(release_seed, measurement_id),
+    values = employer_protected_values(_noise_generator(release_seed, measurement_id),
                                        true_counts, largest_at_one_employer, protection)
     return NoisyMeasurement(measurement_id, cells, whole_graduates(values), entry)
 
@@ -451,7 +451,7 @@ def laplace_noise(release_seed: bytes, measurement_id: str, scales: np.ndarray) 
     scales = np.asarray(scales, dtype=np.float64)
     if not np.isfinite(scales).all() or (scales < 0).any():
         raise ValueError(f"{measurement_id}: Laplace scales must be finite and non-negative")
-    unit = noise_generator(release_seed, measurement_id).laplace(0.0, 1.0, scales.shape)
+    unit = _noise_generator(release_seed, measurement_id).laplace(0.0, 1.0, scales.shape)
     return unit * scales
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from pseo_das.tasks.inputs.cells import POPULATION_KEYS
+from pseo_das.schemas.cells import POPULATION_KEYS
 from pseo_das.tasks.privacy.store import PrivacyStore, epsilon_text
 
 

@@ -34,7 +34,7 @@ from pseo_das.tasks.earnings.cell_statistics import (CELL_STATISTICS_FILE, Noisy
                                                      cell_statistics_context,
                                                      cell_statistics_table)
 from pseo_das.tasks.inputs.constant_dollars import DollarYears
-from pseo_das.tasks.privacy.release_plan import ReleasePlan, lifetime_table
+from pseo_das.tasks.measurements.release_plan import ReleasePlan, lifetime_table
 from pseo_das.tasks.privacy.store import PrivacyStore, epsilon_text
 from pseo_das.tasks.employment_flows.employer_table import NoisyEmployerTable
 from pseo_das.tasks.publication.employer_table_file import (EMPLOYER_TABLE_FILE,

@@ -10,8 +10,8 @@ from pseo_das.config import ReleaseConfig
 from pseo_das.schemas.codes import CENSUS_DIVISIONS, NAICS_SECTORS, STATE_FIPS
 from pseo_das.schemas.pseo_layout import ALL_COHORTS, SCHEMA_DIR, SCHEMA_VERSION, Product, layout
 from pseo_das.tasks.employment_flows.division_flows import FlowsRelease, OriginTable
-from pseo_das.tasks.publication.official_codes import agg_level
-from pseo_das.tasks.employment_flows.flow_counts import N_DESTINATIONS
+from pseo_das.tasks.codes.official_codes import agg_level
+from pseo_das.tasks.codes.destinations import N_DESTINATIONS
 from pseo_das.tasks.privacy.mechanism import (LAPLACE, MEASURING_MECHANISMS, PrivacyLedger,
                                               geometric_variance)
 from pseo_das.tasks.earnings.noisy_histograms import NoisyHistograms

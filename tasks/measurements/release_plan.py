@@ -3,14 +3,12 @@ covers, the stored measurement that answers it (reused, zero epsilon) or a new o
 (spent, checked against the lifetime cap). Recorded in the privacy store in one
 transaction before any noise is drawn. Privacy cost: none (bookkeeping).
 
-A question is what a measurement asks: product, tabulation (institution level, CIP level
-and vintage, years after), mechanism, epsilon, bins or destinations, and the cohort
-definition. Two releases reuse each other's measurements only when they ask the same
-question of the same population (institution x degree level x graduation cohort).
+The questions (tasks/privacy/question.py) are what a measurement asks: product,
+tabulation (institution level, CIP level and vintage, years after), mechanism, epsilon,
+bins or destinations, and the cohort definition.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -21,68 +19,22 @@ import pandas as pd
 from pseo_das.config import ReleaseConfig
 from pseo_das.schemas.cpi import CPI_U_SERIES
 from pseo_das.tasks import progress, release_task
-from pseo_das.tasks.employment_flows.flow_counts import N_DESTINATIONS
+from pseo_das.tasks.codes.destinations import N_DESTINATIONS
 from pseo_das.tasks.employment_flows.noisy_flows import PRODUCT as FLOWS_PRODUCT
 from pseo_das.tasks.employment_flows.noisy_flows import TOTAL_PRODUCT as FLOWS_TOTAL_PRODUCT
 from pseo_das.tasks.employment_flows.noisy_flows import tabulation_id as flows_tabulation_id
 from pseo_das.tasks.employment_flows.noisy_flows import total_tabulation_id
 from pseo_das.tasks.earnings.noisy_histograms import PRODUCT as EARNINGS_PRODUCT
 from pseo_das.tasks.earnings.noisy_histograms import tabulation_id as earnings_tabulation_id
-from pseo_das.tasks.inputs.cells import CellFrame
-from pseo_das.tasks.privacy.establishment import (MECHANISM_NAMES, EmployerProtection,
-                                                  FlowsMechanism)
-from pseo_das.tasks.privacy.mechanism import GEOMETRIC, fresh_release_seed
+from pseo_das.tasks.inputs.cells import CellFrame, observable_populations
+from pseo_das.tasks.privacy.establishment import MECHANISM_NAMES
+from pseo_das.tasks.privacy.mechanism import fresh_release_seed
 from pseo_das.tasks.privacy.store import (POPULATION_KEYS, ChainHead, LifetimeBudgetExceeded,
                                           PrivacyStore, ReleaseAttempt, ReleaseConflict,
                                           StoreError, StorePolicy, StorePolicyError,
-                                          epsilon_text, exact_epsilon, question_sha256)
+                                          epsilon_text, exact_epsilon)
+from pseo_das.tasks.privacy.question import PendingMeasurement, Question, stored_question
 
-# How a measured tabulation codes fields: each cell carries the CIP vintage of its
-# graduates' codes (CIP-2010 before the switch year, CIP-2020 from it). Measurements of
-# earlier versions coded every graduate in CIP-2010; both are recast to CIP-2020 when
-# published, so either answers the same question and is reused.
-CIP_CODING = "vintage of graduation, per cell"
-LEGACY_CIP_CODING = "2010"
-
-
-@dataclass(frozen=True)
-class Question:
-    """One tabulation a release measures or reuses."""
-    tabulation_id: str
-    product: str
-    cip_level: str
-    years_after: int
-    epsilon: Fraction
-    columns: int
-    parameters: dict
-
-    def as_dict(self, cip_coding: str = CIP_CODING) -> dict:
-        return {"tabulation_id": self.tabulation_id, "product": self.product,
-                "inst_level": "I", "cip_level": self.cip_level, "cip_vintage": cip_coding,
-                "years_after": self.years_after, "mechanism": GEOMETRIC,
-                "epsilon": epsilon_text(self.epsilon), "columns": self.columns,
-                **self.parameters}
-
-    def protection(self) -> EmployerProtection | None:
-        """The employer protection this question's measurement takes, or None (geometric)."""
-        name = self.parameters.get("mechanism")
-        if name is None:
-            return None
-        return EmployerProtection(FlowsMechanism(self.parameters["flows_mechanism"]),
-                                  float(self.parameters["alpha"]), float(self.epsilon),
-                                  float(self.parameters["delta"]),
-                                  bool(self.parameters["unbiased"]))
-
-    @property
-    def sha256(self) -> str:
-        """Identifies the question: two measurements answer the same one only if equal."""
-        return question_sha256(self.as_dict())
-
-    @property
-    def answered_by(self) -> tuple[str, ...]:
-        """The question SHA-256s whose measurements answer this one: its own, and the same
-        question coded all in CIP-2010 (earlier versions), recast alike when published."""
-        return (self.sha256, question_sha256(self.as_dict(LEGACY_CIP_CODING)))
 
 
 def release_questions(cfg: ReleaseConfig) -> list[Question]:
@@ -111,15 +63,6 @@ def release_questions(cfg: ReleaseConfig) -> list[Question]:
                         exact_epsilon(cfg.flows.total_epsilon_per_tabulation), 1, totals)
                for k in cfg.cells.years_after for level in cfg.flows.measured_levels()
                if cfg.flows.measures_total])
-
-
-@dataclass(frozen=True)
-class PendingMeasurement:
-    """A measurement of the plan whose noisy values are not stored yet."""
-    measurement_id: str
-    question: Question
-    seed_hex: str                 # the seed of the attempt that planned (and paid for) it
-    populations: pd.DataFrame     # POPULATION_KEYS
 
 
 @dataclass(frozen=True)
@@ -165,17 +108,6 @@ class ReleasePlan:
                 "max_lifetime_epsilon": epsilon_text(max(self.populations["after"],
                                                          default=Fraction(0))),
                 "lifetime_epsilon_cap": epsilon_text(self.lifetime_cap)}
-
-
-def observable_populations(frame: CellFrame, years_after: int, last_year: int) -> pd.DataFrame:
-    cells = frame.cells[frame.observable(years_after, last_year)]
-    return population_frame(cells).drop_duplicates().reset_index(drop=True)
-
-
-def population_frame(cells: pd.DataFrame) -> pd.DataFrame:
-    return pd.DataFrame({"institution": cells["institution"].astype(str).to_numpy(),
-                         "degree_level": cells["degree_level"].astype(str).to_numpy(),
-                         "grad_cohort": cells["grad_cohort"].to_numpy(dtype=np.int64)})
 
 
 def remeasure_mask(populations: pd.DataFrame, spec: str | None) -> np.ndarray:
@@ -335,20 +267,6 @@ def check_against_policy(questions: list[Question], policy: StorePolicy) -> None
             + ", ".join(f"{t} {epsilon_text(e)}" for t, e in over[:6])
             + (f" and {len(over) - 6} more" if len(over) > 6 else "")
             + ". Only `pseo-das store set-policy` changes the store's policy.")
-
-
-def stored_question(store: PrivacyStore, measurement_id: str) -> Question:
-    """The question a stored measurement answers, as recorded."""
-    recorded = json.loads(store.table("SELECT question FROM measurements WHERE measurement_id = ?",
-                                      (measurement_id,))["question"].iloc[0])
-    fixed = {"tabulation_id", "product", "inst_level", "cip_level", "cip_vintage",
-             "years_after", "mechanism", "epsilon", "columns"}
-    # an employer-protecting mechanism's name is a parameter (Question.as_dict writes it
-    # over the geometric default): kept, so that protection() and the SHA-256 round-trip
-    return Question(recorded["tabulation_id"], recorded["product"], recorded["cip_level"],
-                    int(recorded["years_after"]), Fraction(recorded["epsilon"]),
-                    int(recorded["columns"]), {k: v for k, v in recorded.items() if k not in fixed
-                                               or (k == "mechanism" and v != GEOMETRIC)})
 
 
 def _pending(store: PrivacyStore, plan: pd.DataFrame, skip: set[str] = frozenset()

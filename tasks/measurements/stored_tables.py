@@ -21,7 +21,7 @@ from pseo_das.tasks.employment_flows.noisy_flows import NoisyFlows
 from pseo_das.tasks.inputs.cells import CELL_COLUMNS, CELL_KEYS, in_populations
 from pseo_das.tasks.inputs.ipeds_counts import IpedsAwards
 from pseo_das.tasks.inputs.reference_inputs import ReferenceInputs
-from pseo_das.tasks.publication.ipeds_counts import IpedsCounts
+from pseo_das.tasks.codes.ipeds_counts import IpedsCounts
 from pseo_das.tasks.cip_recast.recast import (DIRECT, RecastContext, RecastTable, as_coded,
                                              to_cip_2020)
 from pseo_das.tasks.cip_recast.recast_inputs import RecastInputs
@@ -30,7 +30,8 @@ from pseo_das.tasks.privacy.mechanism import (GEOMETRIC, LedgerEntry, NoisyMeasu
                                               employer_protection_entry,
                                               geometric_variance, post_processing_seed,
                                               stream_sha256)
-from pseo_das.tasks.privacy.release_plan import Question, release_questions
+from pseo_das.tasks.measurements.release_plan import release_questions
+from pseo_das.tasks.privacy.question import Question
 from pseo_das.tasks.privacy.store import PrivacyStore
 
 COMPOSITION = ("parallel across the cells of this tabulation (each graduate in at most one "
