@@ -30,7 +30,6 @@ from pseo_das.tasks.earnings.cell_statistics import (cell_statistics_summary,
                                                      measure_cell_statistics)
 from pseo_das.tasks.earnings.cell_statistics_plan import PRODUCT as CELL_STATISTICS_PRODUCT
 from pseo_das.tasks.earnings.cell_statistics_plan import cell_statistics_questions
-from pseo_das.tasks.inputs.cell_moments import read_mos_moments
 from pseo_das.tasks.measurements.stored_cell_statistics import (cell_statistics_from_record,
                                                            stored_cell_statistics)
 from pseo_das.tasks.audit.mlflow_run import cell_statistics_parameters
@@ -248,8 +247,7 @@ def _measure_and_publish(data_dir: Path, out_dir: Path, given_seed: str | None,
                         **recast_inputs.fingerprints, **ipeds.fingerprints,
                         f"bls/{cpi.path.name}": cpi.sha256}
         frames = counts.frames
-        moments = read_mos_moments(Path(data_dir), cfg, cpi, engine.chunk_rows) \
-            if cfg.mos.enabled else None
+        moments = counts.moments
         check_recastable(frames, recast_inputs)
         config_sha256 = fingerprint(cfg.model_dump(mode="json"))
         plan = record_release_plan(store_path, release_id, given_seed, fingerprint(fingerprints),

@@ -14,7 +14,8 @@ from pseo_das.config import load_config
 from pseo_das.tasks.earnings.cell_statistics import measure_cell_statistics
 from pseo_das.tasks.earnings.cell_statistics_plan import (PRODUCT, StatisticSettings,
                                                           cell_statistics_questions)
-from pseo_das.tasks.inputs.cell_moments import CellMoments, read_cell_moments
+from pseo_das.tasks.inputs.cell_moments import CellMoments
+from pseo_das.tasks.inputs.true_counts import read_cell_moments
 from pseo_das.tasks.inputs.cells import CellFrame, cell_frame, cohort_attributes, in_populations
 from pseo_das.tasks.inputs.cpi import read_cpi
 from pseo_das.tasks.inputs.ingest import read_inputs

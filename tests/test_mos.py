@@ -214,7 +214,7 @@ def brute_force_moments(data_dir, cfg, cpi, lower, upper) -> pd.DataFrame:
 
 def test_the_sufficient_statistics_pass_equals_a_whole_table_computation(synthetic_dir):
     from pseo_das.config import load_config
-    from pseo_das.tasks.inputs.cell_moments import read_cell_moments
+    from pseo_das.tasks.inputs.true_counts import read_cell_moments
     from pseo_das.tasks.inputs.cpi import read_cpi
     cfg, cpi = load_config(), read_cpi()
     lower, upper = 10_000.0, 150_000.0     # a low upper bound so that clamping happens
