@@ -19,7 +19,8 @@ from fractions import Fraction
 
 from pseo_das.epsilon import epsilon_text, exact_epsilon
 from pseo_das.tasks.privacy.establishment import (MECHANISM_NAMES, EmployerProtection,
-                                                  FlowsMechanism, PrivacyNotion)
+                                                  FlowsMechanism, PrivacyNotion,
+                                                  employer_epsilon)
 
 
 class Mechanism(StrEnum):
@@ -56,7 +57,7 @@ class EmployerGuarantee:
     def worst_case_epsilon(self, epsilon: Fraction, graduate_cells: int) -> float:
         """The employers' worst case over `graduate_cells` graduate-attribute cells: epsilon
         (strong notion), graduate_cells x epsilon (weak)."""
-        return float(epsilon) * (1 if self.notion is PrivacyNotion.STRONG else graduate_cells)
+        return employer_epsilon(self.notion, float(epsilon), graduate_cells)
 
 
 @dataclass(frozen=True)
@@ -114,7 +115,9 @@ def employer_statement(tabulation_id: str, product: str, stream_id: str,
                        protection: EmployerProtection, columns: int,
                        notion: PrivacyNotion) -> PrivacyStatement:
     """Counts by an employer-protecting mechanism: (epsilon, delta) for the graduates at
-    sensitivity 1, (alpha, epsilon[, delta]) for the employers in `notion`; floating point."""
+    sensitivity 1, (alpha, epsilon[, delta]) for the employers in `notion`; floating point.
+    Parameters the mechanism cannot give are refused (InfeasibleParameters, with the reason)."""
+    protection.check()
     return PrivacyStatement(
         tabulation_id, product, stream_id, Mechanism.protecting_employers(protection.mechanism),
         exact_epsilon(protection.epsilon), exact_delta(protection.delta), 1, columns, True,
