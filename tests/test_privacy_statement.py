@@ -210,3 +210,27 @@ def test_the_ledger_of_a_release_derives_its_guarantee_from_its_entries():
         SEED.encode(), s, pd.DataFrame(index=range(1)), np.zeros((1, 21), np.int64)).entry
         for s in GEOMETRIC]
     assert PrivacyLedger.of(9, entries).guarantee() == release_guarantee(GEOMETRIC)
+
+
+def test_the_audit_reads_the_ledger_rows_as_statements():
+    """`pseo-das audit`: each measured row of ledger.csv is read back as its statement (a
+    geometric row at sensitivity 2 is not one), and the guarantee they give is compared
+    with release_summary.json's."""
+    from pseo_das.tasks.audit.ledger_check import statement_findings
+    entries = [measure_with_geometric_noise(
+        SEED.encode(), s, pd.DataFrame(index=range(1)), np.zeros((1, 21), np.int64)).entry
+        for s in GEOMETRIC]
+    ledger = PrivacyLedger.of(9, entries).to_frame().astype(str)
+    summary = {"guarantee": release_guarantee(GEOMETRIC).summary(FILES)}
+    findings, figures = statement_findings(ledger, summary)
+    assert findings == [] and figures["guarantee (from the ledger's statements)"].startswith(
+        "pure epsilon-DP")
+    tampered = ledger.copy()
+    tampered.loc[0, "sensitivity"] = "2"
+    findings, _ = statement_findings(tampered, {"guarantee": {**summary["guarantee"],
+                                                              "delta": "0.001"}})
+    assert findings == [
+        "tabulation earnings.I.cip4.y1: sensitivity '2' is not what its two-sided geometric "
+        "statement says ('1')",
+        "internal/release_summary.json: guarantee delta is '0.001', the ledger's statements "
+        "give '0'"]

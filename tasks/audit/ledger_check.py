@@ -122,7 +122,7 @@ def statement_findings(ledger: pd.DataFrame, summary: dict) -> tuple[list[str], 
         for column in ledger.columns.drop("tabulation_id"):
             if column != "epsilon" and str(again[column]) != row[column]:
                 out.append(f"tabulation {row['tabulation_id']}: {column} {row[column]!r} is not "
-                           f"what its {row['mechanism']} statement says ({again[column]!r})")
+                           f"what its {row['mechanism']} statement says ({str(again[column])!r})")
         statements.append(entry.statement)
     guarantee = release_guarantee(statements)
     stated = summary.get("guarantee")
