@@ -66,6 +66,7 @@ from pseo_das.tasks.measurements.stored_tables import (ipeds_awards_from_record,
 from pseo_das.tasks.study.flows_release_accuracy import release_flows_accuracy
 from pseo_das.tasks.publication.assemble import (ReleaseIdentity, lifetime_figures,
                                                  write_flows_files, write_release)
+from pseo_das.tasks.publication.document_context import guarantee_summary
 from pseo_das.tasks.publication.release_files import (DestinationExistsError,
                                                       check_destination_usable,
                                                       destination_lock, discard, new_staging,
@@ -154,10 +155,11 @@ def post_processing(store_path: Path, plan: ReleasePlan, cfg: ReleaseConfig,
     flows_accuracy = release_flows_accuracy(cfg, flows.tables, reference,
                                             bytes.fromhex(identity.seed_sha256))
     lifetime = lifetime_figures(store_path, plan, record)
-    if cell_statistics is not None:   # release_summary.json says what the store does not hold
-        lifetime = replace(lifetime, release_summary={
-            **lifetime.release_summary, "cell_statistics": cell_statistics_summary(
-                cell_statistics, ledger)})
+    lifetime = replace(lifetime, release_summary={
+        **lifetime.release_summary, "guarantee": guarantee_summary(ledger),
+        # release_summary.json says what the store does not hold
+        **({"cell_statistics": cell_statistics_summary(cell_statistics)}
+           if cell_statistics is not None else {})})
     flows_files = write_flows_files(staging, cfg, flows, pseoe, tables)
     flows.release_tables()   # written: the rest of the release reads its counts and checks
     manifest = write_release(staging, identity, cfg, ledger, tables, pseoe, pseoh, cells, flows,
@@ -295,7 +297,7 @@ def _measure_and_publish(data_dir: Path, out_dir: Path, given_seed: str | None,
         record_release(audit, ledger, cells, flows, staging, fingerprints, manifest,
                        plan.summary())
         if summary.get("cell_statistics"):
-            audit.log_params(cell_statistics_parameters(ledger, summary["cell_statistics"]))
+            audit.log_params(cell_statistics_parameters(summary["cell_statistics"]))
         with PrivacyStore.open(store_path) as privacy_store:
             head = privacy_store.add_publication(plan.attempt.attempt,
                                                  privacy_store.put_json(record), out_dir)

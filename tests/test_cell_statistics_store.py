@@ -255,7 +255,6 @@ def test_a_release_of_the_version_before_republishes_from_its_publication_record
     """Releases made before the cell statistics were questions kept them in their
     publication record (outside the store's budget): they still read back from it."""
     from pseo_das.tasks.earnings.cell_statistics import cell_statistics_summary
-    from pseo_das.tasks.privacy.mechanism import PrivacyLedger
     from pseo_das.tasks.measurements.stored_cell_statistics import cell_statistics_from_record
     store, frames = mos_store
     first, _ = measure_and_keep(store, moments, "R1", frames)
@@ -265,7 +264,7 @@ def test_a_release_of_the_version_before_republishes_from_its_publication_record
     record = {"cell_statistics": {**read.record(), "table": store.put_frame(table)}}
     old = cell_statistics_from_record(store.path, record)
     assert old.store_use is None and old.chi == read.chi and old.entries == read.entries
-    summary = cell_statistics_summary(old, PrivacyLedger.of(9, old.entries))
+    summary = cell_statistics_summary(old)
     assert summary["epsilon_spent"] == "1" and "new_epsilon" not in summary
     assert cell_statistics_from_record(store.path, {}) is None
 

@@ -14,6 +14,7 @@ from pseo_das.tasks.privacy.establishment import (EmployerProtection, FlowsMecha
                                                   log_laplace_lambda, log_laplace_mean,
                                                   log_laplace_mse, smooth_gamma_min_epsilon,
                                                   smooth_laplace_min_epsilon, smooth_sensitivity)
+from pseo_das.tasks.privacy.statement import employer_statement, geometric_statement
 from pseo_das.tasks.privacy.mechanism import (GEOMETRIC, PrivacyLedger, employer_protected_values,
                                               measure_with_employer_protection,
                                               measure_with_geometric_noise,
@@ -89,11 +90,9 @@ def test_log_laplace_refuses_an_infinite_mean_and_warns_of_an_infinite_variance(
 def test_wrong_parameters_are_refused_with_the_reason(protection, reason):
     with pytest.raises(InfeasibleParameters, match=reason):
         protection.check()
-    # ... and no noise is drawn for them
+    # ... and no measurement can state them, so no noise is drawn for them
     with pytest.raises(InfeasibleParameters):
-        measure_with_employer_protection(SEED, "m", "t", "p", pd.DataFrame(index=[0]),
-                                         np.ones((1, 2), np.int64), np.ones((1, 2)),
-                                         protection, PrivacyNotion.WEAK)
+        employer_statement("t", "p", "m", protection, 2, PrivacyNotion.WEAK)
 
 
 def test_smooth_sensitivity_is_alpha_times_the_largest_employer_at_least_one():
@@ -177,30 +176,29 @@ def test_measurement_is_seeded_rounded_and_comes_with_its_ledger_entry():
     largest = np.array([[0, 2, 30], [7, 0, 1]])
     protection = EmployerProtection(GAMMA, 0.1, 1.0)
     cells = pd.DataFrame(index=range(2))
-    first = measure_with_employer_protection(SEED, "m1", "flows.I.cip2.y1", "employment flows",
-                                             cells, counts, largest, protection,
-                                             PrivacyNotion.WEAK)
-    again = measure_with_employer_protection(SEED, "m1", "flows.I.cip2.y1", "employment flows",
-                                             cells, counts, largest, protection,
-                                             PrivacyNotion.WEAK)
-    other = measure_with_employer_protection(SEED, "m2", "flows.I.cip2.y1", "employment flows",
-                                             cells, counts, largest, protection,
-                                             PrivacyNotion.WEAK)
+    def measured(stream_id):
+        statement = employer_statement("flows.I.cip2.y1", "employment flows", stream_id,
+                                       protection, 3, PrivacyNotion.WEAK)
+        return measure_with_employer_protection(SEED, statement, cells, counts, largest)
+    first, again, other = measured("m1"), measured("m1"), measured("m2")
     assert first.values.dtype == np.int64 and first.values.shape == counts.shape
     np.testing.assert_array_equal(first.values, again.values)
     assert not np.array_equal(first.values, other.values)
     entry = first.entry
     assert (entry.alpha, entry.delta, entry.employer_notion, entry.employer_epsilon) == \
-        ("0.1", "0", "weak", "2")   # 2 graduate-attribute cells x epsilon 1
+        ("0.1", 0, "weak", "2")   # 2 graduate-attribute cells x epsilon 1
     assert entry.epsilon == 1 and "smooth gamma" in entry.mechanism
     assert SEED.hex() not in entry.noise_stream
-    geometric = measure_with_geometric_noise(SEED, "g", "g", "earnings", cells, counts, 1.0).entry
+    geometric = measure_with_geometric_noise(
+        SEED, geometric_statement("g", "earnings", "g", 1.0, 3), cells, counts).entry
     with_employers = PrivacyLedger.of(10, [geometric, entry]).to_frame()
     assert list(with_employers.columns[-4:]) == ["alpha", "delta", "employer_notion",
                                                  "employer_epsilon"]
     only_geometric = PrivacyLedger.of(10, [geometric]).to_frame()
     assert "alpha" not in only_geometric.columns and geometric.mechanism == GEOMETRIC
     assert employer_epsilon(PrivacyNotion.STRONG, 1.5, 1000) == 1.5
+    assert with_employers.set_index("tabulation_id")["delta"].to_dict() == {"g": "",
+                                                                          "flows.I.cip2.y1": "0"}
 
 
 def test_whole_graduates_rounds_halves_up_and_never_overflows():

@@ -19,7 +19,7 @@ def measurement(measurement_id: str) -> NoisyMeasurement:
     cells = pd.DataFrame({"institution": ["00000100"], "inst_state": ["08"],
                           "degree_level": ["05"], "cipcode": ["1107"], "grad_cohort": [2001],
                           "grad_cohort_years": [3]})
-    entry = LedgerEntry("t", "test", "two-sided geometric", 1.0, 1, 1, 3, "", "", "")
+    entry = LedgerEntry("t", "test", 1, 3, "", "", "")
     return NoisyMeasurement(measurement_id, cells, np.array([[3, -1, 0]]), entry)
 
 

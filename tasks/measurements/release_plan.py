@@ -28,12 +28,14 @@ from pseo_das.tasks.earnings.noisy_histograms import PRODUCT as EARNINGS_PRODUCT
 from pseo_das.tasks.earnings.noisy_histograms import tabulation_id as earnings_tabulation_id
 from pseo_das.tasks.inputs.cells import CellFrame, observable_populations
 from pseo_das.tasks.privacy.establishment import MECHANISM_NAMES
-from pseo_das.tasks.privacy.mechanism import fresh_release_seed
+from pseo_das.tasks.measurements.questions import QUESTION_KINDS
+from pseo_das.tasks.privacy.mechanism import PrivacyBudgetExceeded, fresh_release_seed
 from pseo_das.tasks.privacy.store import (POPULATION_KEYS, ChainHead, LifetimeBudgetExceeded,
                                           PrivacyStore, ReleaseAttempt, ReleaseConflict,
                                           StoreError, StorePolicy, StorePolicyError,
                                           epsilon_text, exact_epsilon)
-from pseo_das.tasks.privacy.question import PendingMeasurement, Question, stored_question
+from pseo_das.tasks.privacy.question import (PendingMeasurement, Question, lifetime_spends,
+                                             stored_question)
 
 
 
@@ -72,7 +74,8 @@ class ReleasePlan:
     superseded: int | None
     plan: pd.DataFrame            # tabulation_id, POPULATION_KEYS, measurement_id, new
     pending: tuple[PendingMeasurement, ...]
-    populations: pd.DataFrame     # POPULATION_KEYS, before, this_release, after (Fractions)
+    populations: pd.DataFrame     # POPULATION_KEYS, before, this_release, after (epsilon),
+                                  # delta_before, delta_this_release, delta_after (Fractions)
     policy: StorePolicy           # the store's policy the plan was checked against
     chain_read: ChainHead         # the store's chain head when the plan was made
 
@@ -95,19 +98,27 @@ class ReleasePlan:
         spent = self.populations["this_release"]
         return max(spent, default=Fraction(0))
 
+    @property
+    def new_delta(self) -> Fraction:
+        """This release's fresh delta: the largest new delta of any population."""
+        return max(self.populations["delta_this_release"], default=Fraction(0))
+
     def summary(self) -> dict:
         """New and reused measurements (tabulation x population units), populations, new
-        and lifetime epsilon, as exact strings."""
+        and lifetime epsilon and delta, as exact strings."""
         new = self.plan["new"].to_numpy(dtype=bool)
         measured_any = self.plan.groupby(POPULATION_KEYS)["new"].any()
         return {"new_epsilon": epsilon_text(self.new_epsilon),
+                "new_delta": epsilon_text(self.new_delta),
                 "new_measurements": int(new.sum()),
                 "reused_measurements": int((~new).sum()),
                 "populations_measured": int(measured_any.sum()),
                 "populations_reused": int((~measured_any).sum()),
                 "max_lifetime_epsilon": epsilon_text(max(self.populations["after"],
                                                          default=Fraction(0))),
-                "lifetime_epsilon_cap": epsilon_text(self.lifetime_cap)}
+                "lifetime_epsilon_cap": epsilon_text(self.lifetime_cap),
+                "max_lifetime_delta": epsilon_text(max(self.populations["delta_after"],
+                                                       default=Fraction(0)))}
 
 
 def remeasure_mask(populations: pd.DataFrame, spec: str | None) -> np.ndarray:
@@ -129,29 +140,64 @@ def remeasure_mask(populations: pd.DataFrame, spec: str | None) -> np.ndarray:
     return mask
 
 
+SPENT = (("epsilon", ("before", "this_release", "after")),
+         ("delta", ("delta_before", "delta_this_release", "delta_after")))
+
+
 def lifetime_table(store: PrivacyStore, plan: pd.DataFrame, attempt: int | None,
                    new_spends: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Per population of the plan: lifetime epsilon before this attempt, in it, after."""
-    spends = store.spends()
+    """Per population of the plan: lifetime epsilon and delta before this attempt, in it,
+    after (exact; delta from each measurement's recorded question)."""
+    spends = lifetime_spends(store)
     populations = plan[POPULATION_KEYS].drop_duplicates()
     if attempt is not None:                       # a recorded attempt
         before = spends[spends["attempt"] < attempt]
         this = spends[spends["attempt"] == attempt]
     else:                                         # an attempt about to be recorded
         before, this = spends, new_spends
-    table = populations.merge(_sum(before, "before"), on=POPULATION_KEYS, how="left") \
-        .merge(_sum(this, "this_release"), on=POPULATION_KEYS, how="left")
-    for column in ("before", "this_release"):
-        table[column] = table[column].map(lambda v: v if isinstance(v, Fraction) else Fraction(0))
-    table["after"] = table["before"] + table["this_release"]
-    return table.sort_values(POPULATION_KEYS).reset_index(drop=True)
+    table = populations
+    for value, (was, now, after) in SPENT:
+        table = table.merge(_sum(before, value, was), on=POPULATION_KEYS, how="left") \
+            .merge(_sum(this, value, now), on=POPULATION_KEYS, how="left")
+        for column in (was, now):
+            table[column] = table[column].map(lambda v: v if isinstance(v, Fraction)
+                                              else Fraction(0))
+        table[after] = table[was] + table[now]
+    columns = POPULATION_KEYS + [c for _, names in SPENT for c in names]
+    return table[columns].sort_values(POPULATION_KEYS).reset_index(drop=True)
 
 
-def _sum(spends: pd.DataFrame, name: str) -> pd.DataFrame:
+def _sum(spends: pd.DataFrame, value: str, name: str) -> pd.DataFrame:
     if spends is None or spends.empty:
         return pd.DataFrame(columns=POPULATION_KEYS + [name])
-    grouped = spends.groupby(POPULATION_KEYS)["epsilon"].agg(lambda s: sum(s, Fraction(0)))
+    grouped = spends.groupby(POPULATION_KEYS)[value].agg(lambda s: sum(s, Fraction(0)))
     return grouped.rename(name).reset_index()
+
+
+def lifetime_budget_file(table: pd.DataFrame) -> pd.DataFrame:
+    """lifetime_budget.csv: the lifetime table as exact text; the delta columns only when
+    some population has a delta (the columns of earlier versions otherwise)."""
+    columns = [c for _, names in SPENT for c in names]
+    if not any(v != 0 for c in SPENT[1][1] for v in table[c]):
+        table = table.drop(columns=list(SPENT[1][1]))
+        columns = list(SPENT[0][1])
+    return table.assign(**{c: table[c].map(epsilon_text) for c in columns})
+
+
+def release_cap_check(populations: pd.DataFrame, cfg: ReleaseConfig, release_id: str) -> None:
+    """Refuse, before anything is recorded or drawn, a plan whose new spending on some
+    population exceeds the release's cap (privacy.epsilon_cap): the ledger checks it again
+    when it is assembled."""
+    cap = exact_epsilon(cfg.privacy.epsilon_cap)
+    over = populations[populations["this_release"] > cap]
+    if len(over):
+        worst = over.sort_values("this_release", ascending=False).iloc[0]
+        raise PrivacyBudgetExceeded(
+            f"release {release_id} refused before any noise was drawn and before anything was "
+            f"recorded: it would spend epsilon {epsilon_text(worst['this_release'])} on "
+            f"{len(over):,} population(s) (e.g. institution {worst['institution']}, degree "
+            f"{worst['degree_level']}, cohort {worst['grad_cohort']}), over the release's cap "
+            f"privacy.epsilon_cap = {epsilon_text(cap)}")
 
 
 def plan_release(store: PrivacyStore, release_id: str, seed_hex: str | None,
@@ -237,9 +283,11 @@ def _new_plan(store, release_id, seed_hex, inputs_sha256, config_sha256, cfg, fr
     columns = ["tabulation_id"] + POPULATION_KEYS + ["measurement_id", "new"]
     plan = pd.concat(parts, ignore_index=True)[columns] if parts else pd.DataFrame(columns=columns)
     new_spends = pd.concat(
-        [p.assign(epsilon=[q.epsilon] * len(p)) for _, q, p, _ in new_measurements]
-        or [pd.DataFrame(columns=POPULATION_KEYS + ["epsilon"])], ignore_index=True)
+        [p.assign(epsilon=[q.epsilon] * len(p), delta=[q.delta] * len(p))
+         for _, q, p, _ in new_measurements]
+        or [pd.DataFrame(columns=POPULATION_KEYS + ["epsilon", "delta"])], ignore_index=True)
     populations = lifetime_table(store, plan, None, new_spends)
+    release_cap_check(populations, cfg, release_id)
     over = populations[populations["after"] > cap]
     if len(over):
         raise LifetimeBudgetExceeded(_over_cap_message(release_id, over, cap))
@@ -280,7 +328,8 @@ def _pending(store: PrivacyStore, plan: pd.DataFrame, skip: set[str] = frozenset
             members = store.table(
                 "SELECT institution, degree_level, grad_cohort FROM measurement_populations "
                 "WHERE measurement_id = ?", (measurement_id,))
-            out.append(PendingMeasurement(measurement_id, stored_question(store, measurement_id),
+            out.append(PendingMeasurement(measurement_id,
+                                          stored_question(store, measurement_id, QUESTION_KINDS),
                                           store.attempt(stored.attempt).seed_hex, members))
     return tuple(out)
 
