@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 from randomgen import ChaCha
 
+from pseo_das.errors import PseoDasError
 from pseo_das.tasks.privacy.discrete_laplace import draw, inversion_table
 from pseo_das.tasks.privacy.establishment import (MECHANISM_NAMES, SMOOTH_GAMMA_FACTOR,
                                                   SMOOTH_LAPLACE_FACTOR, EmployerProtection,
@@ -42,7 +43,7 @@ STREAM_DOMAIN = b"pseo-das/noise-stream/v1"
 MEASURING_MECHANISMS = frozenset({GEOMETRIC, *MECHANISM_NAMES.values()})
 
 
-class PrivacyBudgetExceeded(RuntimeError):
+class PrivacyBudgetExceeded(PseoDasError, RuntimeError):
     """A spend would take the release's total epsilon over its cap."""
 
 
