@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 from randomgen import ChaCha
 
+from pseo_das.errors import PseoDasError
 from pseo_das.tasks.privacy.discrete_laplace import draw, inversion_table
 from pseo_das.tasks.privacy.establishment import (SMOOTH_GAMMA_FACTOR, SMOOTH_LAPLACE_FACTOR,
                                                   EmployerProtection, FlowsMechanism,
@@ -47,11 +48,11 @@ COMPOSITION = ("parallel across the cells of this tabulation (each graduate in a
                "cell and bin); sequential with every other tabulation")
 
 
-class PrivacyBudgetExceeded(RuntimeError):
+class PrivacyBudgetExceeded(PseoDasError, RuntimeError):
     """A spend would take the release's total epsilon over its cap."""
 
 
-class MeasurementRefused(ValueError):
+class MeasurementRefused(PseoDasError, ValueError):
     """An array the mechanism is not calibrated for: its statement declares another
     mechanism, sensitivity or shape. Nothing is drawn."""
 

@@ -48,6 +48,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from pseo_das.errors import PseoDasError
 from pseo_das.schemas.cells import CIP_2010, MEASURED_CELL_COLUMNS, POPULATION_KEYS
 from pseo_das.epsilon import epsilon_text, exact_epsilon
 
@@ -162,15 +163,15 @@ def append_only_triggers(tables: list[str], what: str) -> str:
 TRIGGERS = append_only_triggers(APPEND_ONLY, "the privacy store")
 
 
-class StoreError(RuntimeError):
+class StoreError(PseoDasError, RuntimeError):
     """The privacy store is missing, unreadable or inconsistent."""
 
 
-class LifetimeBudgetExceeded(RuntimeError):
+class LifetimeBudgetExceeded(PseoDasError, RuntimeError):
     """The release would take some populations over the lifetime cap."""
 
 
-class ReleaseConflict(RuntimeError):
+class ReleaseConflict(PseoDasError, RuntimeError):
     """The release id was already measured with other inputs, configuration or seed."""
 
 
