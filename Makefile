@@ -14,7 +14,7 @@ STORE  ?= demo-store
 
 install: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml setup.py
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "pseo-das needs Python 3.11+"'
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
