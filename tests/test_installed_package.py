@@ -150,15 +150,15 @@ def test_the_version_of_a_checkout_names_its_commit_without_importing_prefect():
 
 def mypy_errors(json_lines: str, site_packages: Path) -> Counter[ErrorKey]:
     """mypy's errors (`-O json`) by module path, error code and message, counted: line
-    numbers left out (also those inside messages), so that edits elsewhere in a module
-    do not change its keys."""
+    numbers left out (also those inside messages, and the position of an entry in a dict
+    or list literal), so that edits elsewhere in a module do not change its keys."""
     errors: Counter[ErrorKey] = Counter()
     for line in json_lines.splitlines():
         error = json.loads(line)
         if error["severity"] == "error":
             path = Path(error["file"]).resolve().relative_to(site_packages.resolve())
-            errors[path.as_posix(), error["code"] or "",
-                   re.sub(r"\bline \d+", "line N", error["message"])] += 1
+            message = re.sub(r"\b(line|Dict entry|List item) \d+", r"\1 N", error["message"])
+            errors[path.as_posix(), error["code"] or "", message] += 1
     return errors
 
 
@@ -238,12 +238,14 @@ def test_the_baseline_check_fails_on_a_new_error_and_reports_fixed_ones(tmp_path
 
     known = [error("pseo_das/cli.py", 10, 'Name "x" already defined on line 4'),
              error("pseo_das/cli.py", 20, "Incompatible types", "assignment"),
-             error("pseo_das/cli.py", 30, "Incompatible types", "assignment")]
+             error("pseo_das/cli.py", 30, "Incompatible types", "assignment"),
+             error("pseo_das/cli.py", 40, 'Dict entry 4 has incompatible type "str": "int"')]
     write_baseline(tmp_path / "baseline.txt", mypy_errors("\n".join(known), site))
     baseline = read_baseline(tmp_path / "baseline.txt")
     assert baseline[("pseo_das/cli.py", "assignment", "Incompatible types")] == 2
     moved = [error("pseo_das/cli.py", 11, 'Name "x" already defined on line 5'),
              error("pseo_das/cli.py", 21, "Incompatible types", "assignment"),
+             error("pseo_das/cli.py", 42, 'Dict entry 5 has incompatible type "str": "int"'),
              json.dumps({"file": str(site / "pseo_das/cli.py"), "line": 22, "message": "see",
                          "code": None, "severity": "note"})]
     assert "1 error(s) of mypy_baseline.txt are fixed" in \
