@@ -540,8 +540,22 @@ def _synthesize(args: argparse.Namespace) -> int:
     return 0
 
 
+class _PrintVersion(argparse.Action):
+    """--version: computed only when asked (code_version asks git), imports no Prefect."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        from pseo_das.version import code_version
+        print(f"pseo-das {code_version()}")
+        parser.exit()
+
+
 def parser() -> argparse.ArgumentParser:
     main = argparse.ArgumentParser(prog="pseo-das", description=__doc__)
+    main.add_argument("--version", action=_PrintVersion,
+                      help="print the version (and the git commit of a checkout) and exit")
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--debug", action="store_true", help="show the traceback of an "
                         "unexpected error")

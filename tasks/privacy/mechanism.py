@@ -86,7 +86,9 @@ class LedgerEntry:
         return Fraction(0) if self.statement is None else self.statement.delta
 
     @property
-    def sensitivity(self) -> int | float:
+    def sensitivity(self) -> int | float | None:
+        """Declared, or observed (MOS chi); None: a non-formal measurement recorded
+        without its observed sensitivity."""
         if self.statement is None:
             return 0
         declared = self.statement.sensitivity
@@ -532,7 +534,7 @@ def measure_with_employer_protection(release_seed: bytes, statement: PrivacyStat
     protection.check()   # infeasible parameters are refused before anything is recorded
     n_cells, n_bins = true_counts.shape
     entry = measured_entry(statement, n_cells, n_bins,
-                           employer_composition(statement.employer.notion, n_cells),
+                           employer_composition(statement.employer_guarantee().notion, n_cells),
                            stream_sha256(release_seed, statement.stream_id))
     values = employer_protected_values(_noise_generator(release_seed, statement.stream_id),
                                        true_counts, largest_at_one_employer, protection)
@@ -572,7 +574,8 @@ def measure_with_laplace_noise(release_seed: bytes, statement: PrivacyStatement,
     check_calibration(statement, Mechanism.LAPLACE, values.reshape(-1, 1),
                       statement.sensitivity if statement.formal else None)
     scales = np.broadcast_to(np.asarray(scales, dtype=np.float64), values.shape)
-    if statement.formal and not np.all(scales == statement.sensitivity / float(statement.epsilon)):
+    declared = statement.sensitivity   # a formal statement's (only those declare one: above)
+    if declared is not None and not np.all(scales == declared / float(statement.epsilon)):
         raise MeasurementRefused(
             f"{statement.stream_id}: Laplace scales other than the declared sensitivity "
             f"{statement.sensitivity} / epsilon {epsilon_text(statement.epsilon)}: refused, "
