@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-import tomllib
 from pathlib import Path
 from types import ModuleType
 
@@ -17,13 +16,15 @@ from pseo_das.errors import EXIT_BAD_INPUT, EXIT_CHECK_FAILED, PseoDasError
 ROOT = Path(__file__).resolve().parent.parent
 
 
+# The folders that install inside pseo_das (setup.py's PACKAGE_DIR).
+MAPPED = ("pseo_das", "pseo_das.flows", "pseo_das.tasks", "pseo_das.schemas", "pseo_das.reports")
+
+
 def package_modules() -> list[ModuleType]:
-    """Every module of the installed package: the packages pyproject maps into it, walked
-    (so a new module is found without being named here)."""
-    mapped = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"][
-        "package-dir"]
-    names = set(mapped)
-    for package in mapped:
+    """Every module of the installed package: the packages mapped into it, walked (so a new
+    module is found without being named here)."""
+    names = set(MAPPED)
+    for package in MAPPED:
         path = importlib.import_module(package).__path__
         names.update(found.name for found in pkgutil.walk_packages(path, package + "."))
     return [importlib.import_module(name) for name in sorted(names)]
