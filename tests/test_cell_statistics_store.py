@@ -15,7 +15,7 @@ from pseo_das.tasks.earnings.cell_statistics import measure_cell_statistics
 from pseo_das.tasks.earnings.cell_statistics_plan import (PRODUCT, StatisticSettings,
                                                           cell_statistics_questions)
 from pseo_das.tasks.inputs.cell_moments import CellMoments
-from pseo_das.tasks.inputs.true_counts import read_cell_moments
+from pseo_das.tasks.inputs.true_counts import TrueCounts, read_cell_moments
 from pseo_das.tasks.inputs.cells import CellFrame, cell_frame, cohort_attributes, in_populations
 from pseo_das.tasks.inputs.cpi import read_cpi
 from pseo_das.tasks.inputs.ingest import read_inputs
@@ -58,7 +58,7 @@ def store(tmp_path):
 
 def plan(store, frames, release_id, cfg=CFG, seed=None, **options):
     return plan_release(store, release_id, seed, "inputs", f"config-{id(cfg)}", cfg, frames,
-                        more_questions=tuple(cell_statistics_questions(cfg)), **options)
+                        **options)
 
 
 def mos_rows(plan_) -> pd.DataFrame:
@@ -171,12 +171,16 @@ def moments(synthetic_dir) -> CellMoments:
     return read_cell_moments(synthetic_dir, CFG, read_cpi(), lower, upper)
 
 
+def counted(moments: CellMoments) -> TrueCounts:
+    """The counting pass's result when it counted only the cell statistics' moments."""
+    return TrueCounts({}, {}, [], {}, moments)
+
+
 def measure_and_keep(store, moments, release_id, frames, cfg=CFG):
     """Plan a release, measure its pending cell statistics and keep them (as the flow)."""
     planned = plan_release(store, release_id, SEED if release_id == "R1" else None, "inputs",
-                           "config", cfg, frames,
-                           more_questions=tuple(cell_statistics_questions(cfg)))
-    measured = measure_cell_statistics.fn(planned.pending_for(PRODUCT), moments, cfg)
+                           "config", cfg, frames)
+    measured = measure_cell_statistics.fn(planned.pending_for(PRODUCT), counted(moments), cfg)
     for m in measured:
         store.store_measurement(m.measurement_id, m.cells, m.values)
     return planned, measured
@@ -236,9 +240,9 @@ def test_a_retry_after_a_crash_draws_the_same_values_and_spends_nothing_twice(mo
     rerun reuses R1's plan and seed, draws the same values from the same streams, and the
     store's spends do not change."""
     store, frames = mos_store
-    first = plan_release(store, "R1", SEED, "inputs", "config", CFG, frames,
-                         more_questions=tuple(cell_statistics_questions(CFG)))
-    lost = measure_cell_statistics.fn(first.pending_for(PRODUCT), moments, CFG)   # never stored
+    first = plan_release(store, "R1", SEED, "inputs", "config", CFG, frames)
+    lost = measure_cell_statistics.fn(first.pending_for(PRODUCT), counted(moments),
+                                      CFG)   # never stored
     spent = store.spends()
     retried, kept = measure_and_keep(store, moments, "R1", frames)
     assert not retried.new_spending and retried.attempt == first.attempt
