@@ -169,8 +169,8 @@ def measure_statistic(moments: CellMoments, question: CellStatisticsQuestion,
 @release_task("measure cell statistics (MOS)")
 def measure_cell_statistics(pending: dict[int, list], counts: TrueCounts,
                             cfg: ReleaseConfig) -> list[NoisyMeasurement]:
-    """The plan's pending cell-statistics measurements (`ReleasePlan.pending_for(PRODUCT)`:
-    populations never measured for the question), each over its own populations, from the
+    """The plan's pending cell-statistics measurements (by years after; populations never
+    measured for the question), each over its own populations, from the
     moments the counting pass counted (`counts.moments`), noise from the seed of the
     attempt that planned (and paid for) it. Returns the noisy values to keep in the privacy
     store (cells x STORED_COLUMNS, float). Privacy cost: the question's epsilon (2 x

@@ -21,8 +21,7 @@ import pandas as pd
 from pseo_das.config import ReleaseConfig
 from pseo_das.tasks import progress, release_task
 from pseo_das.tasks.inputs.cells import CellFrame, observable_populations
-from pseo_das.tasks.measurements.products import (PRODUCTS, Pending, Product, by_years_after,
-                                                  planned_questions)
+from pseo_das.tasks.measurements.products import PRODUCTS, Product, planned_questions
 from pseo_das.tasks.measurements.questions import QUESTION_KINDS
 from pseo_das.tasks.privacy.mechanism import PrivacyBudgetExceeded, fresh_release_seed
 from pseo_das.tasks.privacy.store import (POPULATION_KEYS, ChainHead, LifetimeBudgetExceeded,
@@ -48,10 +47,6 @@ class ReleasePlan:
     @property
     def lifetime_cap(self) -> Fraction:
         return self.policy.lifetime_cap
-
-    def pending_for(self, *products: str) -> Pending:
-        """The products' measurements still to draw, by years after (ascending)."""
-        return by_years_after(self.pending, products)
 
     @property
     def new_epsilon(self) -> Fraction:
