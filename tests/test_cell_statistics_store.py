@@ -261,12 +261,12 @@ def test_a_release_of_the_version_before_republishes_from_its_publication_record
     read = stored_cell_statistics.fn(store.path, first.plan, CFG)
     table = read.table.astype({c: str for c in ("institution", "inst_state", "degree_level",
                                                 "cipcode", "statistic")})
-    record = {"cell_statistics": {**read.record(), "table": store.put_frame(table)}}
-    old = cell_statistics_from_record(store.path, record)
+    kept = {**read.record(), "table": store.put_frame(table)}
+    old = cell_statistics_from_record(store.path, kept)
     assert old.store_use is None and old.chi == read.chi and old.entries == read.entries
     summary = cell_statistics_summary(old, PrivacyLedger.of(9, old.entries))
     assert summary["epsilon_spent"] == "1" and "new_epsilon" not in summary
-    assert cell_statistics_from_record(store.path, {}) is None
+    assert cell_statistics_from_record(store.path, None) is None
 
 
 def test_with_no_population_observable_yet_the_ledger_still_has_every_entry(mos_store, moments):

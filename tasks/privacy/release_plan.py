@@ -32,6 +32,7 @@ from pseo_das.tasks.inputs.cells import CellFrame
 from pseo_das.tasks.privacy.establishment import (MECHANISM_NAMES, EmployerProtection,
                                                   FlowsMechanism)
 from pseo_das.tasks.privacy.mechanism import GEOMETRIC, fresh_release_seed
+from pseo_das.tasks.privacy.publication_record import PublicationRecord
 from pseo_das.tasks.privacy.store import (POPULATION_KEYS, ChainHead, LifetimeBudgetExceeded,
                                           PrivacyStore, ReleaseAttempt, ReleaseConflict,
                                           StoreError, StorePolicy, StorePolicyError,
@@ -408,10 +409,10 @@ def record_release_plan(store_path: Path, release_id: str, seed_hex: str | None,
     return plan
 
 
-def recorded_plan(store: PrivacyStore, attempt: ReleaseAttempt, record: dict) -> ReleasePlan:
+def recorded_plan(store: PrivacyStore, attempt: ReleaseAttempt,
+                  record: PublicationRecord) -> ReleasePlan:
     """The plan of a recorded attempt, as its publication saw it (for `republish`)."""
     plan = store.get_frame(attempt.plan_sha256)
-    return ReleasePlan(attempt, bool(record["new_spending"]), record["superseded"], plan, (),
+    return ReleasePlan(attempt, record.new_spending, record.superseded, plan, (),
                        lifetime_table(store, plan, attempt.attempt),
-                       store.policy_number(attempt.policy),
-                       ChainHead(**record["store_chain"]["read"]))
+                       store.policy_number(attempt.policy), record.store_chain.read)

@@ -630,7 +630,9 @@ class PrivacyStore:
                                           "out_dir": str(out_dir), "recorded_at": utc_now()})
             return self.head()
 
-    def publication_record(self, release_id: str) -> tuple[ReleaseAttempt, dict]:
+    def stored_publication_record(self, release_id: str) -> tuple[ReleaseAttempt, dict]:
+        """The attempt that published `release_id` last and its publication record as stored
+        (of any version: `publication_record.read_publication_record` reads it typed)."""
         row = self._db.execute(
             "SELECT p.attempt, p.record_sha256 FROM publications p JOIN releases r "
             "USING (attempt) WHERE r.release_id = ? ORDER BY p.publication DESC LIMIT 1",

@@ -35,7 +35,6 @@ from pseo_das.tasks.privacy.mechanism import (FORMAL_NO, FORMAL_YES, GEOMETRIC, 
                                               LedgerEntry, stream_sha256)
 from pseo_das.tasks.privacy.store import PrivacyStore
 
-RECORD_KEY = "cell_statistics"
 COUNTS_COMPOSITION = ("parallel across the cells of this tabulation (each graduate in at most "
                       "one cell and bin); sequential with every other tabulation")
 
@@ -139,10 +138,11 @@ def store_use(rows: pd.DataFrame, questions: list) -> dict:
             "in_privacy_store": True}
 
 
-def cell_statistics_from_record(store_path: Path, record: dict) -> NoisyCellStatistics | None:
+def cell_statistics_from_record(store_path: Path,
+                                kept: dict | None) -> NoisyCellStatistics | None:
     """The noisy cell statistics a release of the version before kept in its publication
-    record (measured outside the store); None when it had none."""
-    kept = record.get(RECORD_KEY)
+    record (`PublicationRecord.cell_statistics`: measured outside the store); None when it
+    had none."""
     if kept is None:
         return None
     with PrivacyStore.open(store_path) as store:

@@ -30,6 +30,8 @@ from pseo_das.tasks.privacy.mechanism import (GEOMETRIC, LedgerEntry, NoisyMeasu
                                               employer_protection_entry,
                                               geometric_variance, post_processing_seed,
                                               stream_sha256)
+from pseo_das.tasks.privacy.publication_record import (PublicationRecord, StoredIpedsAwards,
+                                                       StoredRecastInputs, StoredReference)
 from pseo_das.tasks.privacy.release_plan import Question, release_questions
 from pseo_das.tasks.privacy.store import PrivacyStore
 
@@ -203,46 +205,47 @@ def with_measured_total(table: NoisyFlows,
 
 @file_task("keep publication record")
 def keep_publication_record(store_path: Path, record: dict, reference: ReferenceInputs,
-                            recast: RecastInputs, ipeds: IpedsAwards) -> dict:
+                            recast: RecastInputs, ipeds: IpedsAwards) -> PublicationRecord:
     """Everything post-processing needs besides the measurements (configuration, identity,
     input checks, the public reference tables, the CIP recast's inputs and the IPEDS awards
     of the counts), kept in the store so that `republish` needs no microdata. Returns the
-    record with the tables' addresses."""
+    record (`record`'s fields and the tables' addresses)."""
     with PrivacyStore.open(store_path) as store:
         tables = {name: store.put_frame(getattr(reference, name))
                   for name in ("j2j", "qcew", "coverage")}
         recast_tables = {name: store.put_frame(getattr(recast, name))
                          for name in ("crosswalk", "completions", "hard_coded")}
         ipeds_awards = store.put_frame(ipeds.awards)
-    return {**record, "reference_tables": tables,
-            "reference_fingerprints": dict(reference.fingerprints),
-            "recast_tables": recast_tables, "recast_fingerprints": dict(recast.fingerprints),
-            "recast_packaged": list(recast.packaged),
-            "ipeds_awards": ipeds_awards, "ipeds_years": sorted(ipeds.years)}
+    return PublicationRecord(
+        **record, reference=StoredReference(tables=tables, fingerprints=reference.fingerprints),
+        recast=StoredRecastInputs(tables=recast_tables, fingerprints=recast.fingerprints,
+                                  packaged=recast.packaged),
+        ipeds=StoredIpedsAwards(awards=ipeds_awards, years=sorted(ipeds.years)))
 
 
-def ipeds_awards_from_record(store: PrivacyStore, record: dict) -> IpedsCounts | None:
+def ipeds_awards_from_record(store: PrivacyStore, record: PublicationRecord) -> IpedsCounts | None:
     """The IPEDS awards and the years with a completions file a release used for its IPEDS
     counts; None for a release of an earlier version, which published none (flag 3)."""
-    if "ipeds_awards" not in record:
+    if record.ipeds is None:
         return None
-    return IpedsCounts(store.get_frame(record["ipeds_awards"]), frozenset(record["ipeds_years"]))
+    return IpedsCounts(store.get_frame(record.ipeds.awards), frozenset(record.ipeds.years))
 
 
-def reference_from_record(store: PrivacyStore, record: dict) -> ReferenceInputs:
-    tables = {name: store.get_frame(sha) for name, sha in record["reference_tables"].items()}
+def reference_from_record(store: PrivacyStore, record: PublicationRecord) -> ReferenceInputs:
+    tables = {name: store.get_frame(sha) for name, sha in record.reference.tables.items()}
     return ReferenceInputs(tables["j2j"], tables["qcew"], tables["coverage"],
-                           record["reference_fingerprints"])
+                           record.reference.fingerprints)
 
 
-def recast_inputs_from_record(store: PrivacyStore, record: dict) -> RecastInputs | None:
+def recast_inputs_from_record(store: PrivacyStore,
+                              record: PublicationRecord) -> RecastInputs | None:
     """The recast inputs a release used; None for a release of an earlier version, which
     published its codes as measured."""
-    if "recast_tables" not in record:
+    if record.recast is None:
         return None
-    tables = {name: store.get_frame(sha) for name, sha in record["recast_tables"].items()}
+    tables = {name: store.get_frame(sha) for name, sha in record.recast.tables.items()}
     return RecastInputs(tables["crosswalk"], tables["completions"], tables["hard_coded"],
-                        record["recast_fingerprints"], tuple(record["recast_packaged"]))
+                        record.recast.fingerprints, record.recast.packaged)
 
 
 # The release reads the earnings and the flows apart: two steps of its log, the earnings
