@@ -54,10 +54,11 @@ from pseo_das.tasks.inputs.true_counts import Engine, count_inputs
 from pseo_das.tasks.inputs.ipeds_counts import load_ipeds_counts_inputs
 from pseo_das.tasks.inputs.reference_inputs import (ReferenceInputs, default_reference_dir,
                                                     demo_flows_inputs, load_reference)
-from pseo_das.tasks.privacy.mechanism import PrivacyLedger, seed_sha256
+from pseo_das.tasks.privacy.mechanism import PrivacyLedger
 from pseo_das.tasks.privacy.publication_record import (PublicationRecord, ReleaseIdentity,
                                                        read_publication_record)
 from pseo_das.tasks.privacy.release_plan import ReleasePlan, record_release_plan, recorded_plan
+from pseo_das.tasks.privacy.release_seed import ReleaseSeed
 from pseo_das.tasks.privacy.store import (PrivacyStore, check_store_writable, init_store,
                                           resolve_store, store_exists, store_lock)
 from pseo_das.tasks.privacy.store_integrity import StoreTampered, verify_store
@@ -92,15 +93,6 @@ def refuse_demo_in_production(cfg: ReleaseConfig, demo: list[str]) -> None:
             f"release.production = true, but the {', '.join(demo)} file(s) are the packaged "
             "SYNTHETIC demo files: no microdata was read and nothing was spent. Give --reference DIR with the real "
             "files (README, Inputs).")
-
-
-def seed_hex(release_seed: SecretStr | None) -> str | None:
-    if release_seed is None:
-        return None
-    text = release_seed.get_secret_value().strip().lower().removeprefix("0x")
-    if len(text) != 64 or any(c not in "0123456789abcdef" for c in text):
-        raise ValueError("the release seed must be 64 hexadecimal digits (256 bits)")
-    return text
 
 
 def rerun_tags(release_id: str, out_dir: Path, release_run_id: str) -> dict[str, str]:
@@ -190,7 +182,8 @@ def quarterly_release(data_dir: Path, out_dir: Path, release_seed: SecretStr | N
     """
     cfg = load_config(config_path)
     check_release_id(release_id)
-    given_seed = seed_hex(release_seed)
+    given_seed = None if release_seed is None else \
+        ReleaseSeed.from_hex(release_seed.get_secret_value())
     store_path = resolve_store(store, cfg.privacy.store)
     out_dir = Path(out_dir).expanduser().absolute()
     check_destination_usable(out_dir)
@@ -207,7 +200,7 @@ def quarterly_release(data_dir: Path, out_dir: Path, release_seed: SecretStr | N
                                     engine)
 
 
-def _measure_and_publish(data_dir: Path, out_dir: Path, given_seed: str | None,
+def _measure_and_publish(data_dir: Path, out_dir: Path, given_seed: ReleaseSeed | None,
                          release_id: str, cfg: ReleaseConfig, tracking_uri: str | None,
                          reference_dir: Path | None, store_path: Path, supersede: bool,
                          remeasure: str | None, engine: Engine) -> ReleaseResult:
@@ -258,7 +251,7 @@ def _measure_and_publish(data_dir: Path, out_dir: Path, given_seed: str | None,
                                    config_sha256, cfg, frames | (
                                        {CELL_STATISTICS_PRODUCT: moments.frame} if moments else {}),
                                    supersede, remeasure, tuple(cell_statistics_questions(cfg)))
-        seed = bytes.fromhex(plan.attempt.seed_hex)
+        seed = plan.attempt.seed
         if published is not None:  # a rerun that finds its release complete: nothing to do
             if plan.new_spending:
                 raise DestinationExistsError(f"{out_dir} already holds release {release_id}")
@@ -284,7 +277,7 @@ def _measure_and_publish(data_dir: Path, out_dir: Path, given_seed: str | None,
                            "written": privacy_store.head().as_dict()}
         audit.log_params({HEAD_PARAMS[k]: json.dumps(v, sort_keys=True)
                           for k, v in store_chain.items()})
-        identity = ReleaseIdentity(release_id, seed_sha256(seed), version, audit.run_id,
+        identity = ReleaseIdentity(release_id, seed.sha256, version, audit.run_id,
                                    audit.tracking_uri, config_sha256, str(store_path))
         record = keep_publication_record(store_path, {
             "identity": identity, "attempt": plan.attempt.attempt,

@@ -63,6 +63,7 @@ def _release(args: argparse.Namespace) -> int:
                                                      default_tracking_uri)
         from pseo_das.tasks.inputs.ingest import InputValidationError
         from pseo_das.tasks.privacy.mechanism import PrivacyBudgetExceeded
+        from pseo_das.tasks.privacy.release_seed import SeedError
         from pseo_das.tasks.privacy.store import LifetimeBudgetExceeded, ReleaseConflict, StoreError
         from pseo_das.tasks.publication.assemble import ReleaseCheckFailed
         from pseo_das.tasks.publication.release_files import (DestinationExistsError,
@@ -431,10 +432,6 @@ def _schedule(args: argparse.Namespace) -> int:
 SEED_ENV = "PSEO_DAS_SEED"
 
 
-class SeedError(ValueError):
-    """The release seed given is unusable."""
-
-
 def _validate_layout(args: argparse.Namespace) -> int:
     from pseo_das.schemas.pseo_layout import (SCHEMA_VERSION, LayoutInputMissing,
                                               check_public_folder)
@@ -454,17 +451,18 @@ def _validate_layout(args: argparse.Namespace) -> int:
 
 
 def _seed_hex(text: str) -> str:
-    digits = text.strip().lower().removeprefix("0x")
-    if len(digits) != 64 or any(c not in "0123456789abcdef" for c in digits):
-        raise argparse.ArgumentTypeError("the seed must be 64 hexadecimal digits (256 bits)")
-    return digits
+    """A 256-bit seed option (64 hexadecimal digits), checked as release seeds are."""
+    from pseo_das.tasks.privacy.release_seed import ReleaseSeed, SeedError
+    try:
+        return ReleaseSeed.from_hex(text).hex()
+    except SeedError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def release_seed(args: argparse.Namespace):
     """The seed from --seed-file, $PSEO_DAS_SEED or --seed (in that order; the first two do
-    not show in `ps`), as a SecretStr; None if none is given."""
-    from pydantic import SecretStr
-
+    not show in `ps`), as the flow's masked parameter (a SecretStr); None if none is given."""
+    from pseo_das.tasks.privacy.release_seed import ReleaseSeed, SeedError
     given = [(name, value) for name, value in [
         ("--seed-file", args.seed_file), (f"${SEED_ENV}", os.environ.get(SEED_ENV)),
         ("--seed", args.seed)] if value]
@@ -479,8 +477,8 @@ def release_seed(args: argparse.Namespace):
         except (OSError, UnicodeDecodeError) as exc:
             raise SeedError(f"--seed-file {value}: cannot read it ({exc})") from exc
     try:
-        return SecretStr(_seed_hex(value))
-    except argparse.ArgumentTypeError as exc:
+        return ReleaseSeed.from_hex(value).secret()
+    except SeedError as exc:
         raise SeedError(f"{name}: {exc}") from exc
 
 

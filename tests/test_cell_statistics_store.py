@@ -19,13 +19,14 @@ from pseo_das.tasks.inputs.cells import CellFrame, cell_frame, cohort_attributes
 from pseo_das.tasks.inputs.cpi import read_cpi
 from pseo_das.tasks.inputs.ingest import read_inputs
 from pseo_das.tasks.privacy.release_plan import plan_release
+from pseo_das.tasks.privacy.release_seed import ReleaseSeed
 from pseo_das.tasks.privacy.store import LifetimeBudgetExceeded, PrivacyStore, init_store
 from pseo_das.tasks.privacy.store_integrity import verify_store
 from pseo_das.tasks.privacy.store_summary import store_summary
 from pseo_das.tasks.privacy.stored_cell_statistics import stored_cell_statistics
 from test_ingest import valid_graduates, valid_outcomes, write
 
-SEED = "cd" * 32
+SEED = ReleaseSeed.from_hex("cd" * 32)
 MOS = {"enabled": True, "acknowledge_not_formally_dp": True, "epsilon": 0.125}
 
 
@@ -109,7 +110,7 @@ def test_a_second_release_reuses_them_at_zero_epsilon_and_a_rerun_adds_nothing(s
     again = plan(store, frames, "R1")                    # a rerun (a crash, a Prefect retry)
     assert not again.new_spending and again.attempt == first.attempt
     pending = again.pending_for(PRODUCT)                 # never stored: drawn with R1's seed
-    assert {p.seed_hex for group in pending.values() for p in group} == {SEED}
+    assert {p.seed for group in pending.values() for p in group} == {SEED}
     assert {StatisticSettings.of(p.question).epsilon for g in pending.values() for p in g} == \
         {Fraction(1, 8)}                                 # the recorded question, as planned
     spent = store.spends()

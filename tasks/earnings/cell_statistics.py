@@ -196,7 +196,7 @@ def measure_cell_statistics(pending: dict[int, list], moments: CellMoments | Non
                                  "but their sufficient statistics were not read")
             settings = StatisticSettings.of(measurement.question)
             table, entries, _ = measure_statistic(
-                moments, settings, bytes.fromhex(measurement.seed_hex),
+                moments, settings, measurement.seed.bits,
                 measurement.measurement_id, cfg.cells.last_earnings_year,
                 measurement.populations)
             values = table[list(STORED_COLUMNS)].to_numpy(np.float64)

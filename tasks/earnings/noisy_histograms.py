@@ -84,7 +84,7 @@ def measure_earnings(pending: dict[int, list["PendingMeasurement"]], counts: "Tr
                                                    cfg.cells.last_earnings_year,
                                                    measurement.populations)
             measured.append(measure_histograms(
-                bytes.fromhex(measurement.seed_hex), measurement.measurement_id, cells,
+                measurement.seed.bits, measurement.measurement_id, cells,
                 true_counts, question.cip_level, years_after, question.epsilon))
             del true_counts
     progress("measured earnings: " + (", ".join(

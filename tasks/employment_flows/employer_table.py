@@ -122,7 +122,7 @@ def measure_employer_table(pending: dict[int, list["PendingMeasurement"]],
                 measurement.populations)
             cells = pd.DataFrame({"grad_cohort": [int(question.parameters["grad_cohort"])]})
             measured.append(measure_with_employer_protection(
-                bytes.fromhex(measurement.seed_hex), measurement.measurement_id,
+                measurement.seed.bits, measurement.measurement_id,
                 question.tabulation_id, PRODUCT, cells, true_counts[None, :],
                 largest[None, :], question.protection(), PrivacyNotion.WEAK))
             del true_counts, largest
@@ -172,7 +172,7 @@ def stored_employer_table(store_path: Path, plan: pd.DataFrame, cfg: ReleaseConf
                                  "question than the configuration's employer_table")
             _, noisy = store.measured_values(measurement_id)
             stored = store.measurement(measurement_id)
-            seed = bytes.fromhex(store.attempt(stored.attempt).seed_hex)
+            seed = store.attempt(stored.attempt).seed.bits
             streams.setdefault(question.years_after, []).append(
                 stream_sha256(seed, measurement_id))
             found.append((int(question.parameters["grad_cohort"]), question.years_after,

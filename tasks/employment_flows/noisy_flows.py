@@ -84,7 +84,7 @@ def measure_flows(pending: dict[int, list["PendingMeasurement"]], counts: "TrueC
             protection = question.protection()
             if protection is None:
                 measured.append(measure_with_geometric_noise(
-                    bytes.fromhex(measurement.seed_hex), measurement.measurement_id,
+                    measurement.seed.bits, measurement.measurement_id,
                     question.tabulation_id, question.product, cells, true_counts,
                     question.epsilon))
             else:   # flows with graduate attributes: the weak employer notion
@@ -92,7 +92,7 @@ def measure_flows(pending: dict[int, list["PendingMeasurement"]], counts: "TrueC
                     question.cip_level, years_after, cfg.cells.last_earnings_year,
                     measurement.populations)
                 measured.append(measure_with_employer_protection(
-                    bytes.fromhex(measurement.seed_hex), measurement.measurement_id,
+                    measurement.seed.bits, measurement.measurement_id,
                     question.tabulation_id, question.product, cells, true_counts, largest,
                     protection, PrivacyNotion.WEAK))
                 del largest

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import secrets
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from fractions import Fraction
@@ -151,16 +150,6 @@ def derived_entry(tabulation_id: str, product: str, n_cells: int, n_bins: int,
     return LedgerEntry(tabulation_id, product, POST_PROCESSING, Fraction(0), 0, n_cells, n_bins,
                        "post-processing of noisy measurements: no additional privacy loss",
                        derived_from, "")
-
-
-def fresh_release_seed() -> str:
-    """256 fresh bits from the operating system's CSPRNG, as 64 hex digits."""
-    return secrets.token_hex(32)
-
-
-def seed_sha256(release_seed: bytes) -> str:
-    """The seed's public fingerprint (documents carry this, never the seed)."""
-    return hashlib.sha256(release_seed).hexdigest()
 
 
 def stream_key(release_seed: bytes, tabulation_id: str) -> bytes:

@@ -73,7 +73,7 @@ def stored_cell_statistics(store_path: Path, plan: pd.DataFrame, cfg: ReleaseCon
                     **{c: values[kept, i] for i, c in enumerate(STORED_COLUMNS)})
                 part["published"] = part["published"].astype(bool)
                 parts.append(part)
-                seed = bytes.fromhex(store.attempt(stored.attempt).seed_hex)
+                seed = store.attempt(stored.attempt).seed.bits
                 value_streams.append(stream_sha256(seed, measurement_id))
                 count_streams.append(stream_sha256(seed, count_stream_id(measurement_id, statistic)))
                 if not settings.formal:

@@ -84,7 +84,7 @@ def _question_table(store: PrivacyStore, question: Question, rows: pd.DataFrame,
         parts.append((cells.loc[mine, CELL_COLUMNS], values if mine.all() else values[mine]))
         del values   # a national flows table is large: hold one copy at a time
         sources.append(stored.object_sha256)
-        seed = bytes.fromhex(store.attempt(stored.attempt).seed_hex)
+        seed = store.attempt(stored.attempt).seed.bits
         streams.append(stream_sha256(seed, measurement_id))
     if not parts:  # no population of the release reaches this years-after yet
         parts.append((pd.DataFrame({c: pd.Series(dtype=np.int64 if c in ("grad_cohort",
