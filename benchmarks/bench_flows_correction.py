@@ -18,7 +18,7 @@ import time
 import numpy as np
 import pandas as pd
 
-from pseo_das.tasks.employment_flows.flow_counts import N_DESTINATIONS, NONEMPLOYED
+from pseo_das.tasks.codes.destinations import NONEMPLOYED, N_DESTINATIONS
 from pseo_das.tasks.employment_flows.flows_candidates import remove_units
 from pseo_das.tasks.study.simulation_noise import simulated_geometric_noise, simulation_generator
 

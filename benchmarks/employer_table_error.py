@@ -19,13 +19,13 @@ import numpy as np
 import pandas as pd
 
 from pseo_das.config import load_config
-from pseo_das.tasks.employment_flows.flow_counts import NONEMPLOYED, destinations
+from pseo_das.tasks.codes.destinations import NONEMPLOYED, destinations
 from pseo_das.tasks.inputs.cpi import find_cpi, read_cpi
 from pseo_das.tasks.inputs.reference_inputs import default_reference_dir
 from pseo_das.tasks.inputs.true_counts import read_counts
 from pseo_das.tasks.privacy.establishment import (INVERSE_QUARTIC_MEAN_ABSOLUTE,
                                                   SMOOTH_GAMMA_FACTOR, SMOOTH_LAPLACE_FACTOR)
-from pseo_das.tasks.privacy.release_plan import observable_populations
+from pseo_das.tasks.inputs.cells import observable_populations
 
 
 def main() -> None:

@@ -30,8 +30,7 @@ from pseo_das.tasks.earnings.cell_statistics import (cell_statistics_summary,
                                                      measure_cell_statistics)
 from pseo_das.tasks.earnings.cell_statistics_plan import PRODUCT as CELL_STATISTICS_PRODUCT
 from pseo_das.tasks.earnings.cell_statistics_plan import cell_statistics_questions
-from pseo_das.tasks.inputs.cell_moments import read_mos_moments
-from pseo_das.tasks.privacy.stored_cell_statistics import (cell_statistics_from_record,
+from pseo_das.tasks.measurements.stored_cell_statistics import (cell_statistics_from_record,
                                                            stored_cell_statistics)
 from pseo_das.tasks.audit.mlflow_run import cell_statistics_parameters
 from pseo_das.tasks.earnings.noisy_histograms import PRODUCT as EARNINGS_PRODUCT
@@ -55,14 +54,14 @@ from pseo_das.tasks.inputs.ipeds_counts import load_ipeds_counts_inputs
 from pseo_das.tasks.inputs.reference_inputs import (ReferenceInputs, default_reference_dir,
                                                     demo_flows_inputs, load_reference)
 from pseo_das.tasks.privacy.mechanism import PrivacyLedger
-from pseo_das.tasks.privacy.publication_record import (PublicationRecord, ReleaseIdentity,
-                                                       read_publication_record)
-from pseo_das.tasks.privacy.release_plan import ReleasePlan, record_release_plan, recorded_plan
+from pseo_das.tasks.measurements.publication_record import (PublicationRecord, ReleaseIdentity,
+                                                            read_publication_record)
+from pseo_das.tasks.measurements.release_plan import ReleasePlan, record_release_plan, recorded_plan
 from pseo_das.tasks.privacy.release_seed import ReleaseSeed
 from pseo_das.tasks.privacy.store import (PrivacyStore, check_store_writable, init_store,
                                           resolve_store, store_exists, store_lock)
 from pseo_das.tasks.privacy.store_integrity import StoreTampered, verify_store
-from pseo_das.tasks.privacy.stored_tables import (ipeds_awards_from_record, keep_measurements,
+from pseo_das.tasks.measurements.stored_tables import (ipeds_awards_from_record, keep_measurements,
                                                   keep_publication_record,
                                                   recast_inputs_from_record,
                                                   reference_from_record, stored_earnings,
@@ -70,6 +69,7 @@ from pseo_das.tasks.privacy.stored_tables import (ipeds_awards_from_record, keep
 from pseo_das.tasks.study.flows_release_accuracy import release_flows_accuracy
 from pseo_das.tasks.publication.assemble import (lifetime_figures, write_flows_files,
                                                  write_release)
+from pseo_das.tasks.publication.document_context import guarantee_summary
 from pseo_das.tasks.publication.release_files import (DestinationExistsError,
                                                       check_destination_usable,
                                                       destination_lock, discard, new_staging,
@@ -148,10 +148,11 @@ def post_processing(store_path: Path, plan: ReleasePlan, cfg: ReleaseConfig,
     flows_accuracy = release_flows_accuracy(cfg, flows.tables, reference,
                                             bytes.fromhex(identity.seed_sha256))
     lifetime = lifetime_figures(store_path, plan, record)
-    if cell_statistics is not None:   # release_summary.json says what the store does not hold
-        lifetime = replace(lifetime, release_summary={
-            **lifetime.release_summary, "cell_statistics": cell_statistics_summary(
-                cell_statistics, ledger)})
+    lifetime = replace(lifetime, release_summary={
+        **lifetime.release_summary, "guarantee": guarantee_summary(ledger),
+        # release_summary.json says what the store does not hold
+        **({"cell_statistics": cell_statistics_summary(cell_statistics)}
+           if cell_statistics is not None else {})})
     flows_files = write_flows_files(staging, cfg, flows, pseoe, tables)
     flows.release_tables()   # written: the rest of the release reads its counts and checks
     manifest = write_release(staging, identity, cfg, ledger, tables, pseoe, pseoh, cells, flows,
@@ -243,8 +244,7 @@ def _measure_and_publish(data_dir: Path, out_dir: Path, given_seed: ReleaseSeed 
                         **recast_inputs.fingerprints, **ipeds.fingerprints,
                         f"bls/{cpi.path.name}": cpi.sha256}
         frames = counts.frames
-        moments = read_mos_moments(Path(data_dir), cfg, cpi, engine.chunk_rows) \
-            if cfg.mos.enabled else None
+        moments = counts.moments
         check_recastable(frames, recast_inputs)
         config_sha256 = fingerprint(cfg.model_dump(mode="json"))
         plan = record_release_plan(store_path, release_id, given_seed, fingerprint(fingerprints),
@@ -292,7 +292,7 @@ def _measure_and_publish(data_dir: Path, out_dir: Path, given_seed: ReleaseSeed 
         record_release(audit, ledger, cells, flows, staging, fingerprints, manifest,
                        plan.summary())
         if summary.get("cell_statistics"):
-            audit.log_params(cell_statistics_parameters(ledger, summary["cell_statistics"]))
+            audit.log_params(cell_statistics_parameters(summary["cell_statistics"]))
         with PrivacyStore.open(store_path) as privacy_store:
             head = privacy_store.add_publication(plan.attempt.attempt,
                                                  privacy_store.put_json(record.stored()),

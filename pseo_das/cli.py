@@ -101,13 +101,26 @@ Release {result.release_id} published: new epsilon {summary['new_epsilon']} \
 ({summary['new_measurements']:,} tabulation x population units measured for \
 {summary['populations_measured']:,} populations, {summary['reused_measurements']:,} reused from \
 the store for {summary['populations_reused']:,} populations at zero epsilon); largest lifetime \
-epsilon of any population {summary['max_lifetime_epsilon']} of {summary['lifetime_epsilon_cap']}.{demo_line(summary)}{cell_statistics_line(summary)}
+epsilon of any population {summary['max_lifetime_epsilon']} of {summary['lifetime_epsilon_cap']}.{guarantee_line(summary)}{demo_line(summary)}{cell_statistics_line(summary)}
   public files:    {out / 'public'}  (official: pseoe_all.csv, pseof_all.csv, pseo_all_institutions.csv, version_pseo.txt, state folders; pseoh_all.csv{'; pseoemp_all.csv' if (out / 'public' / 'pseoemp_all.csv').exists() else ''}; release_notes.html/.md)
   internal files:  {out / 'internal'}  (release_summary.json, ledger.csv, lifetime_budget.csv, flows_state.csv, drb_report.html, manifest.json, config.json)
   privacy store:   {summary['store']}  (see it: pseo-das store show {summary['store']})
   audit run:       MLflow run {result.mlflow_run_id} in {result.tracking_uri}
   see the audit:   mlflow ui --backend-store-uri {result.tracking_uri}""")
     return 0
+
+
+def guarantee_line(summary: dict) -> str:
+    """The final message's lines on the release's guarantee (release_summary.json's,
+    derived from its measurements' statements)."""
+    said = summary.get("guarantee")
+    if not said:
+        return ""
+    delta = "" if said["delta"] == "0" else (
+        f"\n  lifetime delta:  largest {summary['max_lifetime_delta']} of any population "
+        "(recorded in the privacy store, not capped)")
+    return (f"\n  guarantee:       {said['graduates']}\n  sampling:        {said['sampling']}"
+            f"\n  employers:       {said['employers']}{delta}")
 
 
 def cell_statistics_line(summary: dict) -> str:
@@ -119,7 +132,7 @@ def cell_statistics_line(summary: dict) -> str:
             f"{kept['ledger_epsilon']}, in the privacy store's lifetime budget per population: "
             f"new epsilon {kept['new_epsilon']} ({kept['new_measurements']:,} statistic x "
             f"population units measured, {kept['reused_measurements']:,} reused at zero "
-            "epsilon); " + kept["epsilon_statement"])
+            "epsilon)")
 
 
 def demo_line(summary: dict) -> str:

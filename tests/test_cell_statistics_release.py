@@ -12,7 +12,7 @@ import pytest
 from conftest import SEED_A, run_release, store_beside
 from pseo_das.config import ConfigError, ReleaseConfig, load_config
 from pseo_das.tasks.earnings.cell_statistics import measure_statistic
-from pseo_das.tasks.earnings.cell_statistics_plan import StatisticSettings, cell_statistics_questions
+from pseo_das.tasks.earnings.cell_statistics_plan import cell_statistics_questions
 from pseo_das.tasks.earnings.mos import mean_local_sensitivity
 from pseo_das.tasks.inputs.cell_moments import CellMoments, CellStatistic, StatisticMoments
 from pseo_das.tasks.inputs.cells import CellFrame
@@ -70,7 +70,7 @@ def test_the_mos_release_of_a_hand_built_table_adds_laplace_chi_over_epsilon_n(t
     moments = hand_built_moments()
     m = moments.statistics[CellStatistic.MEAN_Y1]
     question = next(q for q in cell_statistics_questions(cfg) if q.tabulation_id.endswith("y1"))
-    table, entries, chi = measure_statistic(moments, StatisticSettings.of(question), bytes(32),
+    table, entries, chi = measure_statistic(moments, question, bytes(32),
                                             "mos.I.cipA.mean_y1@R", cfg.cells.last_earnings_year)
     eligible = m.n >= 3
     ls = mean_local_sensitivity(m.n[eligible], m.total[eligible], m.lowest[eligible],

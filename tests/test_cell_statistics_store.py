@@ -14,16 +14,17 @@ from pseo_das.config import load_config
 from pseo_das.tasks.earnings.cell_statistics import measure_cell_statistics
 from pseo_das.tasks.earnings.cell_statistics_plan import (PRODUCT, StatisticSettings,
                                                           cell_statistics_questions)
-from pseo_das.tasks.inputs.cell_moments import CellMoments, read_cell_moments
+from pseo_das.tasks.inputs.cell_moments import CellMoments
+from pseo_das.tasks.inputs.true_counts import read_cell_moments
 from pseo_das.tasks.inputs.cells import CellFrame, cell_frame, cohort_attributes, in_populations
 from pseo_das.tasks.inputs.cpi import read_cpi
 from pseo_das.tasks.inputs.ingest import read_inputs
-from pseo_das.tasks.privacy.release_plan import plan_release
+from pseo_das.tasks.measurements.release_plan import plan_release
 from pseo_das.tasks.privacy.release_seed import ReleaseSeed
 from pseo_das.tasks.privacy.store import LifetimeBudgetExceeded, PrivacyStore, init_store
 from pseo_das.tasks.privacy.store_integrity import verify_store
 from pseo_das.tasks.privacy.store_summary import store_summary
-from pseo_das.tasks.privacy.stored_cell_statistics import stored_cell_statistics
+from pseo_das.tasks.measurements.stored_cell_statistics import stored_cell_statistics
 from test_ingest import valid_graduates, valid_outcomes, write
 
 SEED = ReleaseSeed.from_hex("cd" * 32)
@@ -255,8 +256,7 @@ def test_a_release_of_the_version_before_republishes_from_its_publication_record
     """Releases made before the cell statistics were questions kept them in their
     publication record (outside the store's budget): they still read back from it."""
     from pseo_das.tasks.earnings.cell_statistics import cell_statistics_summary
-    from pseo_das.tasks.privacy.mechanism import PrivacyLedger
-    from pseo_das.tasks.privacy.stored_cell_statistics import cell_statistics_from_record
+    from pseo_das.tasks.measurements.stored_cell_statistics import cell_statistics_from_record
     store, frames = mos_store
     first, _ = measure_and_keep(store, moments, "R1", frames)
     read = stored_cell_statistics.fn(store.path, first.plan, CFG)
@@ -265,7 +265,7 @@ def test_a_release_of_the_version_before_republishes_from_its_publication_record
     kept = {**read.record(), "table": store.put_frame(table)}
     old = cell_statistics_from_record(store.path, kept)
     assert old.store_use is None and old.chi == read.chi and old.entries == read.entries
-    summary = cell_statistics_summary(old, PrivacyLedger.of(9, old.entries))
+    summary = cell_statistics_summary(old)
     assert summary["epsilon_spent"] == "1" and "new_epsilon" not in summary
     assert cell_statistics_from_record(store.path, None) is None
 

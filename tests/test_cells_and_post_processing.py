@@ -10,7 +10,9 @@ from pseo_das.tasks.inputs.cells import cell_frame, cip_code, cohort_attributes
 from pseo_das.tasks.earnings.histograms import earnings_records, true_histograms
 from pseo_das.tasks.inputs.ingest import read_inputs
 from pseo_das.tasks.privacy.mechanism import PrivacyLedger
-from pseo_das.tasks.earnings.noisy_histograms import NoisyHistograms, derive_histograms, measure_histograms
+from pseo_das.tasks.earnings.noisy_histograms import NoisyHistograms, derive_histograms
+from pseo_das.tasks.privacy.mechanism import measure_with_geometric_noise
+from pseo_das.tasks.privacy.statement import geometric_statement
 from pseo_das.tasks.earnings.earnings_tables import STATUS_NOT_AVAILABLE, STATUS_OK, STATUS_SUPPRESSED, publication_tables
 from test_ingest import valid_graduates, valid_outcomes, write
 
@@ -38,6 +40,12 @@ def inputs(tmp_path):
     return read_inputs(write(tmp_path, valid_graduates(), valid_outcomes()), 2001, 2022)
 
 
+def measure_histograms(cells, counts):
+    statement = geometric_statement("earnings.I.cip4.y1", "earnings histograms", "m", 1.0,
+                                    CFG.earnings.n_bins)
+    return measure_with_geometric_noise(SEED, statement, cells, counts)
+
+
 def test_frame_comes_from_graduates_and_every_bin_gets_noise(inputs):
     frame = cell_frame(cohort_attributes(inputs.graduates, CFG.cells), "4")
     # Six graduates, six distinct cells; graduate 6 (2020 cohort 2016-2020) has no outcomes.
@@ -48,7 +56,7 @@ def test_frame_comes_from_graduates_and_every_bin_gets_noise(inputs):
     cells, counts = true_histograms(frame, records, CFG.cells.last_earnings_year, CFG.earnings.n_bins)
     # Observable at y1: every cohort window ends by 2021, so all six cells, zero rows included.
     assert len(cells) == 6 and counts.sum() == 3 and (counts.sum(axis=1) == 0).sum() == 3
-    noisy = measure_histograms(SEED, "m", cells, counts, "4", 1, 1.0)
+    noisy = measure_histograms(cells, counts)
     assert noisy.values.shape == (6, 21) and (noisy.values[counts.sum(axis=1) == 0] != 0).any()
     # At 10 years only cohorts ending by 2012 exist: 2001-2003 (05), 2001-2005 (05) and 2006-2010 (07).
     cells10, _ = true_histograms(frame, earnings_records(inputs, 10, CFG.earnings.bin_edges, 10000),
@@ -66,7 +74,7 @@ def test_input_row_order_does_not_change_the_noise(tmp_path, inputs):
         frame = cell_frame(cohort_attributes(data.graduates, CFG.cells), "4")
         cells, counts = true_histograms(frame, earnings_records(data, 1, CFG.earnings.bin_edges, 10000),
                                         2022, CFG.earnings.n_bins)
-        results.append(measure_histograms(SEED, "m", cells, counts, "4", 1, 1.0))
+        results.append(measure_histograms(cells, counts))
     pd.testing.assert_frame_equal(results[0].cells, results[1].cells)
     np.testing.assert_array_equal(results[0].values, results[1].values)
 

@@ -17,9 +17,9 @@ from pseo_das.config import load_config
 from pseo_das.tasks.cip_recast.recast import RecastError, check_recastable, recast_context
 from pseo_das.tasks.cip_recast.recast_inputs import load_recast_inputs
 from pseo_das.tasks.inputs.cells import POPULATION_KEYS, cell_frame, cohort_attributes
-from pseo_das.tasks.privacy.publication_record import read_publication_record
+from pseo_das.tasks.measurements.publication_record import read_publication_record
 from pseo_das.tasks.privacy.store import PrivacyStore, measurement_bytes, read_measurement
-from pseo_das.tasks.privacy.stored_tables import stored_tables
+from pseo_das.tasks.measurements.stored_tables import stored_tables
 
 LABELS = Path(__file__).resolve().parent.parent / "pseo_das" / "reference" / \
     "lehd-schema-v4.14.0" / "label_cipcode.csv"
@@ -157,7 +157,7 @@ def test_republish_recasts_a_release_published_as_measured(synthetic_dir, tmp_pa
     files a release of this version publishes."""
     import pseo_das.flows.quarterly_release as release_flow
     from pseo_das.cli import main
-    from pseo_das.tasks.privacy import stored_tables as kept
+    from pseo_das.tasks.measurements import stored_tables as kept
 
     def legacy_record(store_path, record, reference, recast, ipeds):
         full = kept.keep_publication_record.fn(store_path, record, reference, recast, ipeds)

@@ -90,3 +90,23 @@ def test_dask_and_local_releases_are_byte_identical(dataset, tmp_path, tracking_
         published[engine] = _digest(tmp_path / engine / "public")
     assert published["local"] == published["dask"]
     assert any(name.endswith("pseof_all.csv") for name in published["dask"])
+
+
+def test_the_cell_statistics_moments_come_from_the_one_counting_pass_on_both_engines(dataset):
+    """With mos.enabled the release's counting pass (either engine) also gives the cell
+    statistics' moments: exactly those of the moments-only pass (itself tested against a
+    whole-table computation in test_mos.py), so the microdata are read once."""
+    from test_cell_statistics_store import CFG as MOS_CFG
+    from pseo_das.tasks.inputs.true_counts import read_cell_moments, read_counts
+    lower, upper = MOS_CFG.mos.bounds(MOS_CFG.earnings)
+    alone = read_cell_moments(dataset, MOS_CFG, CPI, lower, upper, chunk_rows=6_000)
+    for counted in (read_counts(dataset, MOS_CFG, None, CPI, 4_000),
+                    dask_counts(dataset, MOS_CFG, None, CPI, chunk_rows=4_000)):
+        assert counted.moments is not None and counted.levels   # moments beside the counts
+        pd.testing.assert_frame_equal(counted.moments.frame.cells, alone.frame.cells)
+        assert list(counted.moments.statistics) == list(alone.statistics)
+        for statistic, moments in alone.statistics.items():
+            for part in ("n", "total", "lowest", "highest"):
+                np.testing.assert_array_equal(getattr(counted.moments.statistics[statistic], part),
+                                              getattr(moments, part), err_msg=f"{statistic} {part}")
+    assert read_counts(dataset, CFG, None, CPI).moments is None   # mos off: not counted

@@ -9,7 +9,7 @@ from pseo_das.tasks.employment_flows.division_flows import (PublishedFlowsChecks
                                                             origin_tables, pseof_chunks, pseof_parts,
                                                             unobserved_division_share,
                                                             unobserved_states)
-from pseo_das.tasks.employment_flows.flow_counts import N_DESTINATIONS, N_STATES, NONEMPLOYED
+from pseo_das.tasks.codes.destinations import NONEMPLOYED, N_DESTINATIONS, N_STATES
 from pseo_das.tasks.employment_flows.noisy_flows import NoisyFlows
 
 MOUNTAIN, PACIFIC = "8", "9"     # geography codes of Census divisions 8 and 9

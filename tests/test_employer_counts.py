@@ -12,7 +12,7 @@ import pytest
 
 from pseo_das.config import ConfigError, load_config
 from pseo_das.synth import write_synthetic
-from pseo_das.tasks.employment_flows.flow_counts import NONEMPLOYED, employed_destination
+from pseo_das.tasks.codes.destinations import NONEMPLOYED, employed_destination
 from pseo_das.tasks.inputs.cells import cell_frame, cohort_attributes
 from pseo_das.tasks.inputs.constant_dollars import in_constant_dollars
 from pseo_das.tasks.inputs.cpi import find_cpi, read_cpi
@@ -20,8 +20,7 @@ from pseo_das.tasks.inputs.ingest import InputValidationError, read_inputs
 from pseo_das.tasks.inputs.reference_inputs import default_reference_dir
 from pseo_das.tasks.inputs.true_counts import read_counts
 from pseo_das.tasks.privacy.mechanism import GEOMETRIC
-from pseo_das.tasks.privacy.release_plan import release_questions
-from pseo_das.tasks.privacy.release_seed import ReleaseSeed
+from pseo_das.tasks.measurements.release_plan import release_questions
 
 CPI = read_cpi(find_cpi(default_reference_dir()))
 
@@ -210,7 +209,8 @@ def test_the_flows_task_measures_with_each_mechanism(employer_counts, tmp_path, 
     from pseo_das.tasks.privacy.establishment import (FlowsMechanism, expected_absolute_error,
                                                       log_laplace_lambda, log_laplace_mean,
                                                       smooth_sensitivity)
-    from pseo_das.tasks.privacy.release_plan import PendingMeasurement
+    from pseo_das.tasks.privacy.question import PendingMeasurement
+    from pseo_das.tasks.privacy.release_seed import ReleaseSeed
     cfg = config(tmp_path, text)
     counts = employer_counts
     questions = [q for q in release_questions(cfg) if q.years_after == 1]

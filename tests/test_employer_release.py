@@ -2,6 +2,7 @@
 ledger, the DRB report and the published flows."""
 from __future__ import annotations
 
+import json
 from fractions import Fraction
 
 import numpy as np
@@ -35,6 +36,27 @@ def test_a_release_measures_the_flows_with_smooth_laplace(tmp_path, tracking_uri
     report = (out / "internal" / "drb_report.md").read_text()
     assert "Employers as well as graduates" in report and "except with probability at most delta" in report
     assert "smooth Laplace" in report and "weak" in report
+    # (epsilon, delta), not pure epsilon-DP: 3 x 1 + 3 x (1.2 + 0.3) = 7.5, delta 3 x 1e-3
+    summary = json.loads((out / "internal" / "release_summary.json").read_text())
+    guarantee = summary["guarantee"]
+    assert (guarantee["pure_epsilon_dp"], guarantee["epsilon"], guarantee["delta"]) == \
+        (False, "7.5", "0.003")
+    assert not guarantee["sampled_exactly"]
+    stated = "(epsilon, delta) = (7.5, 0.003) for each graduate, NOT pure epsilon-DP"
+    notes = (out / "public" / "release_notes.md").read_text()
+    for document in (notes, report):
+        assert stated in document and "pure epsilon-DP for each graduate" not in document
+        assert "floating-point samplers (smooth Laplace" in document
+        assert "covering pseof_all.csv" in document
+        assert "pseoe_all.csv, pseoh_all.csv, pseof_all.csv's origin counts are measured for " \
+               "the graduates only" in document
+    assert "total delta **0.003**" in report and "not capped" in report
+    # the store records the delta: each population 1e-3 per flows tabulation it is in
+    lifetime = pd.read_csv(out / "internal" / "lifetime_budget.csv", dtype=str)
+    assert [Fraction(d) for d in lifetime["delta_after"]] == \
+        [Fraction(d) for d in lifetime["delta_this_release"]]
+    assert max(map(Fraction, lifetime["delta_after"])) == Fraction(3, 1000)
+    assert summary["max_lifetime_delta"] == "0.003" and summary["new_delta"] == "0.003"
     # the same correction and publication: non-negative flows summing to the origin counts
     state = pd.read_csv(out / "internal" / "flows_state.csv", dtype=str)
     keys = ["institution", "degree_level", "cipcode", "grad_cohort", "years_after"]

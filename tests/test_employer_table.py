@@ -18,12 +18,12 @@ from conftest import SEED_A, run_release, store_beside
 from pseo_das.config import ConfigError, load_config
 from pseo_das.synth import write_synthetic
 from pseo_das.tasks.employment_flows.employer_table import employer_table_questions
-from pseo_das.tasks.employment_flows.flow_counts import NONEMPLOYED, employed_destination
+from pseo_das.tasks.codes.destinations import NONEMPLOYED, employed_destination
 from pseo_das.tasks.inputs.cells import cohort_attributes, in_populations
 from pseo_das.tasks.inputs.constant_dollars import in_constant_dollars
 from pseo_das.tasks.inputs.ingest import InputValidationError, read_inputs
 from pseo_das.tasks.inputs.true_counts import read_counts
-from pseo_das.tasks.privacy.release_plan import observable_populations
+from pseo_das.tasks.inputs.cells import observable_populations
 from test_employer_counts import CPI, employers_dir  # noqa: F401  (module fixture)
 
 TABLE = ('[employer_table]\nenabled = true\nmechanism = "smooth-laplace"\nalpha = 0.01\n'
@@ -212,11 +212,22 @@ def test_releases_publish_reuse_and_remeasure_the_table(tmp_path, tracking_uri):
         assert int(entry.n_cells) == d and float(entry.employer_epsilon) == d * 0.5
     report = (first / "internal" / "drb_report.md").read_text()
     assert "The employer-side table (`pseoemp_all.csv`" in report and "weak notion" in report
+    # the table's Smooth Laplace: (epsilon, delta) for graduates, the employers' files named
+    guarantee = json.loads((first / "internal" / "release_summary.json").read_text())["guarantee"]
+    assert (guarantee["pure_epsilon_dp"], guarantee["epsilon"], guarantee["delta"]) == \
+        (False, "9", "0.003")
+    notes = (first / "public" / "release_notes.md").read_text()
+    for document in (notes, report):
+        assert "(epsilon, delta) = (9, 0.003) for each graduate, NOT pure" in document
+        assert "pure epsilon-DP for each graduate" not in document
+        assert "covering pseoemp_all.csv; pseoe_all.csv, pseoh_all.csv, pseof_all.csv" in document
+        assert "are measured for the graduates only" in document
     manifest = json.loads((first / "internal" / "manifest.json").read_text())
     assert "public/pseoemp_all.csv" in json.dumps(manifest)
     # each population is charged the table's 0.5 once per years-after it is observed
     spent = _lifetime(first)
     assert spent["this_release"].max() == Fraction(9)   # 3 x (1 + 1.5 + 0.5)
+    assert spent["delta_after"].map(Fraction).max() == Fraction(3, 1000)   # recorded
 
     # the same populations again: every measurement reused, the same bytes
     assert run_release(partial, second, None, tracking_uri, "2026Q4-b", extra) == 0
@@ -282,7 +293,7 @@ def test_a_stored_question_keeps_its_employer_mechanism(tmp_path, table_counts, 
     """A measurement planned but never stored (a crash) is drawn again from its recorded
     question: an employer-protecting one must come back with its mechanism (not as a
     geometric question) and the same SHA-256."""
-    from pseo_das.tasks.privacy.release_plan import stored_question
+    from pseo_das.tasks.privacy.question import stored_question
     from pseo_das.tasks.privacy.release_seed import ReleaseSeed
     from pseo_das.tasks.privacy.store import PrivacyStore, init_store
     question = employer_table_questions(table_config, table_counts.frames)[0]

@@ -5,6 +5,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from randomgen import ChaCha
 from scipy import integrate, stats
 
 from pseo_das.tasks.privacy.establishment import (EmployerProtection, FlowsMechanism,
@@ -13,14 +14,22 @@ from pseo_das.tasks.privacy.establishment import (EmployerProtection, FlowsMecha
                                                   log_laplace_lambda, log_laplace_mean,
                                                   log_laplace_mse, smooth_gamma_min_epsilon,
                                                   smooth_laplace_min_epsilon, smooth_sensitivity)
+from pseo_das.tasks.privacy.statement import employer_statement, geometric_statement
 from pseo_das.tasks.privacy.mechanism import (GEOMETRIC, PrivacyLedger, employer_protected_values,
                                               measure_with_employer_protection,
-                                              measure_with_geometric_noise, noise_generator,
-                                              sample_inverse_quartic)
+                                              measure_with_geometric_noise,
+                                              sample_inverse_quartic, stream_key)
 
 SEED = bytes(range(32))
 LOG, GAMMA, SLAP = (FlowsMechanism.LOG_LAPLACE, FlowsMechanism.SMOOTH_GAMMA,
                     FlowsMechanism.SMOOTH_LAPLACE)
+
+
+def seeded_generator(label: str) -> np.random.Generator:
+    """A seeded ChaCha20 generator for the samplers' statistical tests (the mechanism layer
+    hands out no generator): the stream a measurement `label` of SEED would use."""
+    return np.random.Generator(ChaCha(key=int.from_bytes(stream_key(SEED, label), "little"),
+                                      counter=0, rounds=20))
 
 
 def quartic_density(z):
@@ -81,11 +90,9 @@ def test_log_laplace_refuses_an_infinite_mean_and_warns_of_an_infinite_variance(
 def test_wrong_parameters_are_refused_with_the_reason(protection, reason):
     with pytest.raises(InfeasibleParameters, match=reason):
         protection.check()
-    # ... and no noise is drawn for them
+    # ... and no measurement can state them, so no noise is drawn for them
     with pytest.raises(InfeasibleParameters):
-        measure_with_employer_protection(SEED, "m", "t", "p", pd.DataFrame(index=[0]),
-                                         np.ones((1, 2), np.int64), np.ones((1, 2)),
-                                         protection, PrivacyNotion.WEAK)
+        employer_statement("t", "p", "m", protection, 2, PrivacyNotion.WEAK)
 
 
 def test_smooth_sensitivity_is_alpha_times_the_largest_employer_at_least_one():
@@ -95,7 +102,7 @@ def test_smooth_sensitivity_is_alpha_times_the_largest_employer_at_least_one():
 
 def test_the_inverse_quartic_sampler_follows_its_density_on_a_release_stream():
     n = 400_000
-    z = sample_inverse_quartic(noise_generator(SEED, "quartic-gof"), (n,))
+    z = sample_inverse_quartic(seeded_generator("quartic-gof"), (n,))
     # Kolmogorov-Smirnov against the closed-form CDF (fixed seed: a deterministic p-value)
     statistic, p_value = stats.kstest(z, quartic_cdf)
     assert p_value > 1e-3, (statistic, p_value)
@@ -112,8 +119,8 @@ def test_the_inverse_quartic_sampler_follows_its_density_on_a_release_stream():
     assert abs(kept.mean() - m2) < 5 * math.sqrt((m4 - m2 * m2) / n)
     assert m2 > 0.95   # the tail beyond 20 holds under 5% of the variance
     # a wrong law (standard Cauchy, or a unit normal: same variance) is rejected
-    assert stats.kstest(noise_generator(SEED, "c").standard_cauchy(n), quartic_cdf).pvalue < 1e-6
-    assert stats.kstest(noise_generator(SEED, "n").standard_normal(n), quartic_cdf).pvalue < 1e-6
+    assert stats.kstest(seeded_generator("c").standard_cauchy(n), quartic_cdf).pvalue < 1e-6
+    assert stats.kstest(seeded_generator("n").standard_normal(n), quartic_cdf).pvalue < 1e-6
 
 
 def test_log_laplace_mean_and_relative_mse_match_the_closed_form():
@@ -122,7 +129,7 @@ def test_log_laplace_mean_and_relative_mse_match_the_closed_form():
     assert log_laplace_mean(n_true, alpha, epsilon) == pytest.approx(10.183, abs=5e-4)
     assert log_laplace_mse(n_true, alpha, epsilon) / n_true ** 2 == pytest.approx(0.0775, abs=5e-5)
     protection = EmployerProtection(LOG, alpha, epsilon)
-    values = employer_protected_values(noise_generator(SEED, "log-laplace-mean"),
+    values = employer_protected_values(seeded_generator("log-laplace-mean"),
                                        np.full(n, n_true), np.zeros(n), protection)
     lam = log_laplace_lambda(alpha, epsilon)
     var = (n_true + 1 / alpha) ** 2 * (1 / (1 - 4 * lam * lam) - 1 / (1 - lam * lam) ** 2)
@@ -133,7 +140,7 @@ def test_log_laplace_mean_and_relative_mse_match_the_closed_form():
     # a wrong epsilon (1 instead of 2) predicts a mean 0.57 higher: 200 standard errors off
     assert abs(values.mean() - log_laplace_mean(n_true, alpha, 1.0)) > 50 * se
     # unbiasing: (n~ + 1/alpha)(1 - lambda^2) - 1/alpha has mean n before the clamp at 0
-    unbiased = employer_protected_values(noise_generator(SEED, "log-laplace-mean"),
+    unbiased = employer_protected_values(seeded_generator("log-laplace-mean"),
                                          np.full(n, n_true), np.zeros(n),
                                          EmployerProtection(LOG, alpha, epsilon, unbiased=True))
     assert unbiased.min() >= 0
@@ -146,7 +153,7 @@ def test_smooth_mechanisms_have_the_expected_absolute_error(mechanism):
     largest = np.where(np.arange(n) % 2 == 0, 50, 3)      # S* = 5 and S* = 1
     protection = EmployerProtection(mechanism, alpha, epsilon,
                                     delta=1e-3 if mechanism is SLAP else 0.0)
-    errors = employer_protected_values(noise_generator(SEED, f"smooth-{mechanism}"),
+    errors = employer_protected_values(seeded_generator(f"smooth-{mechanism}"),
                                        np.full(n, 100), largest, protection) - 100
     for s_star, rows in ((5.0, errors[::2]), (1.0, errors[1::2])):
         scale = (16 if mechanism is GAMMA else 2) * s_star / epsilon
@@ -169,30 +176,29 @@ def test_measurement_is_seeded_rounded_and_comes_with_its_ledger_entry():
     largest = np.array([[0, 2, 30], [7, 0, 1]])
     protection = EmployerProtection(GAMMA, 0.1, 1.0)
     cells = pd.DataFrame(index=range(2))
-    first = measure_with_employer_protection(SEED, "m1", "flows.I.cip2.y1", "employment flows",
-                                             cells, counts, largest, protection,
-                                             PrivacyNotion.WEAK)
-    again = measure_with_employer_protection(SEED, "m1", "flows.I.cip2.y1", "employment flows",
-                                             cells, counts, largest, protection,
-                                             PrivacyNotion.WEAK)
-    other = measure_with_employer_protection(SEED, "m2", "flows.I.cip2.y1", "employment flows",
-                                             cells, counts, largest, protection,
-                                             PrivacyNotion.WEAK)
+    def measured(stream_id):
+        statement = employer_statement("flows.I.cip2.y1", "employment flows", stream_id,
+                                       protection, 3, PrivacyNotion.WEAK)
+        return measure_with_employer_protection(SEED, statement, cells, counts, largest)
+    first, again, other = measured("m1"), measured("m1"), measured("m2")
     assert first.values.dtype == np.int64 and first.values.shape == counts.shape
     np.testing.assert_array_equal(first.values, again.values)
     assert not np.array_equal(first.values, other.values)
     entry = first.entry
     assert (entry.alpha, entry.delta, entry.employer_notion, entry.employer_epsilon) == \
-        ("0.1", "0", "weak", "2")   # 2 graduate-attribute cells x epsilon 1
+        ("0.1", 0, "weak", "2")   # 2 graduate-attribute cells x epsilon 1
     assert entry.epsilon == 1 and "smooth gamma" in entry.mechanism
     assert SEED.hex() not in entry.noise_stream
-    geometric = measure_with_geometric_noise(SEED, "g", "g", "earnings", cells, counts, 1.0).entry
+    geometric = measure_with_geometric_noise(
+        SEED, geometric_statement("g", "earnings", "g", 1.0, 3), cells, counts).entry
     with_employers = PrivacyLedger.of(10, [geometric, entry]).to_frame()
     assert list(with_employers.columns[-4:]) == ["alpha", "delta", "employer_notion",
                                                  "employer_epsilon"]
     only_geometric = PrivacyLedger.of(10, [geometric]).to_frame()
     assert "alpha" not in only_geometric.columns and geometric.mechanism == GEOMETRIC
     assert employer_epsilon(PrivacyNotion.STRONG, 1.5, 1000) == 1.5
+    assert with_employers.set_index("tabulation_id")["delta"].to_dict() == {"g": "",
+                                                                          "flows.I.cip2.y1": "0"}
 
 
 def test_whole_graduates_rounds_halves_up_and_never_overflows():

@@ -91,7 +91,7 @@ def test_block_size_does_not_change_the_correction():
     stream in cell order: any block size gives the same flows, statistics and ledger entry."""
     import pandas as pd
 
-    from pseo_das.tasks.employment_flows.flow_counts import N_DESTINATIONS
+    from pseo_das.tasks.codes.destinations import N_DESTINATIONS
     from pseo_das.tasks.employment_flows.flows_correction import correct_table, industry_flows
     from pseo_das.tasks.employment_flows.noisy_flows import NoisyFlows
     from pseo_das.tasks.inputs.reference_inputs import default_reference_dir, load_reference_inputs

@@ -128,6 +128,10 @@ def test_release_documents_report_the_flows(releases):
     assert "## Employment flows" in drb and "Division suppression" in drb
     assert "recomputed from flows_state.csv" in drb
     assert "FAILED" not in drb
+    for document in (notes, drb):   # geometric only: pure and exact
+        assert "pure epsilon-DP for each graduate: epsilon 7.5" in document
+        assert "every measurement's noise is sampled exactly" in document
+        assert "floating-point" not in document.split("## Privacy ledger")[0]
 
 
 def test_bad_reference_file_stops_the_release_before_any_noise(synthetic_dir, tmp_path,
@@ -213,7 +217,7 @@ def true_national(synthetic_dir):
     cohort of the tests' synthetic data, per years after: (institution, degree_level,
     grad_cohort) -> (employed, not employed), with the release's own cell frame, flow counts
     and constant dollars."""
-    from pseo_das.tasks.employment_flows.flow_counts import NONEMPLOYED
+    from pseo_das.tasks.codes.destinations import NONEMPLOYED
     from pseo_das.tasks.inputs.constant_dollars import in_constant_dollars
     from pseo_das.tasks.inputs.cpi import find_cpi, read_cpi
     from pseo_das.tasks.inputs.ingest import read_inputs

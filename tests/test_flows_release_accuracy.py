@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from pseo_das.config import load_config
-from pseo_das.tasks.employment_flows.flow_counts import N_DESTINATIONS, NONEMPLOYED
+from pseo_das.tasks.codes.destinations import NONEMPLOYED, N_DESTINATIONS
 from pseo_das.tasks.inputs.reference_inputs import default_reference_dir, load_reference_inputs
 from pseo_das.tasks.privacy.mechanism import geometric_variance
 from pseo_das.tasks.study.flows_release_accuracy import (grads_consistency,

@@ -10,7 +10,7 @@ import pytest
 from pseo_das.cli import main
 from pseo_das.config import load_config
 from pseo_das.schemas.codes import DIVISION_OF_STATE, STATE_FIPS
-from pseo_das.tasks.employment_flows.flow_counts import N_DESTINATIONS, N_STATES, NONEMPLOYED
+from pseo_das.tasks.codes.destinations import NONEMPLOYED, N_DESTINATIONS, N_STATES
 from pseo_das.tasks.study.flows_measures import accuracy_measures, published_quantities
 from pseo_das.tasks.study.flows_study import CALIBRATED_NONEMPLOYED_WEIGHT, split_epsilon
 from pseo_das.tasks.study.simulation_noise import exact_geometric_noise

@@ -1,4 +1,4 @@
-"""The IPEDS counts of pseoe and their flags (tasks/publication/ipeds_counts.py) and the
+"""The IPEDS counts of pseoe and their flags (tasks/codes/ipeds_counts.py) and the
 IPEDS completions they are read from (tasks/inputs/ipeds_counts.py)."""
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from pseo_das.tasks.inputs.ingest import InputValidationError
 from pseo_das.tasks.inputs.ipeds_counts import (graduation_years, load_ipeds_awards,
                                                 read_ipeds_awards)
 from pseo_das.tasks.inputs.reference_inputs import default_reference_dir
-from pseo_das.tasks.publication.ipeds_counts import ipeds_count_columns, ipeds_counts
+from pseo_das.tasks.codes.ipeds_counts import ipeds_count_columns, ipeds_counts
 
 CELLS = CellsConfig(first_cohort_year=2001, last_earnings_year=2012, years_after=(1, 5, 10),
                     default_cohort_years=5, cohort_years_by_degree={"05": 3})

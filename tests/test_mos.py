@@ -2,6 +2,7 @@
 force, the paper's Figure 1, chi, the noise scale, the ledger's formal/non-formal split."""
 import itertools
 import math
+from fractions import Fraction
 
 import numpy as np
 import pandas as pd
@@ -11,9 +12,11 @@ from scipy import stats
 from pseo_das.tasks.earnings.mos import (chi_by_scope, mean_local_sensitivity, mos_dp_mean,
                                          mos_noise_scale, ols_local_sensitivity, ols_statistic,
                                          worst_case_chi)
-from pseo_das.tasks.privacy.mechanism import (FORMAL_NO, FORMAL_YES, LAPLACE, PrivacyLedger,
-                                              laplace_noise, measure_with_geometric_noise,
+from pseo_das.tasks.privacy.mechanism import (FORMAL_NO, FORMAL_YES, LAPLACE,
+                                              MeasurementRefused, PrivacyLedger, laplace_noise,
+                                              measure_with_geometric_noise,
                                               measure_with_laplace_noise)
+from pseo_das.tasks.privacy.statement import geometric_statement, laplace_statement
 
 SEED = bytes(range(32))
 
@@ -141,8 +144,8 @@ def test_laplace_noise_has_scale_chi_over_epsilon_n(epsilon):
     chi = 1234.5
     theta = rng.uniform(10_000, 90_000, size=len(n))
     scale = mos_noise_scale(np.full(len(n), chi), n, epsilon)
-    noisy, entry = measure_with_laplace_noise(SEED, f"gof-{epsilon}", "mos.test", "test", theta,
-                                              scale, epsilon, chi, "test", formal=False)
+    statement = laplace_statement("mos.test", "test", f"gof-{epsilon}", epsilon, None, False)
+    noisy, entry = measure_with_laplace_noise(SEED, statement, theta, scale, "test", chi)
     standardized = (noisy - theta) / scale
     assert stats.kstest(standardized, stats.laplace.cdf).pvalue > 1e-3
     assert stats.kstest(standardized / 1.1, stats.laplace.cdf).pvalue < 1e-6
@@ -150,8 +153,7 @@ def test_laplace_noise_has_scale_chi_over_epsilon_n(epsilon):
     assert (entry.mechanism, entry.formal_guarantee, entry.n_cells, entry.sensitivity) == \
         (LAPLACE, FORMAL_NO, len(n), chi)
     # deterministic: the same stream gives the same draws; zero scale gives zero noise
-    again, _ = measure_with_laplace_noise(SEED, f"gof-{epsilon}", "mos.test", "test", theta,
-                                          scale, epsilon, chi, "test", formal=False)
+    again, _ = measure_with_laplace_noise(SEED, statement, theta, scale, "test", chi)
     np.testing.assert_array_equal(noisy, again)
     np.testing.assert_array_equal(laplace_noise(SEED, "zero", np.zeros(4)), np.zeros(4))
     with pytest.raises(ValueError, match="finite and non-negative"):
@@ -159,24 +161,31 @@ def test_laplace_noise_has_scale_chi_over_epsilon_n(epsilon):
 
 
 def test_the_ledger_marks_mos_as_not_formal_and_separates_the_total():
-    _, mos = measure_with_laplace_noise(SEED, "m", "mos.I.cipA.mean_y1", "cell statistics",
-                                        np.zeros(3), np.ones(3), "0.1", 10.0, "c", formal=False)
-    _, dp = measure_with_laplace_noise(SEED, "d", "mos.I.cipA.mean_y5", "cell statistics",
-                                       np.zeros(3), np.ones(3), "0.1", 10.0, "c", formal=True)
-    counts = measure_with_geometric_noise(SEED, "c", "mos.I.cipA.mean_y1.count", "cs",
-                                          pd.DataFrame(index=range(3)),
-                                          np.zeros((3, 1), np.int64), "0.1").entry
+    mos_statement = laplace_statement("mos.I.cipA.mean_y1", "cell statistics", "m", "0.1",
+                                      None, False)
+    _, mos = measure_with_laplace_noise(SEED, mos_statement, np.zeros(3), np.ones(3), "c", 10.0)
+    dp_statement = laplace_statement("mos.I.cipA.mean_y5", "cell statistics", "d", "0.1",
+                                     10.0, True)
+    _, dp = measure_with_laplace_noise(SEED, dp_statement, np.zeros(3), np.full(3, 100.0), "c")
+    counts = measure_with_geometric_noise(
+        SEED, geometric_statement("mos.I.cipA.mean_y1.count", "cs", "c", "0.1", 1),
+        pd.DataFrame(index=range(3)), np.zeros((3, 1), np.int64)).entry
     ledger = PrivacyLedger.of(9, [mos, dp, counts])
     assert (mos.formal_guarantee, dp.formal_guarantee, counts.formal_guarantee) == \
         (FORMAL_NO, FORMAL_YES, FORMAL_YES)
-    assert ledger.formal_epsilon == pytest.approx(0.2) and ledger.non_formal_epsilon == \
-        pytest.approx(0.1)
-    statement = ledger.epsilon_statement()
-    assert "formal (pure epsilon-DP) 0.2" in statement and "NOT a formal" in statement
+    assert (mos.sensitivity, dp.sensitivity) == (10.0, 10.0)    # chi observed; U - L declared
+    guarantee = ledger.guarantee()
+    assert (guarantee.formal_epsilon, guarantee.non_formal_epsilon) == (Fraction(1, 5),
+                                                                        Fraction(1, 10))
+    statement = guarantee.graduates_sentence()
+    assert "formal pure epsilon-DP 0.2" in statement and "NOT a formal" in statement
+    assert "NOT pure epsilon-DP" in statement
     frame = ledger.to_frame()
     assert frame.set_index("tabulation_id")["formal_guarantee"].to_dict() == {
         "mos.I.cipA.mean_y1": "no", "mos.I.cipA.mean_y5": "yes", "mos.I.cipA.mean_y1.count": "yes"}
-    assert "all formal" in PrivacyLedger.of(9, [dp, counts]).epsilon_statement()
+    assert PrivacyLedger.of(9, [dp, counts]).guarantee().pure
+    with pytest.raises(MeasurementRefused, match="scales other than the declared"):  # 1 != 10/0.1
+        measure_with_laplace_noise(SEED, dp_statement, np.zeros(3), np.ones(3), "c")
 
 
 def test_mos_dp_mean_is_the_ratio_clipped_and_suppressed_under_the_minimum():
@@ -214,7 +223,7 @@ def brute_force_moments(data_dir, cfg, cpi, lower, upper) -> pd.DataFrame:
 
 def test_the_sufficient_statistics_pass_equals_a_whole_table_computation(synthetic_dir):
     from pseo_das.config import load_config
-    from pseo_das.tasks.inputs.cell_moments import read_cell_moments
+    from pseo_das.tasks.inputs.true_counts import read_cell_moments
     from pseo_das.tasks.inputs.cpi import read_cpi
     cfg, cpi = load_config(), read_cpi()
     lower, upper = 10_000.0, 150_000.0     # a low upper bound so that clamping happens

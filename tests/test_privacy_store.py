@@ -16,7 +16,7 @@ from conftest import SEED_A, run_release, store_beside
 from pseo_das.config import load_config
 from pseo_das.tasks.inputs.cells import cell_frame, cohort_attributes
 from pseo_das.tasks.inputs.ingest import read_inputs
-from pseo_das.tasks.privacy.release_plan import plan_release
+from pseo_das.tasks.measurements.release_plan import plan_release
 from pseo_das.tasks.privacy.release_seed import ReleaseSeed
 from pseo_das.tasks.privacy.store import (LifetimeBudgetExceeded, PrivacyStore, ReleaseConflict,
                                           StoreError, epsilon_text, init_store)
@@ -76,7 +76,7 @@ def test_measurements_coded_all_in_cip_2010_answer_the_same_questions(store, fra
                                                                      monkeypatch):
     """Earlier versions coded every graduate in CIP-2010 (question cip_vintage "2010"); the
     recast publishes those in CIP-2020 like the new ones, so they are reused, not retaken."""
-    from pseo_das.tasks.privacy import release_plan
+    from pseo_das.tasks.measurements import release_plan
     current = release_plan.Question.as_dict
     monkeypatch.setattr(release_plan.Question, "as_dict",
                         lambda self, cip_coding="2010": current(self, cip_coding))
@@ -150,14 +150,16 @@ def test_the_store_is_append_only_and_never_created_silently(store, frames, tmp_
 
 
 def test_caps_compare_exactly_a_spend_of_one_in_ten_to_the_twenty_is_refused(store, frames):
-    from pseo_das.tasks.privacy.release_plan import observable_populations
+    from pseo_das.tasks.inputs.cells import observable_populations
+    from pseo_das.tasks.privacy.question import Question
     store.set_policy("the DRB", "test: the cap equals the plan", lifetime_cap="7.5")
     one = observable_populations(frames["4"], 10, CFG.cells.last_earnings_year).iloc[:1]
     tiny = Fraction(1, 10 ** 20)
     store.begin()
     attempt = store.add_release("tiny", SEED, "inputs", "config", store.put_frame(one), None,
                                 store.policy().policy, store.head())
-    store.add_measurement("tiny@tiny/1", attempt, "tiny", {"q": "tiny"}, tiny, one, [])
+    question = Question("tiny", "test", "4", 10, tiny, 1, {}).as_dict()
+    store.add_measurement("tiny@tiny/1", attempt, "tiny", question, tiny, one, [])
     store.commit()
     assert store.spends()["epsilon"].tolist() == [tiny]           # kept exactly
     with pytest.raises(LifetimeBudgetExceeded) as refused:         # 7.5 + 1e-20 > 7.5
@@ -167,11 +169,12 @@ def test_caps_compare_exactly_a_spend_of_one_in_ten_to_the_twenty_is_refused(sto
 
 
 def test_the_ledger_sums_and_writes_epsilons_exactly():
-    from pseo_das.tasks.privacy.mechanism import (LedgerEntry, PrivacyBudgetExceeded,
+    from pseo_das.tasks.privacy.statement import geometric_statement
+    from pseo_das.tasks.privacy.mechanism import (measured_entry, PrivacyBudgetExceeded,
                                                   PrivacyLedger)
 
     def entry(name, epsilon):
-        return LedgerEntry(name, "p", "m", epsilon, 1, 1, 1, "", "", "")
+        return measured_entry(geometric_statement(name, "p", name, epsilon, 1), 1, 1, "", "")
     thirds = [entry(f"t{i}", Fraction(1, 3)) for i in range(3)]
     assert PrivacyLedger.of(1, thirds).total_epsilon == 1               # not 0.9999...
     with pytest.raises(PrivacyBudgetExceeded, match="7.50000000000000000001, over the cap 7.5"):

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from pseo_das.tasks.privacy import publication_record as records
-from pseo_das.tasks.privacy.publication_record import (RECORD_VERSION, PublicationRecord,
+from pseo_das.tasks.measurements import publication_record as records
+from pseo_das.tasks.measurements.publication_record import (RECORD_VERSION, PublicationRecord,
                                                        PublicationRecordError,
                                                        read_publication_record, stored_version)
 from pseo_das.tasks.privacy.store import PrivacyStore

@@ -9,10 +9,10 @@ from prefect import flow
 
 from pseo_das.tasks import FILE_TASK_RETRIES
 from pseo_das.tasks.privacy.mechanism import LedgerEntry, NoisyMeasurement
-from pseo_das.tasks.privacy.release_plan import plan_release
+from pseo_das.tasks.measurements.release_plan import plan_release
 from pseo_das.tasks.privacy.release_seed import ReleaseSeed
 from pseo_das.tasks.privacy.store import PrivacyStore, StoreError, init_store
-from pseo_das.tasks.privacy.stored_tables import keep_measurements
+from pseo_das.tasks.measurements.stored_tables import keep_measurements
 from test_privacy_store import CFG, frames  # noqa: F401  (fixture)
 
 
@@ -20,7 +20,7 @@ def measurement(measurement_id: str) -> NoisyMeasurement:
     cells = pd.DataFrame({"institution": ["00000100"], "inst_state": ["08"],
                           "degree_level": ["05"], "cipcode": ["1107"], "grad_cohort": [2001],
                           "grad_cohort_years": [3]})
-    entry = LedgerEntry("t", "test", "two-sided geometric", 1.0, 1, 1, 3, "", "", "")
+    entry = LedgerEntry("t", "test", 1, 3, "", "", "")
     return NoisyMeasurement(measurement_id, cells, np.array([[3, -1, 0]]), entry)
 
 

@@ -15,7 +15,9 @@ import pandas as pd
 from pseo_das.config import ReleaseConfig
 from pseo_das.epsilon import epsilon_text, exact_epsilon
 from pseo_das.tasks.audit.audit_target import AuditedRelease
-from pseo_das.tasks.privacy.mechanism import FORMAL_NO, LAPLACE, MEASURING_MECHANISMS
+from pseo_das.tasks.privacy.mechanism import (FORMAL_NO, LAPLACE, MEASURING_MECHANISMS,
+                                              entry_of_ledger_row, ledger_row)
+from pseo_das.tasks.privacy.statement import release_guarantee
 from pseo_das.tasks.earnings.cell_statistics import PRODUCT as CELL_STATISTICS_PRODUCT
 from pseo_das.tasks.employment_flows.employer_table import PRODUCT as EMPLOYER_TABLE_PRODUCT
 from pseo_das.tasks.employment_flows.noisy_flows import PRODUCT as FLOWS_PRODUCT
@@ -27,6 +29,7 @@ from pseo_das.tasks.audit.verification import (FAILED, PASSED, CheckResult,
 
 LEDGER = "internal/ledger.csv"
 CONFIG = "internal/config.json"
+SUMMARY = "internal/release_summary.json"
 # The configuration value that sets the epsilon of each product's measured tabulations.
 EPSILON_SETTING = {EARNINGS_PRODUCT: "privacy.epsilon_per_tabulation",
                    FLOWS_PRODUCT: "flows.epsilon_per_tabulation",
@@ -102,6 +105,37 @@ def epsilon_findings(ledger: pd.DataFrame, settings: dict[str, object]) -> list[
             out.append(f"tabulation {tab} ({row['mechanism']}): epsilon {epsilon_text(epsilon)}, "
                        "but a derived or post-processed table spends 0")
     return out
+
+
+def statement_findings(ledger: pd.DataFrame, summary: dict) -> tuple[list[str], dict]:
+    """Each measured row of ledger.csv read back as the privacy statement it records (a row
+    its mechanism cannot have, e.g. geometric noise at another sensitivity, is a finding),
+    and the release's guarantee derived from them against release_summary.json's."""
+    out, statements = [], []
+    for _, row in ledger[ledger["mechanism"].isin(list(MEASURING))].iterrows():
+        try:
+            entry = entry_of_ledger_row(row.to_dict())
+        except (ValueError, KeyError, TypeError, ZeroDivisionError) as exc:
+            out.append(f"tabulation {row['tabulation_id']}: not a privacy statement ({exc})")
+            continue
+        again = ledger_row(entry)
+        for column in ledger.columns.drop("tabulation_id"):
+            if column != "epsilon" and str(again[column]) != row[column]:
+                out.append(f"tabulation {row['tabulation_id']}: {column} {row[column]!r} is not "
+                           f"what its {row['mechanism']} statement says ({str(again[column])!r})")
+        statements.append(entry.statement)
+    guarantee = release_guarantee(statements)
+    stated = summary.get("guarantee")
+    if stated is not None:
+        for key, value in (("epsilon", epsilon_text(guarantee.epsilon)),
+                           ("delta", epsilon_text(guarantee.delta)),
+                           ("pure_epsilon_dp", guarantee.pure),
+                           ("sampled_exactly", guarantee.all_exact)):
+            if stated.get(key) != value:
+                out.append(f"{SUMMARY}: guarantee {key} is {stated.get(key)!r}, the ledger's "
+                           f"statements give {value!r}")
+    return out, {"guarantee (from the ledger's statements)": guarantee.graduates_sentence(),
+                 "sampling": guarantee.sampling_sentence()}
 
 
 def metric_findings(ledger: pd.DataFrame, metrics: dict[str, float]) -> list[str]:
@@ -202,6 +236,12 @@ def check_ledger(release: AuditedRelease, logged_ledger: Path | None) -> CheckRe
     settings = flatten(config)
     findings += epsilon_findings(ledger, settings)
     findings += metric_findings(ledger, release.metrics)
+    try:
+        summary = json.loads((release.release_dir / SUMMARY).read_text())
+    except (OSError, ValueError):
+        summary = {}   # the store check names an unreadable release_summary.json
+    stated, guarantee_figures = statement_findings(published, summary)
+    findings += stated
 
     total = sum((e for e in ledger["epsilon"] if e is not None), Fraction(0))
     measured = ledger[ledger["mechanism"].isin(list(MEASURING))]
@@ -224,6 +264,7 @@ def check_ledger(release: AuditedRelease, logged_ledger: Path | None) -> CheckRe
                                                        f"{epsilon_text(row['sum'])} in all")
     if plan is not None:
         figures["planned total epsilon (configuration)"] = epsilon_text(plan.planned_total_epsilon())
+    figures.update(guarantee_figures)
     config_path = release.release_dir / CONFIG
     try:
         on_disk = flatten(json.loads(config_path.read_text()))

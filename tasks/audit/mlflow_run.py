@@ -26,7 +26,7 @@ from pseo_das.tasks import progress, release_task
 from pseo_das.tasks.employment_flows.division_flows import FlowsRelease
 from pseo_das.tasks.privacy.mechanism import PrivacyLedger
 from pseo_das.tasks.privacy.release_seed import ReleaseSeed
-from pseo_das.tasks.privacy.release_plan import ReleasePlan
+from pseo_das.tasks.measurements.release_plan import ReleasePlan
 
 EXPERIMENT = "pseo-das quarterly release"
 DEFAULT_AUDIT_DIR = Path("audit")
@@ -214,6 +214,7 @@ def record_release(audit: AuditRun, ledger: PrivacyLedger, cells: pd.DataFrame,
         "measurements.new": plan_summary["new_measurements"],
         "measurements.reused": plan_summary["reused_measurements"],
         "epsilon.total": ledger.total_epsilon,
+        "release_delta": ledger.guarantee().delta,
         "cells.total": len(cells),
         "cells.suppressed": int((~cells["published"]).sum()),
         "cells.published": int(cells["published"].sum()),
@@ -228,9 +229,15 @@ def record_release(audit: AuditRun, ledger: PrivacyLedger, cells: pd.DataFrame,
     metrics["flows.division_flows_at_risk"] = flows.suppression["division_flows_at_risk"]
     metrics["flows.division_flows_suppressed"] = flows.suppression["division_flows_suppressed"]
     audit.log_metrics(metrics)   # floats, for display; the exact values are params:
+    guarantee = ledger.guarantee()
     audit.log_params({f"ledger_epsilon.{e.tabulation_id}": epsilon_text(e.epsilon)
                       for e in ledger.entries}
-                     | {"ledger_epsilon.total": epsilon_text(ledger.total_epsilon)})
+                     | {"ledger_epsilon.total": epsilon_text(ledger.total_epsilon),
+                        "ledger_epsilon.formal": epsilon_text(guarantee.formal_epsilon),
+                        "ledger_epsilon.non_formal": epsilon_text(guarantee.non_formal_epsilon),
+                        "ledger_delta.total": epsilon_text(guarantee.delta),
+                        "guarantee.pure_epsilon_dp": str(guarantee.pure).lower(),
+                        "guarantee.sampled_exactly": str(guarantee.all_exact).lower()})
     audit.set_tags({f"input_sha256.{k}": v for k, v in input_fingerprints.items()}
                    | {f"output_sha256.{k}": v for k, v in manifest.items()}
                    | {f"version.{k}": v for k, v in package_versions().items()})
@@ -240,21 +247,19 @@ def record_release(audit: AuditRun, ledger: PrivacyLedger, cells: pd.DataFrame,
     progress(f"audit run {audit.run_id}: {len(metrics)} metrics and the release documents logged")
 
 
-def cell_statistics_parameters(ledger: PrivacyLedger, kept: dict) -> dict[str, object]:
+def cell_statistics_parameters(kept: dict) -> dict[str, object]:
     """What the MLflow run says about the cell statistics (pseom_all.csv): the variant,
     whether it is a formal guarantee, chi per statistic and scope group (published by MOS
-    without noise, in the bins' constant dollars), the epsilon this release newly spent on
-    them (0 when every population reuses its stored measurement) and the release's epsilon
-    split into formal and non-formal spending. Privacy cost: none (chi is published
-    anyway)."""
+    without noise, in the bins' constant dollars) and the epsilon this release newly spent
+    on them (0 when every population reuses its stored measurement); the release's epsilon
+    split into formal and non-formal spending is logged with the ledger. Privacy cost: none
+    (chi is published anyway)."""
     formal = kept["variant"] == "mos-dp"
     return ({"cell_statistics.variant": kept["variant"],
              "cell_statistics.formal_guarantee": "yes" if formal else
              "NO: maximum observed sensitivity; chi is computed from the data and published "
              "without noise",
              "cell_statistics.epsilon": kept["epsilon"],
-             "cell_statistics.new_epsilon": kept["new_epsilon"],
-             "ledger_epsilon.formal": epsilon_text(ledger.formal_epsilon),
-             "ledger_epsilon.non_formal": epsilon_text(ledger.non_formal_epsilon)}
+             "cell_statistics.new_epsilon": kept["new_epsilon"]}
             | {f"cell_statistics.chi.{statistic}.{group}": repr(value)
                for statistic, groups in kept["chi"].items() for group, value in groups.items()})

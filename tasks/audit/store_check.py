@@ -16,7 +16,7 @@ from pseo_das.tasks.audit.audit_target import AuditedRelease
 from pseo_das.tasks.audit.mlflow_run import runs_of_store
 from pseo_das.tasks.audit.store_witness import recorded_heads, witness_problems
 from pseo_das.tasks.audit.verification import FAILED, PASSED, CheckResult
-from pseo_das.tasks.privacy.release_plan import lifetime_table
+from pseo_das.tasks.measurements.release_plan import lifetime_budget_file, lifetime_table
 from pseo_das.tasks.privacy.store import PrivacyStore, StoreError, epsilon_text, store_exists
 from pseo_das.tasks.privacy.store_integrity import check_recorded_heads, verify_store
 
@@ -77,8 +77,7 @@ def internal_file_findings(release: AuditedRelease, store: PrivacyStore) -> list
         return [f"attempt {attempt_text} of the store cannot be read: {exc}"]
     findings = []
     table = lifetime_table(store, plan, attempt.attempt)
-    expected = table.assign(**{c: table[c].map(epsilon_text)
-                               for c in ("before", "this_release", "after")})
+    expected = lifetime_budget_file(table)
     path = release.release_dir / LIFETIME
     try:
         published = pd.read_csv(path, dtype=str, keep_default_na=False)
@@ -91,7 +90,7 @@ def internal_file_findings(release: AuditedRelease, store: PrivacyStore) -> list
         expected_text = pd.read_csv(io.StringIO(buffer.getvalue()), dtype=str,
                                     keep_default_na=False)
         if not published.equals(expected_text):
-            findings.append(f"{LIFETIME}: differs from the lifetime epsilon per population "
+            findings.append(f"{LIFETIME}: differs from the lifetime epsilon (and delta) per population "
                             f"recomputed from the store for attempt {attempt.attempt}")
     try:
         summary = json.loads((release.release_dir / SUMMARY).read_text())

@@ -23,13 +23,13 @@ Each statistic is a question of the release plan (cell_statistics_plan.py): the 
 task measures only the plan's pending measurements (populations never measured for the
 question), each over the cells of its own populations, with noise streams keyed by the
 measurement id; the values are kept in the privacy store and every later release reads
-them back (`tasks/privacy/stored_cell_statistics.py`) at zero epsilon. Under mos, chi is the
+them back (`tasks/measurements/stored_cell_statistics.py`) at zero epsilon. Under mos, chi is the
 maximum over the cells measured together (those of one measurement, per scope group).
 """
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
@@ -43,26 +43,19 @@ from pseo_das.tasks import progress, release_task
 from pseo_das.tasks.earnings.mos import (ChiScope, MosVariant, chi_by_scope,
                                          mean_local_sensitivity, mos_dp_mean, mos_noise_scale)
 from pseo_das.tasks.earnings.cell_statistics_plan import (PRODUCT, STORED_COLUMNS,
-                                                          StatisticSettings, tabulation_id)
-from pseo_das.tasks.inputs.cell_moments import CELL_STATISTICS_CIP_LEVEL, CellMoments, CellStatistic
+                                                          CellStatisticsQuestion,
+                                                          StatisticSettings, statistic_domain)
+from pseo_das.tasks.inputs.cell_moments import CELL_STATISTICS_CIP_LEVEL, CellMoments
 from pseo_das.tasks.inputs.cells import CELL_COLUMNS, MEASURED_CELL_COLUMNS, in_populations
-from pseo_das.tasks.privacy.mechanism import (LedgerEntry, NoisyMeasurement, PrivacyLedger,
+from pseo_das.tasks.privacy.mechanism import (LedgerEntry, NoisyMeasurement,
+                                              entry_of_ledger_row, ledger_row,
                                               measure_with_geometric_noise,
                                               measure_with_laplace_noise)
-from pseo_das.tasks.publication.official_codes import ALL_INDUSTRIES, NATIONAL, agg_level, official_cells
+from pseo_das.tasks.codes.official_codes import ALL_INDUSTRIES, NATIONAL, agg_level, official_cells
 
 CELL_STATISTICS_FILE = "pseom_all.csv"
 COMPOSITION = ("parallel across the cells of this tabulation (each graduate one observation "
                "of one cell); sequential with every other tabulation")
-
-
-def count_stream_id(measurement_id: str, statistic: CellStatistic) -> str:
-    """The noise stream of a measurement's counts: its id with the counts' tabulation id
-    (`mos.I.cipA.mean_y1.count@R/1` for the measurement `mos.I.cipA.mean_y1@R/1`)."""
-    values = tabulation_id(statistic)
-    if not measurement_id.startswith(values):
-        raise ValueError(f"{measurement_id} is not a measurement of {values}")
-    return tabulation_id(statistic, counts=True) + measurement_id[len(values):]
 
 
 def values_composition(settings: StatisticSettings) -> str:
@@ -73,12 +66,6 @@ def values_composition(settings: StatisticSettings) -> str:
     return (f"{COMPOSITION}; noise Laplace(chi / (epsilon N_g)) with chi = max N_g x LS_g "
             f"over the cells of each {settings.chi_scope} measured together (published without "
             f"noise), cells with N_g >= {settings.min_count}: NOT a formal DP guarantee")
-
-
-def statistic_domain(statistic: CellStatistic, lower: float, upper: float) -> tuple[float, float]:
-    """The public domain of one observation: [lower, upper] for a mean, [lower - upper,
-    upper - lower] for a graduate's growth y5 - y1."""
-    return (lower - upper, upper - lower) if statistic.is_growth else (lower, upper)
 
 
 @dataclass(frozen=True)
@@ -103,12 +90,11 @@ class NoisyCellStatistics:
         return {"variant": self.variant, "chi": self.chi, "epsilon": self.epsilon,
                 "lower": self.lower, "upper": self.upper, "min_count": self.min_count,
                 "chi_scope": self.chi_scope,
-                "entries": [dict(asdict(e), epsilon=str(e.epsilon)) for e in self.entries]}
+                "entries": [ledger_row(e) for e in self.entries]}
 
     @classmethod
     def from_record(cls, record: dict, table: pd.DataFrame) -> "NoisyCellStatistics":
-        entries = [LedgerEntry(**dict(e, epsilon=Fraction(e["epsilon"])))
-                   for e in record["entries"]]
+        entries = [entry_of_ledger_row(e) for e in record["entries"]]
         return cls(record["variant"], table, entries, record["chi"], record["epsilon"],
                    record["lower"], record["upper"], record["min_count"], record["chi_scope"])
 
@@ -119,15 +105,17 @@ def _scope_labels(cells: pd.DataFrame, scope: ChiScope) -> np.ndarray:
     return cells["degree_level"].astype(str).to_numpy()
 
 
-def measure_statistic(moments: CellMoments, settings: StatisticSettings, release_seed: bytes,
-                      measurement_id: str, last_earnings_year: int,
+def measure_statistic(moments: CellMoments, question: CellStatisticsQuestion,
+                      release_seed: bytes, measurement_id: str, last_earnings_year: int,
                       populations: pd.DataFrame | None = None
                       ) -> tuple[pd.DataFrame, list[LedgerEntry], dict[str, float]]:
     """One statistic over its observable cells (of `populations`, when given: the cells
     measured together, over which chi is the maximum), noise from the streams of
-    `measurement_id` (module doc). Returns the cells (MEASURED_CELL_COLUMNS) with their
-    noisy values, the ledger entries and chi per scope group. Privacy cost: 2 x epsilon
-    (values and counts) on the populations measured."""
+    `measurement_id` (module doc), as the question's statements declare. Returns the cells
+    (MEASURED_CELL_COLUMNS) with their noisy values, the ledger entries and chi per scope
+    group. Privacy cost: 2 x epsilon (values and counts) on the populations measured."""
+    settings = StatisticSettings.of(question)
+    values_statement, counts_statement = question.statements(measurement_id)
     statistic, epsilon = settings.statistic, settings.epsilon
     if (moments.lower, moments.upper) != (settings.lower, settings.upper):
         raise ValueError(f"{measurement_id}: the moments were read with the bounds "
@@ -140,9 +128,8 @@ def measure_statistic(moments: CellMoments, settings: StatisticSettings, release
     cells = moments.frame.cells[observable].reset_index(drop=True)
     m = moments.statistics[statistic]
     n, total = m.n[observable], m.total[observable]
-    tab, count_tab = tabulation_id(statistic), tabulation_id(statistic, counts=True)
-    counted = measure_with_geometric_noise(release_seed, count_stream_id(measurement_id, statistic),
-                                           count_tab, PRODUCT, cells, n.reshape(-1, 1), epsilon)
+    counted = measure_with_geometric_noise(release_seed, counts_statement, cells,
+                                           n.reshape(-1, 1))
     noisy_count = counted.values[:, 0]
     value = np.full(len(cells), np.nan)
     chi_cell = np.full(len(cells), np.nan)
@@ -155,19 +142,17 @@ def measure_statistic(moments: CellMoments, settings: StatisticSettings, release
         chi_eligible, groups = chi_by_scope(n[eligible], sensitivity, scope)
         theta = total[eligible] / n[eligible]
         noisy, entry = measure_with_laplace_noise(
-            release_seed, measurement_id, tab, PRODUCT, theta,
-            mos_noise_scale(chi_eligible, n[eligible], float(epsilon)), epsilon,
-            float(groups.max()) if len(groups) else 0.0, values_composition(settings),
-            formal=False)
+            release_seed, values_statement, theta,
+            mos_noise_scale(chi_eligible, n[eligible], float(epsilon)),
+            values_composition(settings), float(groups.max()) if len(groups) else 0.0)
         value[eligible], chi_cell[eligible] = noisy, chi_eligible
         published = eligible
         chi = {str(k): float(v) for k, v in groups.items()}
     else:
         width = upper - lower
         noisy_sum, entry = measure_with_laplace_noise(
-            release_seed, measurement_id, tab, PRODUCT, total - n * lower,
-            np.full(len(cells), width / float(epsilon)), epsilon, width,
-            values_composition(settings), formal=True)
+            release_seed, values_statement, total - n * lower,
+            np.full(len(cells), width / float(epsilon)), values_composition(settings))
         value, published = mos_dp_mean(noisy_sum, noisy_count, lower, upper, settings.min_count)
         chi_cell[:] = width
         chi = {"all": width}
@@ -194,9 +179,8 @@ def measure_cell_statistics(pending: dict[int, list], moments: CellMoments | Non
             if moments is None:
                 raise ValueError(f"{measurement.measurement_id}: the cell statistics are planned "
                                  "but their sufficient statistics were not read")
-            settings = StatisticSettings.of(measurement.question)
             table, entries, _ = measure_statistic(
-                moments, settings, measurement.seed.bits,
+                moments, measurement.question, measurement.seed.bits,
                 measurement.measurement_id, cfg.cells.last_earnings_year,
                 measurement.populations)
             values = table[list(STORED_COLUMNS)].to_numpy(np.float64)
@@ -283,18 +267,16 @@ def cell_statistics_layout(statistics: list[str], publication_year: int | None) 
 
 
 def cell_statistics_context(measured: NoisyCellStatistics, pseom: pd.DataFrame,
-                            formal_epsilon: Fraction, non_formal_epsilon: Fraction,
-                            epsilon_statement: str, dollar_factor: float,
-                            publication_year: int | None) -> dict:
-    """What the release notes, the DRB report and MLflow say about pseom_all.csv."""
+                            dollar_factor: float, publication_year: int | None) -> dict:
+    """What the release notes, the DRB report and MLflow say about pseom_all.csv (the
+    release's guarantee, formal and non-formal parts apart, is the ledger's)."""
     statistics = list(dict.fromkeys(measured.table["statistic"]))
     return {
         "file": CELL_STATISTICS_FILE, "rows": len(pseom), "variant": measured.variant,
         "formal": measured.variant == MosVariant.MOS_DP.value,
         "epsilon": measured.epsilon, "lower": measured.lower, "upper": measured.upper,
         "min_count": measured.min_count, "chi_scope": measured.chi_scope,
-        "formal_epsilon": formal_epsilon, "non_formal_epsilon": non_formal_epsilon,
-        "epsilon_statement": epsilon_statement, "store_use": measured.store_use,
+        "store_use": measured.store_use,
         "statistics": [{"name": s, "meaning": STATISTIC_MEANINGS[s],
                         "published": int((pseom[f"status_{s}"] == STATUS_OK).sum()),
                         "suppressed": int((pseom[f"status_{s}"] == STATUS_SUPPRESSED).sum()),
@@ -305,26 +287,18 @@ def cell_statistics_context(measured: NoisyCellStatistics, pseom: pd.DataFrame,
     }
 
 
-def cell_statistics_summary(measured: NoisyCellStatistics, ledger: PrivacyLedger) -> dict:
-    """release_summary.json's entry: the variant, the epsilon its values carry (ledger),
+def cell_statistics_summary(measured: NoisyCellStatistics) -> dict:
+    """release_summary.json's entry: the variant, the epsilon its values carry (ledger) and
     how much of it this release newly spent (the privacy store's lifetime budget per
-    population: reused measurements cost nothing) and the release's formal / non-formal
-    epsilon statement."""
+    population: reused measurements cost nothing). The release's guarantee, formal and
+    non-formal parts apart, is release_summary.json's `guarantee`."""
     spent = sum((e.epsilon for e in measured.entries), Fraction(0))
     if measured.store_use is not None:
         return {"file": CELL_STATISTICS_FILE, "variant": measured.variant,
                 "formal_guarantee": measured.variant == MosVariant.MOS_DP.value,
                 "epsilon": measured.epsilon, "ledger_epsilon": epsilon_text(spent),
-                **measured.store_use,
-                "formal_epsilon": epsilon_text(ledger.formal_epsilon),
-                "non_formal_epsilon": epsilon_text(ledger.non_formal_epsilon),
-                "epsilon_statement": ledger.epsilon_statement(),
-                "chi": measured.chi}
-    # a release of an earlier version (measured outside the store): as it was written
+                **measured.store_use, "chi": measured.chi}
+    # a release of an earlier version (measured outside the store)
     return {"file": CELL_STATISTICS_FILE, "variant": measured.variant,
             "formal_guarantee": measured.variant == MosVariant.MOS_DP.value,
-            "epsilon_spent": epsilon_text(spent),
-            "formal_epsilon": epsilon_text(ledger.formal_epsilon),
-            "non_formal_epsilon": epsilon_text(ledger.non_formal_epsilon),
-            "epsilon_statement": ledger.epsilon_statement(),
-            "chi": measured.chi}
+            "epsilon_spent": epsilon_text(spent), "chi": measured.chi}

@@ -21,7 +21,9 @@ from pseo_das.epsilon import epsilon_text, exact_epsilon
 from pseo_das.schemas.cpi import CPI_U_SERIES
 from pseo_das.tasks.earnings.mos import MosVariant
 from pseo_das.tasks.inputs.cell_moments import CELL_STATISTICS_CIP_LEVEL, CellStatistic, cell_statistics
-from pseo_das.tasks.privacy.release_plan import CIP_CODING, Question
+from pseo_das.tasks.privacy.question import CIP_CODING, Question
+from pseo_das.tasks.privacy.statement import (PrivacyStatement, geometric_statement,
+                                              laplace_statement)
 
 PRODUCT = "cell statistics (MOS)"
 # The stored values of a measurement, one row per observable cell of its populations.
@@ -38,6 +40,21 @@ def tabulation_id(statistic: CellStatistic, counts: bool = False) -> str:
     return f"mos.I.cip{CELL_STATISTICS_CIP_LEVEL}.{statistic.value}" + (".count" if counts else "")
 
 
+def count_stream_id(measurement_id: str, statistic: CellStatistic) -> str:
+    """The noise stream of a measurement's counts: its id with the counts' tabulation id
+    (`mos.I.cipA.mean_y1.count@R/1` for the measurement `mos.I.cipA.mean_y1@R/1`)."""
+    values = tabulation_id(statistic)
+    if not measurement_id.startswith(values):
+        raise ValueError(f"{measurement_id} is not a measurement of {values}")
+    return tabulation_id(statistic, counts=True) + measurement_id[len(values):]
+
+
+def statistic_domain(statistic: CellStatistic, lower: float, upper: float) -> tuple[float, float]:
+    """The public domain of one observation: [lower, upper] for a mean, [lower - upper,
+    upper - lower] for a graduate's growth y5 - y1."""
+    return (lower - upper, upper - lower) if statistic.is_growth else (lower, upper)
+
+
 @dataclass(frozen=True)
 class CellStatisticsQuestion(Question):
     """A cell statistic's question: its mechanism is MOS or mos-dp, never an employer
@@ -48,6 +65,21 @@ class CellStatisticsQuestion(Question):
 
     def protection(self) -> None:
         return None
+
+    def statements(self, measurement_id: str) -> tuple[PrivacyStatement, ...]:
+        """The values' statement (continuous Laplace: under mos a scale taken from the data,
+        NOT formal; under mos-dp calibrated to the public width U - L, formal) and the
+        counts' (geometric), each at the values' epsilon (the question's is their sum)."""
+        settings = StatisticSettings.of(self)
+        lower, upper = statistic_domain(settings.statistic, settings.lower, settings.upper)
+        values = laplace_statement(tabulation_id(settings.statistic), self.product,
+                                   measurement_id, settings.epsilon,
+                                   upper - lower if settings.formal else None, settings.formal)
+        counts = geometric_statement(tabulation_id(settings.statistic, counts=True),
+                                     self.product,
+                                     count_stream_id(measurement_id, settings.statistic)
+                                     if measurement_id else "", settings.epsilon, 1)
+        return values, counts
 
 
 @dataclass(frozen=True)

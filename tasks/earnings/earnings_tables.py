@@ -23,8 +23,8 @@ from pseo_das.tasks import progress, release_task
 from pseo_das.tasks.earnings.noisy_histograms import NoisyHistograms
 from pseo_das.tasks.earnings.percentiles import protected_percentiles, round_dollars
 from pseo_das.tasks.inputs.constant_dollars import DollarYears
-from pseo_das.tasks.publication.ipeds_counts import IpedsCounts, ipeds_counts
-from pseo_das.tasks.publication.official_codes import (ALL_INDUSTRIES, CELL_IDENTIFIERS, NATIONAL,
+from pseo_das.tasks.codes.ipeds_counts import IpedsCounts, ipeds_counts
+from pseo_das.tasks.codes.official_codes import (ALL_INDUSTRIES, CELL_IDENTIFIERS, NATIONAL,
                                                        agg_level, official_cells)
 
 IPEDS_NOT_AVAILABLE = int(IPEDS_FLAG_NOT_AVAILABLE)

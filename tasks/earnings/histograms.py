@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from pseo_das.tasks.codes.earnings_bins import earnings_bin
 from pseo_das.tasks.inputs.cells import CellFrame
 from pseo_das.tasks.inputs.ingest import ValidatedInputs
 
@@ -29,13 +30,6 @@ def earnings_records(inputs: ValidatedInputs, years_after: int, bin_edges: tuple
     in_universe = (years == years_after) & (earnings >= sample_floor)
     return EarningsRecords(years_after, inputs.graduate_row[in_universe],
                            earnings_bin(earnings[in_universe], bin_edges))
-
-
-def earnings_bin(earnings: np.ndarray, bin_edges: tuple[int, ...]) -> np.ndarray:
-    """0-based bin of earnings at or above the floor (bin_edges[0]); the top edge and above
-    fall in the last bin."""
-    return np.searchsorted(np.asarray(bin_edges, dtype=np.float64), earnings,
-                           side="right").astype(np.int64) - 1
 
 
 def true_histograms(frame: CellFrame, records: EarningsRecords, last_earnings_year: int,

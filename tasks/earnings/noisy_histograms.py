@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from fractions import Fraction
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -18,7 +17,7 @@ from pseo_das.tasks.privacy.mechanism import (LedgerEntry, NoisyMeasurement, der
 
 if TYPE_CHECKING:
     from pseo_das.tasks.inputs.true_counts import TrueCounts
-    from pseo_das.tasks.privacy.release_plan import PendingMeasurement
+    from pseo_das.tasks.privacy.question import PendingMeasurement
 
 PRODUCT = "earnings histograms"
 
@@ -48,15 +47,6 @@ def tabulation_id(inst_level: str, cip_level: str, years_after: int,
     return f"earnings.{inst_level}.cip{cip_level}{cohorts}.y{years_after}"
 
 
-def measure_histograms(release_seed: bytes, measurement_id: str, cells: pd.DataFrame,
-                       true_counts: np.ndarray, cip_level: str, years_after: int,
-                       epsilon: Fraction) -> NoisyMeasurement:
-    """Institution-level noisy histograms. Privacy cost: `epsilon` (one tabulation)."""
-    return measure_with_geometric_noise(release_seed, measurement_id,
-                                        tabulation_id("I", cip_level, years_after), PRODUCT,
-                                        cells, true_counts, epsilon)
-
-
 def derive_histograms(source: NoisyHistograms, inst_level: str, cip_level: str,
                       by_cohort: bool = True) -> tuple[NoisyHistograms, LedgerEntry]:
     """Sum `source`'s noisy histograms up to a coarser institution or CIP level, or over
@@ -83,9 +73,9 @@ def measure_earnings(pending: dict[int, list["PendingMeasurement"]], counts: "Tr
             cells, true_counts = counts.histograms(question.cip_level, years_after,
                                                    cfg.cells.last_earnings_year,
                                                    measurement.populations)
-            measured.append(measure_histograms(
-                measurement.seed.bits, measurement.measurement_id, cells,
-                true_counts, question.cip_level, years_after, question.epsilon))
+            (statement,) = question.statements(measurement.measurement_id)
+            measured.append(measure_with_geometric_noise(
+                measurement.seed.bits, statement, cells, true_counts))
             del true_counts
     progress("measured earnings: " + (", ".join(
         f"{m.measurement_id} ({len(m.cells):,} cells)" for m in measured) or "nothing new")

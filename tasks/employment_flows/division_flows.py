@@ -28,12 +28,11 @@ from pseo_das.schemas.codes import (CENSUS_DIVISIONS, DIVISION_OF_STATE, NAICS_S
                                     STATUS_OK, STATUS_SUPPRESSED, YEARS_AFTER)
 from pseo_das.schemas.pseo_layout import Product, layout
 from pseo_das.tasks import progress, release_task
-from pseo_das.tasks.employment_flows.flow_counts import (N_DESTINATIONS, N_SECTORS, N_STATES,
-                                                         NONEMPLOYED, destinations)
+from pseo_das.tasks.codes.destinations import NONEMPLOYED, N_DESTINATIONS, N_SECTORS, N_STATES, destinations
 from pseo_das.tasks.employment_flows.noisy_flows import NoisyFlows
 from pseo_das.tasks.inputs.cells import CELL_KEYS, sum_to_coarser
 from pseo_das.tasks.inputs.reference_inputs import ReferenceInputs
-from pseo_das.tasks.publication.official_codes import agg_level, official_cells
+from pseo_das.tasks.codes.official_codes import agg_level, official_cells
 
 PRODUCT = Product.PSEOF
 DIVISIONS = tuple(CENSUS_DIVISIONS)   # "1" to "9", as the official files code them

@@ -36,20 +36,20 @@ import pandas as pd
 from pseo_das.config import ReleaseConfig
 from pseo_das.schemas.cpi import CPI_U_SERIES
 from pseo_das.tasks import file_task, progress, release_task
-from pseo_das.tasks.employment_flows.flow_counts import NONEMPLOYED
+from pseo_das.tasks.codes.destinations import NONEMPLOYED
 from pseo_das.tasks.privacy.establishment import MECHANISM_NAMES, PrivacyNotion
-from pseo_das.tasks.privacy.mechanism import (LedgerEntry, NoisyMeasurement,
-                                              employer_protection_entry,
+from pseo_das.tasks.privacy.mechanism import (LedgerEntry, NoisyMeasurement, measured_entry,
                                               measure_with_employer_protection, stream_sha256)
-from pseo_das.tasks.privacy.release_plan import (Question, observable_populations,
-                                                 stored_question)
+from pseo_das.tasks.privacy.statement import employer_statement
+from pseo_das.tasks.inputs.cells import observable_populations
+from pseo_das.tasks.privacy.question import Question, stored_question
 from pseo_das.tasks.privacy.store import (PrivacyStore, epsilon_text, exact_epsilon,
                                           populations_sha256)
 
 if TYPE_CHECKING:
     from pseo_das.tasks.inputs.cells import CellFrame
     from pseo_das.tasks.inputs.true_counts import TrueCounts
-    from pseo_das.tasks.privacy.release_plan import PendingMeasurement
+    from pseo_das.tasks.privacy.question import PendingMeasurement
 
 PRODUCT = "employer-side table"
 TABULATION_PREFIX = "employer_table."
@@ -121,10 +121,10 @@ def measure_employer_table(pending: dict[int, list["PendingMeasurement"]],
                 question.cip_level, years_after, cfg.cells.last_earnings_year,
                 measurement.populations)
             cells = pd.DataFrame({"grad_cohort": [int(question.parameters["grad_cohort"])]})
+            (statement,) = question.statements(measurement.measurement_id)
             measured.append(measure_with_employer_protection(
-                measurement.seed.bits, measurement.measurement_id,
-                question.tabulation_id, PRODUCT, cells, true_counts[None, :],
-                largest[None, :], question.protection(), PrivacyNotion.WEAK))
+                measurement.seed.bits, statement, cells, true_counts[None, :],
+                largest[None, :]))
             del true_counts, largest
     if measured:
         progress(f"measured the employer-side table: {len(measured)} cohort x years-after "
@@ -159,7 +159,7 @@ def stored_employer_table(store_path: Path, plan: pd.DataFrame, cfg: ReleaseConf
     rows = plan[is_table_tabulation(plan["tabulation_id"])]
     protection = cfg.employer_table.protection()
     epsilon = exact_epsilon(cfg.employer_table.epsilon)
-    found, streams = [], {}
+    found, streams, measurements_of = [], {}, {}
     with PrivacyStore.open(store_path) as store:
         for tab, measurements in rows.groupby("tabulation_id", sort=True):
             if measurements["measurement_id"].nunique() != 1:
@@ -167,7 +167,10 @@ def stored_employer_table(store_path: Path, plan: pd.DataFrame, cfg: ReleaseConf
                                  "plan names several")
             measurement_id = measurements["measurement_id"].iloc[0]
             question = stored_question(store, measurement_id)
-            if question.epsilon != epsilon or question.protection() != protection:
+            (stated,) = question.statements(measurement_id)
+            if question.epsilon != epsilon or question.protection() != protection or \
+                    replace(stated, tabulation_id="", stream_id="") != employer_statement(
+                        "", PRODUCT, "", protection, NONEMPLOYED, PrivacyNotion.WEAK):
                 raise ValueError(f"{tab}: measurement {measurement_id} answers another "
                                  "question than the configuration's employer_table")
             _, noisy = store.measured_values(measurement_id)
@@ -175,6 +178,7 @@ def stored_employer_table(store_path: Path, plan: pd.DataFrame, cfg: ReleaseConf
             seed = store.attempt(stored.attempt).seed.bits
             streams.setdefault(question.years_after, []).append(
                 stream_sha256(seed, measurement_id))
+            measurements_of.setdefault(question.years_after, []).append(measurement_id)
             found.append((int(question.parameters["grad_cohort"]), question.years_after,
                           noisy[0]))
     found.sort(key=lambda item: (item[1], item[0]))
@@ -183,12 +187,13 @@ def stored_employer_table(store_path: Path, plan: pd.DataFrame, cfg: ReleaseConf
     noisy = (np.vstack([f[2] for f in found]) if found
              else np.zeros((0, NONEMPLOYED))).astype(np.int64)
     entries = []
-    for k in cfg.cells.years_after:
+    for k in cfg.cells.years_after:   # one statement per years after: its cohorts in parallel
         d = int((frame["years_after"] == k).sum())
-        entry = employer_protection_entry(b"", "", ledger_tabulation_id(k), PRODUCT, d,
-                                          NONEMPLOYED, protection, PrivacyNotion.WEAK, d)
-        entries.append(replace(entry, epsilon=epsilon, composition=COMPOSITION,
-                               noise_stream=";".join(streams.get(k, []))))
+        statement = employer_statement(ledger_tabulation_id(k), PRODUCT,
+                                       ";".join(measurements_of.get(k, [])), protection,
+                                       NONEMPLOYED, PrivacyNotion.WEAK)
+        entries.append(measured_entry(statement, d, NONEMPLOYED, COMPOSITION,
+                                      ";".join(streams.get(k, []))))
     progress(f"read the employer-side table from the privacy store: {len(frame)} cohort x "
              "years-after row(s)")
     return NoisyEmployerTable(frame, noisy, tuple(entries), MECHANISM_NAMES[protection.mechanism],

@@ -36,8 +36,7 @@ import pandas as pd
 from pseo_das.schemas.codes import STATE_FIPS
 from pseo_das.tasks import progress, release_task
 from pseo_das.tasks.inputs.cells import ALL_FIELDS_CIPCODE
-from pseo_das.tasks.employment_flows.flow_counts import (N_SECTORS, N_STATES, NONEMPLOYED, destination_sector,
-                               destination_state)
+from pseo_das.tasks.codes.destinations import NONEMPLOYED, N_SECTORS, N_STATES, destination_sector, destination_state
 from pseo_das.tasks.privacy.mechanism import (LedgerEntry, post_processing_exponentials,
                                               post_processing_seed)
 from pseo_das.tasks.employment_flows.flows_candidates import appendix_correction

@@ -17,15 +17,14 @@ import pandas as pd
 from pseo_das.config import ReleaseConfig
 from pseo_das.tasks import progress, release_task
 from pseo_das.tasks.inputs.cells import sum_to_coarser
-from pseo_das.tasks.employment_flows.flow_counts import N_DESTINATIONS
-from pseo_das.tasks.privacy.establishment import PrivacyNotion
+from pseo_das.tasks.codes.destinations import N_DESTINATIONS
 from pseo_das.tasks.privacy.mechanism import (LedgerEntry, NoisyMeasurement, derived_entry,
                                               measure_with_employer_protection,
                                               measure_with_geometric_noise)
 
 if TYPE_CHECKING:
     from pseo_das.tasks.inputs.true_counts import TrueCounts
-    from pseo_das.tasks.privacy.release_plan import PendingMeasurement
+    from pseo_das.tasks.privacy.question import PendingMeasurement
 
 PRODUCT = "employment flows"
 TOTAL_PRODUCT = "employment flows origin counts"
@@ -81,20 +80,17 @@ def measure_flows(pending: dict[int, list["PendingMeasurement"]], counts: "TrueC
                                               measurement.populations)
             if question.product == TOTAL_PRODUCT:
                 true_counts = true_counts.sum(axis=1, keepdims=True)
-            protection = question.protection()
-            if protection is None:
+            (statement,) = question.statements(measurement.measurement_id)
+            if statement.employer is None:
                 measured.append(measure_with_geometric_noise(
-                    measurement.seed.bits, measurement.measurement_id,
-                    question.tabulation_id, question.product, cells, true_counts,
-                    question.epsilon))
+                    measurement.seed.bits, statement, cells, true_counts))
             else:   # flows with graduate attributes: the weak employer notion
                 largest = counts.largest_at_one_employer(
                     question.cip_level, years_after, cfg.cells.last_earnings_year,
                     measurement.populations)
                 measured.append(measure_with_employer_protection(
-                    measurement.seed.bits, measurement.measurement_id,
-                    question.tabulation_id, question.product, cells, true_counts, largest,
-                    protection, PrivacyNotion.WEAK))
+                    measurement.seed.bits, statement, cells, true_counts,
+                    largest))
                 del largest
             del true_counts
     progress("measured flows: " + (", ".join(

@@ -16,28 +16,22 @@ One graduate is one observation of each statistic at most, so adding or removing
 graduate adds or removes one observation (the neighbouring relation of MOS).
 
 Values are held in whole cents (int64), so sums are exact and do not depend on the order
-of chunks. A separate reading pass (person_chunks, the same validation as the release's
-counting pass), in chunks of whole persons, memory bounded by the chunk and the cells.
+of chunks. They are the cell statistics' share of the release's one counting pass
+(true_counts.count_chunk: each chunk of whole persons, on either engine), memory bounded by
+the chunk and the cells.
 """
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from enum import StrEnum
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from pseo_das.config import ReleaseConfig
-from pseo_das.schemas.inputs import graduates_schema, outcomes_schema
-from pseo_das.tasks import progress, release_task
 from pseo_das.tasks.inputs.cells import (MEASURED_CELL_COLUMNS, MEASURED_CELL_KEYS, CellFrame,
-                                         cell_frame, cohort_attributes)
-from pseo_das.tasks.inputs.constant_dollars import deflated
-from pseo_das.tasks.inputs.cpi import ConsumerPrices
-from pseo_das.tasks.inputs.ingest import CHUNK_ROWS, find_inputs
-from pseo_das.tasks.inputs.person_chunks import PersonChunk, Validator, person_chunks
+                                         cell_frame)
+from pseo_das.tasks.inputs.person_chunks import PersonChunk
 
 CELL_STATISTICS_CIP_LEVEL = "A"   # all fields: no CIP recast of a statistic is needed
 
@@ -86,21 +80,17 @@ def to_cents(dollars: np.ndarray) -> np.ndarray:
     return np.rint(np.asarray(dollars, np.float64) * 100).astype(np.int64)
 
 
-def chunk_moments(chunk: PersonChunk, cfg: ReleaseConfig, cpi: ConsumerPrices,
-                  lower: float, upper: float) -> pd.DataFrame:
+def chunk_moments(chunk: PersonChunk, attributes: pd.DataFrame, earnings: np.ndarray,
+                  sample_floor: float, lower: float, upper: float) -> pd.DataFrame:
     """One chunk reduced to its cells: MEASURED_CELL_COLUMNS, then per statistic s the
     columns s.n, s.sum (cents), s.min, s.max (cents; absent values as the int64 extremes).
-    """
+    `attributes`: the chunk's graduates' cohort attributes; `earnings`: its outcome rows'
+    earnings in the bins' constant dollars (NaN: no earnings)."""
     outcomes = chunk.outcomes
-    attributes = cohort_attributes(chunk.graduates, cfg.cells, cfg.cip.switch_year)
     frame = cell_frame(attributes, CELL_STATISTICS_CIP_LEVEL)
     n_cells = len(frame.cells)
     years_after = outcomes["years_after"].to_numpy(dtype=np.int64)
-    grad_year = chunk.graduates["grad_year"].to_numpy(dtype=np.int64)[chunk.graduate_row]
-    earnings = outcomes["earnings"].to_numpy(dtype=np.float64, na_value=np.nan)
-    if len(earnings):
-        earnings = deflated(earnings, grad_year + years_after, cpi, cfg.earnings.dollar_year)
-    in_universe = earnings >= cfg.earnings.sample_floor
+    in_universe = earnings >= sample_floor
     cents = np.zeros(len(earnings), np.int64)
     cents[in_universe] = to_cents(np.clip(earnings[in_universe], lower, upper))
     person = chunk.graduate_row
@@ -168,36 +158,3 @@ def moments_of(table: pd.DataFrame, cfg: ReleaseConfig, lower: float, upper: flo
             np.where(empty, np.nan, table[f"{name}.max"].to_numpy(np.int64) / 100))
     return CellMoments(CellFrame(CELL_STATISTICS_CIP_LEVEL, cells, None), statistics,
                        lower, upper)
-
-
-def read_cell_moments(data_dir: Path, cfg: ReleaseConfig, cpi: ConsumerPrices,
-                      lower: float, upper: float, chunk_rows: int = CHUNK_ROWS) -> CellMoments:
-    """Validate and read the inputs of `data_dir` chunk by chunk (module doc). Bad input
-    raises InputValidationError (as the counting pass does). Privacy cost: none; the
-    result is confidential."""
-    started = time.perf_counter()
-    graduates, outcomes = find_inputs(Path(data_dir))
-    validator = Validator(graduates, outcomes,
-                          graduates_schema(cfg.cells.first_cohort_year,
-                                           cfg.cells.last_earnings_year, None),
-                          outcomes_schema())
-    parts = []
-    for chunk in person_chunks(graduates, outcomes, validator, chunk_rows, progress):
-        if not validator.failed and len(chunk.graduates):
-            parts.append(chunk_moments(chunk, cfg, cpi, lower, upper))
-            if len(parts) > 8:
-                parts = [combine(parts)]
-    moments = moments_of(combine(parts), cfg, lower, upper)
-    progress(f"read the cell statistics' sufficient statistics: {len(moments.frame.cells):,} "
-             f"cells ({time.perf_counter() - started:.1f} s)")
-    return moments
-
-
-@release_task("read the cell statistics' sufficient statistics")
-def read_mos_moments(data_dir: Path, cfg: ReleaseConfig, cpi: ConsumerPrices,
-                     chunk_rows: int = CHUNK_ROWS) -> CellMoments:
-    """`read_cell_moments` with the configured public bounds (mos.lower/upper, default the
-    earnings floor and the interpolation bound). Always in this process, in chunks (the
-    Dask engine does not run this pass). Privacy cost: none; confidential result."""
-    lower, upper = cfg.mos.bounds(cfg.earnings)
-    return read_cell_moments(data_dir, cfg, cpi, lower, upper, chunk_rows)

@@ -21,19 +21,11 @@ import numpy as np
 import pandas as pd
 
 from pseo_das.config import CellsConfig
-
-ALL_FIELDS_CIPCODE = "00"
-NATIONAL_INSTITUTION = "00000000"
-ALL_COHORTS = 0   # grad_cohort of a cell summed over every cohort (0000 in the public files)
-CELL_KEYS = ["institution", "degree_level", "cipcode", "grad_cohort"]
-POPULATION_KEYS = ["institution", "degree_level", "grad_cohort"]  # whom a measurement covers
-CELL_COLUMNS = ["institution", "inst_state", "degree_level", "cipcode", "grad_cohort",
-                "grad_cohort_years"]  # an institution-level cell, CIP-2020 codes
-CIP_2010, CIP_2020 = "2010", "2020"
-CIP_VINTAGES = (CIP_2010, CIP_2020)
-# a measured cell as the frame and the store hold it: codes in the vintage of graduation
-MEASURED_CELL_COLUMNS = CELL_COLUMNS + ["cip_vintage"]
-MEASURED_CELL_KEYS = ["institution", "degree_level", "cip_vintage", "cipcode", "grad_cohort"]
+# The cell keys live with the schemas (the privacy store keys its measurements by them);
+# the frame's users take them from here.
+from pseo_das.schemas.cells import (ALL_COHORTS, ALL_FIELDS_CIPCODE, CELL_COLUMNS, CELL_KEYS,
+                                    CIP_2010, CIP_2020, CIP_VINTAGES, MEASURED_CELL_COLUMNS,
+                                    MEASURED_CELL_KEYS, NATIONAL_INSTITUTION, POPULATION_KEYS)
 
 
 def in_populations(cells: pd.DataFrame, populations: pd.DataFrame) -> np.ndarray:
@@ -65,6 +57,19 @@ class CellFrame:
         if populations is not None:
             selected = selected & in_populations(self.cells, populations)
         return selected
+
+
+def observable_populations(frame: CellFrame, years_after: int, last_year: int) -> pd.DataFrame:
+    """The populations (POPULATION_KEYS) of the frame's cells observable at `years_after`."""
+    cells = frame.cells[frame.observable(years_after, last_year)]
+    return population_frame(cells).drop_duplicates().reset_index(drop=True)
+
+
+def population_frame(cells: pd.DataFrame) -> pd.DataFrame:
+    """Each cell's population (POPULATION_KEYS), typed as the privacy store keys them."""
+    return pd.DataFrame({"institution": cells["institution"].astype(str).to_numpy(),
+                         "degree_level": cells["degree_level"].astype(str).to_numpy(),
+                         "grad_cohort": cells["grad_cohort"].to_numpy(dtype=np.int64)})
 
 
 def map_codes(codes: pd.Series, fn) -> pd.Series:

@@ -220,7 +220,7 @@ def dask_counts(data_dir: Path, cfg: ReleaseConfig, cip_vintages: CipVintages | 
     rows = {name: sum(r.rows[name] for r in results.values()) for name in ("graduates", "outcomes")}
     fingerprints = {**graduates.fingerprints(data_dir), **outcomes.fingerprints(data_dir)}
     return TrueCounts(accumulator.result(), fingerprints, input_checks(graduates, outcomes, rows),
-                      rows)
+                      rows, accumulator.moments())
 
 
 def _merge(validator: Validator, result: RangeResult) -> None:

@@ -6,7 +6,7 @@ codes. Privacy cost: none (public data).
 * Years: every graduation year a cohort window of the release can hold, from
   `cells.first_cohort_year` to `cells.last_earnings_year` minus the smallest years-after
   (`graduation_years`). A year without a completions file is not an error: the counts that
-  need it are flagged (tasks/publication/ipeds_counts.py); its directory HD{YYYY}.csv must
+  need it are flagged (tasks/codes/ipeds_counts.py); its directory HD{YYYY}.csv must
   be there when its completions file is.
 * CIP vintage: a file of a year before `cip.switch_year` is in CIP-2010 codes (every CIPCODE
   must be one of the NCES crosswalk's 6-digit CIP-2010 codes) and each award moves to the

@@ -5,7 +5,8 @@ The inputs are read in chunks of whole persons (person_chunks), and each chunk i
 to its cells: per measured CIP level, the cells of its graduates (the cell frame is
 built from the graduates only, see cells.py), their number of graduates, and per
 years-after the earnings-bin counts of the records in the earnings universe and the
-counts of employed destinations. A chunk's counts (a `ChunkCounts`) are keyed by the
+counts of employed destinations; with the cell statistics (mos.enabled), their sufficient
+statistics (cell_moments.py). A chunk's counts (a `ChunkCounts`) are keyed by the
 cells' codes, so they add up across chunks, and across the workers of the Dask engine
 (dask_engine.py), to exactly the same integers in any order. Memory is bounded by the
 chunk and by the cell-level arrays, never by the number of records.
@@ -29,9 +30,9 @@ from pseo_das.config import EarningsConfig, ReleaseConfig
 from pseo_das.schemas.inputs import (EMPLOYER_COLUMN, OUTCOME_COLUMNS, CipVintages,
                                      graduates_schema, outcomes_schema)
 from pseo_das.tasks import progress, release_task
-from pseo_das.tasks.earnings.histograms import earnings_bin
-from pseo_das.tasks.employment_flows.flow_counts import (N_DESTINATIONS, NONEMPLOYED,
-                                                         employed_destination)
+from pseo_das.tasks.codes.destinations import N_DESTINATIONS, NONEMPLOYED, employed_destination
+from pseo_das.tasks.codes.earnings_bins import earnings_bin
+from pseo_das.tasks.inputs.cell_moments import CellMoments, chunk_moments, combine, moments_of
 from pseo_das.tasks.inputs.cells import (CIP_VINTAGES, MEASURED_CELL_COLUMNS,
                                          MEASURED_CELL_KEYS, CellFrame, cell_frame,
                                          cohort_attributes)
@@ -52,13 +53,21 @@ class CountingRules:
     flows_levels: tuple[str, ...]
     employers: bool = False   # count x_v, the largest number at one establishment, per flow
     employer_table: bool = False   # keep the graduates at each establishment per cell too
+    # the cell statistics' public bounds (lower, upper): their moments are counted too
+    moment_bounds: tuple[float, float] | None = None
 
     @classmethod
     def of(cls, cfg: ReleaseConfig, cip_switch_year: int, cpi: ConsumerPrices) -> "CountingRules":
         table = cfg.employer_table.enabled
         return cls(cfg, cip_switch_year, cpi, tuple(cfg.privacy.measured_levels()),
                    tuple(cfg.flows.measured_levels()), cfg.flows.protects_employers or table,
-                   table)
+                   table, cfg.mos.bounds(cfg.earnings) if cfg.mos.enabled else None)
+
+    @classmethod
+    def moments_only(cls, cfg: ReleaseConfig, cpi: ConsumerPrices, lower: float, upper: float
+                     ) -> "CountingRules":
+        """Only the cell statistics' moments, within [lower, upper] (the accuracy study)."""
+        return cls(cfg, cfg.cip.switch_year, cpi, (), (), moment_bounds=(lower, upper))
 
     @property
     def table_level(self) -> str:
@@ -86,7 +95,12 @@ class LevelChunkCounts:
     employer_names: pd.Index | None = None   # the chunk's employer codes' ids
 
 
-ChunkCounts = dict[str, LevelChunkCounts]
+@dataclass
+class ChunkCounts:
+    """One chunk's counts: per CIP level, and the cell statistics' moments (cell_moments.py:
+    one table of the chunk's all-fields cells) when the rules ask for them."""
+    levels: dict[str, LevelChunkCounts]
+    moments: pd.DataFrame | None = None
 
 
 # The bit fields of a cell's composite key (LevelTotals): at most 2**20 institutions, ...
@@ -123,7 +137,7 @@ def count_chunk(chunk: PersonChunk, rules: CountingRules) -> ChunkCounts:
     if rules.employers:
         employer = outcomes[EMPLOYER_COLUMN]
         employer_code = employer.cat.codes.to_numpy().astype(np.int64)
-    counts: ChunkCounts = {}
+    counts = ChunkCounts({})
     for level in rules.levels:
         frame = cell_frame(attributes, level)
         cell = frame.graduate_cell
@@ -143,7 +157,10 @@ def count_chunk(chunk: PersonChunk, rules: CountingRules) -> ChunkCounts:
                         cell[chunk.graduate_row[job]] * N_DESTINATIONS + destination[job],
                         employer_code[job], len(employer.cat.categories))
                     level_counts.employer_names = employer.cat.categories
-        counts[level] = level_counts
+        counts.levels[level] = level_counts
+    if rules.moment_bounds is not None:
+        counts.moments = chunk_moments(chunk, attributes, earnings, cfg.earnings.sample_floor,
+                                       *rules.moment_bounds)
     return counts
 
 
@@ -352,6 +369,7 @@ class TrueCounts:
     fingerprints: dict[str, str]
     checks: list[dict]
     rows: dict[str, int]                   # graduates, outcomes
+    moments: CellMoments | None = None     # the cell statistics' (mos.enabled)
 
     @property
     def frames(self) -> dict[str, CellFrame]:
@@ -429,9 +447,21 @@ class CountsAccumulator:
         self.totals = {level: LevelTotals(rules.cfg.earnings.n_bins, rules.cfg.cells.years_after)
                        for level in rules.levels}
 
+        self.moment_parts: list[pd.DataFrame] = []
+
     def add(self, counts: ChunkCounts) -> None:
-        for level, part in counts.items():
+        for level, part in counts.levels.items():
             self.totals[level].add(part)
+        if counts.moments is not None:
+            self.moment_parts.append(counts.moments)
+            if len(self.moment_parts) > 8:   # sums, counts and extremes: any grouping
+                self.moment_parts = [combine(self.moment_parts)]
+
+    def moments(self) -> CellMoments | None:
+        """The cell statistics' moments of every chunk added (None: not counted)."""
+        if self.rules.moment_bounds is None:
+            return None
+        return moments_of(combine(self.moment_parts), self.rules.cfg, *self.rules.moment_bounds)
 
     def result(self) -> dict[str, LevelCounts]:
         levels = {}
@@ -465,10 +495,12 @@ def _full(array: np.ndarray | None, n: int, width: int, dtype) -> np.ndarray:
 
 
 def read_counts(data_dir: Path, cfg: ReleaseConfig, cip_vintages: CipVintages | None,
-                cpi: ConsumerPrices, chunk_rows: int = CHUNK_ROWS) -> TrueCounts:
-    """Validate the inputs of `data_dir` and count them, chunk by chunk (module doc).
-    Bad input raises InputValidationError naming the file, column and rows, after both
-    inputs were read through, so that one run reports every problem."""
+                cpi: ConsumerPrices, chunk_rows: int = CHUNK_ROWS,
+                rules: CountingRules | None = None) -> TrueCounts:
+    """Validate the inputs of `data_dir` and count them, chunk by chunk (module doc), by
+    `rules` (default: the configuration's). Bad input raises InputValidationError naming
+    the file, column and rows, after both inputs were read through, so that one run
+    reports every problem."""
     started = time.perf_counter()
     data_dir = Path(data_dir)
     graduates, outcomes = find_inputs(data_dir)
@@ -476,7 +508,7 @@ def read_counts(data_dir: Path, cfg: ReleaseConfig, cip_vintages: CipVintages | 
                           graduates_schema(cfg.cells.first_cohort_year,
                                            cfg.cells.last_earnings_year, cip_vintages),
                           outcomes_schema())
-    rules = CountingRules.of(cfg, cfg.cip.switch_year, cpi)
+    rules = rules or CountingRules.of(cfg, cfg.cip.switch_year, cpi)
     outcome_columns = OUTCOME_COLUMNS
     if rules.employers:
         check_employer_column(outcomes, cfg)
@@ -504,7 +536,17 @@ def read_counts(data_dir: Path, cfg: ReleaseConfig, cip_vintages: CipVintages | 
             counting.result()
         fingerprints = {**hashed[0].result(), **hashed[1].result()}
     return TrueCounts(accumulator.result(), fingerprints, input_checks(graduates, outcomes, rows),
-                      rows)
+                      rows, accumulator.moments())
+
+
+def read_cell_moments(data_dir: Path, cfg: ReleaseConfig, cpi: ConsumerPrices, lower: float,
+                      upper: float, chunk_rows: int = CHUNK_ROWS) -> CellMoments:
+    """Validate the inputs and count only the cell statistics' moments within [lower,
+    upper] (the accuracy study's pass). Privacy cost: none; the result is confidential."""
+    counts = read_counts(data_dir, cfg, None, cpi, chunk_rows,
+                         CountingRules.moments_only(cfg, cpi, lower, upper))
+    assert counts.moments is not None
+    return counts.moments
 
 
 def _count_into(accumulator: "CountsAccumulator", chunk: PersonChunk, rules: CountingRules) -> None:

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import hashlib
 import math
+import secrets
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
@@ -20,53 +21,113 @@ import pandas as pd
 from randomgen import ChaCha
 
 from pseo_das.tasks.privacy.discrete_laplace import draw, inversion_table
-from pseo_das.tasks.privacy.establishment import (MECHANISM_NAMES, SMOOTH_GAMMA_FACTOR,
-                                                  SMOOTH_LAPLACE_FACTOR, EmployerProtection,
-                                                  FlowsMechanism, PrivacyNotion,
-                                                  employer_epsilon, log_laplace_values,
+from pseo_das.tasks.privacy.establishment import (SMOOTH_GAMMA_FACTOR, SMOOTH_LAPLACE_FACTOR,
+                                                  EmployerProtection, FlowsMechanism,
+                                                  PrivacyNotion, log_laplace_values,
                                                   smooth_sensitivity)
+from pseo_das.tasks.privacy.statement import (EmployerGuarantee, Mechanism, PrivacyStatement,
+                                              ReleaseGuarantee, geometric_statement,
+                                              laplace_statement, release_guarantee)
 from pseo_das.epsilon import epsilon_text, exact_epsilon
 
-GEOMETRIC = "two-sided geometric"
+GEOMETRIC = Mechanism.GEOMETRIC
+LAPLACE = Mechanism.LAPLACE
 POST_PROCESSING = "post-processing (sum of noisy histograms)"
 RANDOMIZED_POST_PROCESSING = "randomized post-processing (weighted draws)"
-LAPLACE = "Laplace (continuous)"
-# Whether a ledger entry's epsilon is a formal differential-privacy guarantee. "no": the
-# noise scale depends on a data-dependent parameter that is published without noise (the
-# maximum observed sensitivity of Chetty and Friedman 2019).
+# ledger.csv's `formal_guarantee`: whether an entry's epsilon is a formal differential-privacy
+# guarantee. "no": the noise scale depends on a data-dependent parameter that is published
+# without noise (the maximum observed sensitivity of Chetty and Friedman 2019).
 FORMAL_YES = "yes"
 FORMAL_NO = "no"
 STREAM_DOMAIN = b"pseo-das/noise-stream/v1"
-# The mechanisms whose entries are measurements (noise drawn, epsilon spent).
-MEASURING_MECHANISMS = frozenset({GEOMETRIC, *MECHANISM_NAMES.values()})
+# The mechanisms whose entries are noisy counts (the values drawn are counted against the
+# ledger); continuous Laplace measures the cell statistics' real values.
+MEASURING_MECHANISMS = frozenset(Mechanism) - {Mechanism.LAPLACE}
+COMPOSITION = ("parallel across the cells of this tabulation (each graduate in at most one "
+               "cell and bin); sequential with every other tabulation")
 
 
 class PrivacyBudgetExceeded(RuntimeError):
     """A spend would take the release's total epsilon over its cap."""
 
 
+class MeasurementRefused(ValueError):
+    """An array the mechanism is not calibrated for: its statement declares another
+    mechanism, sensitivity or shape. Nothing is drawn."""
+
+
 @dataclass(frozen=True)
 class LedgerEntry:
+    """One row of the privacy ledger: a measurement (its privacy statement) or a derivation
+    (post-processing, zero epsilon: no statement). The columns of ledger.csv are properties
+    read from the statement."""
     tabulation_id: str
     product: str
-    mechanism: str
-    epsilon: Fraction  # exact
-    sensitivity: int | float  # float: a data-dependent bound (MOS chi)
     n_cells: int
     n_bins: int
     composition: str
     derived_from: str
     noise_stream: str  # SHA-256 of the stream key: identifies the stream, reveals nothing
-    formal_guarantee: str = FORMAL_YES  # FORMAL_NO: epsilon is not a formal DP guarantee
-    # Employer-side protection (tasks/privacy/establishment.py); empty for the geometric
-    # mechanism, and then not written to ledger.csv (the columns of earlier versions).
-    alpha: str = ""
-    delta: str = ""
-    employer_notion: str = ""
-    employer_epsilon: str = ""  # the employers' worst case: epsilon, or d x epsilon (weak)
+    statement: PrivacyStatement | None = None   # None: a derivation
+    derivation: str = POST_PROCESSING           # what a derivation is (ledger `mechanism`)
+    observed_sensitivity: float | None = None   # MOS: chi, computed from the data
+
+    @property
+    def mechanism(self) -> str:
+        return self.derivation if self.statement is None else self.statement.mechanism.value
+
+    @property
+    def epsilon(self) -> Fraction:
+        return Fraction(0) if self.statement is None else self.statement.epsilon
+
+    @property
+    def delta(self) -> Fraction:
+        return Fraction(0) if self.statement is None else self.statement.delta
+
+    @property
+    def sensitivity(self) -> int | float:
+        if self.statement is None:
+            return 0
+        declared = self.statement.sensitivity
+        return self.observed_sensitivity if declared is None else declared
+
+    @property
+    def formal_guarantee(self) -> str:
+        return FORMAL_NO if self.statement is not None and not self.statement.formal else FORMAL_YES
+
+    @property
+    def employer(self) -> EmployerGuarantee | None:
+        return None if self.statement is None else self.statement.employer
+
+    @property
+    def alpha(self) -> str:
+        return "" if self.employer is None else f"{self.employer.alpha:g}"
+
+    @property
+    def employer_notion(self) -> str:
+        return "" if self.employer is None else self.employer.notion.value
+
+    @property
+    def employer_epsilon(self) -> str:
+        """The employers' worst case: epsilon, or d x epsilon (weak notion, d cells)."""
+        if self.employer is None:
+            return ""
+        return f"{self.employer.worst_case_epsilon(self.epsilon, self.n_cells):g}"
 
 
+# ledger.csv's columns; the employer ones only when some entry protects employers (the
+# columns of earlier versions otherwise).
+LEDGER_COLUMNS = ("tabulation_id", "product", "mechanism", "epsilon", "sensitivity", "n_cells",
+                  "n_bins", "composition", "derived_from", "noise_stream", "formal_guarantee",
+                  "alpha", "delta", "employer_notion", "employer_epsilon")
 EMPLOYER_COLUMNS = ("alpha", "delta", "employer_notion", "employer_epsilon")
+
+
+def measured_entry(statement: PrivacyStatement, n_cells: int, n_bins: int, composition: str,
+                   noise_stream: str, observed_sensitivity: float | None = None) -> LedgerEntry:
+    """The ledger entry of a measurement: its statement, cells and stream."""
+    return LedgerEntry(statement.tabulation_id, statement.product, n_cells, n_bins, composition,
+                       "", noise_stream, statement, observed_sensitivity=observed_sensitivity)
 
 
 class PrivacyLedger:
@@ -104,26 +165,13 @@ class PrivacyLedger:
         return entry
 
     @property
-    def formal_epsilon(self) -> Fraction:
-        """The epsilon of the entries that are formal differential-privacy guarantees."""
-        return sum((e.epsilon for e in self._entries.values()
-                    if e.formal_guarantee == FORMAL_YES), Fraction(0))
+    def statements(self) -> list[PrivacyStatement]:
+        """The privacy statements of the release's measurements, in ledger order."""
+        return [e.statement for e in self._entries.values() if e.statement is not None]
 
-    @property
-    def non_formal_epsilon(self) -> Fraction:
-        """The epsilon of the entries that are not (maximum observed sensitivity): noise
-        calibrated as if to epsilon, but with a data-dependent scale published without
-        noise, so no formal bound holds for them."""
-        return self.total_epsilon - self.formal_epsilon
-
-    def epsilon_statement(self) -> str:
-        """The release's total epsilon, formal and non-formal spending apart."""
-        if self.non_formal_epsilon == 0:
-            return f"total epsilon {epsilon_text(self.total_epsilon)} (all formal, pure epsilon-DP)"
-        return (f"total epsilon {epsilon_text(self.total_epsilon)}: formal (pure epsilon-DP) "
-                f"{epsilon_text(self.formal_epsilon)}, plus {epsilon_text(self.non_formal_epsilon)}"
-                " spent by maximum observed sensitivity (MOS), which is NOT a formal "
-                "differential-privacy guarantee (its scale chi is published without noise)")
+    def guarantee(self) -> ReleaseGuarantee:
+        """The release's guarantee, derived from its measurements' statements."""
+        return release_guarantee(self.statements)
 
     @classmethod
     def of(cls, epsilon_cap: float | str | Fraction, entries: list[LedgerEntry]
@@ -135,21 +183,69 @@ class PrivacyLedger:
         return ledger
 
     def to_frame(self) -> pd.DataFrame:
-        """The ledger as ledger.csv has it: epsilons as exact decimals (or fractions)."""
-        columns = list(LedgerEntry.__dataclass_fields__)
-        if not any(e.employer_notion for e in self._entries.values()):
+        """The ledger as ledger.csv has it: epsilons (and deltas) as exact decimals (or
+        fractions); the employer columns only when some entry protects employers."""
+        columns = list(LEDGER_COLUMNS)
+        if not any(e.employer is not None for e in self._entries.values()):
             columns = [c for c in columns if c not in EMPLOYER_COLUMNS]
-        rows = [{c: v for c, v in dict(asdict(e), epsilon=epsilon_text(e.epsilon)).items()
-                 if c in columns} for e in self._entries.values()]
+        rows = [{c: _ledger_text(e, c) for c in columns} for e in self._entries.values()]
         return pd.DataFrame(rows, columns=columns)
+
+
+def _ledger_text(entry: LedgerEntry, column: str) -> object:
+    if column == "epsilon":
+        return epsilon_text(entry.epsilon)
+    if column == "delta":   # as earlier versions wrote it: empty where no employer column applies
+        return "" if entry.employer is None else epsilon_text(entry.delta)
+    return getattr(entry, column)
+
+
+def ledger_row(entry: LedgerEntry) -> dict:
+    """A ledger entry as a flat record (ledger.csv's columns, epsilon exact as text, and its
+    statement's stream id), as publication records of earlier versions kept them."""
+    return {**{c: _ledger_text(entry, c) for c in LEDGER_COLUMNS},
+            "epsilon": str(entry.epsilon),
+            "stream_id": "" if entry.statement is None else entry.statement.stream_id}
+
+
+def entry_of_ledger_row(row: dict) -> LedgerEntry:
+    """The ledger entry of a flat record (`ledger_row`, or the record of a release of an
+    earlier version: its cell statistics, geometric counts and Laplace values)."""
+    epsilon, formal = Fraction(row["epsilon"]), row.get("formal_guarantee", FORMAL_YES) == FORMAL_YES
+    tab, product, stream = row["tabulation_id"], row["product"], row.get("stream_id", "")
+    observed = None
+    if row["mechanism"] == Mechanism.GEOMETRIC:
+        statement = geometric_statement(tab, product, stream, epsilon, int(row["n_bins"]))
+    elif row["mechanism"] == Mechanism.LAPLACE:
+        sensitivity = float(row["sensitivity"])
+        statement = laplace_statement(tab, product, stream, epsilon,
+                                      sensitivity if formal else None, formal)
+        observed = None if formal else sensitivity
+    elif row["mechanism"] in set(Mechanism):
+        protecting = {Mechanism.protecting_employers(m): m for m in FlowsMechanism
+                      if m.protects_employers}
+        statement = PrivacyStatement(
+            tab, product, stream, Mechanism(row["mechanism"]), epsilon,
+            exact_epsilon(row.get("delta") or 0), 1, int(row["n_bins"]), formal,
+            employer=EmployerGuarantee(protecting[Mechanism(row["mechanism"])],
+                                       float(row["alpha"]), PrivacyNotion(row["employer_notion"])))
+    else:
+        raise ValueError(f"{tab}: a recorded {row['mechanism']} entry cannot be read back")
+    return measured_entry(statement, int(row["n_cells"]), int(row["n_bins"]),
+                          row["composition"], row["noise_stream"], observed)
 
 
 def derived_entry(tabulation_id: str, product: str, n_cells: int, n_bins: int,
                   derived_from: str) -> LedgerEntry:
     """The ledger entry of a post-processed table (zero epsilon) and the noisy table it sums."""
-    return LedgerEntry(tabulation_id, product, POST_PROCESSING, Fraction(0), 0, n_cells, n_bins,
+    return LedgerEntry(tabulation_id, product, n_cells, n_bins,
                        "post-processing of noisy measurements: no additional privacy loss",
                        derived_from, "")
+
+
+def fresh_seed_bits() -> bytes:
+    """256 fresh bits from the operating system's CSPRNG: a new release seed."""
+    return secrets.token_bytes(32)
 
 
 def stream_key(release_seed: bytes, tabulation_id: str) -> bytes:
@@ -163,14 +259,14 @@ def stream_sha256(release_seed: bytes, stream_id: str) -> str:
     return hashlib.sha256(stream_key(release_seed, stream_id)).hexdigest()
 
 
-def stream_bits(release_seed: bytes, tabulation_id: str) -> ChaCha:
+def _stream_bits(release_seed: bytes, tabulation_id: str) -> ChaCha:
     """The ChaCha20 stream (20 rounds) keyed by SHA-256(domain, seed, tabulation id)."""
     key = int.from_bytes(stream_key(release_seed, tabulation_id), "little")
     return ChaCha(key=key, counter=0, rounds=20)
 
 
-def noise_generator(release_seed: bytes, tabulation_id: str) -> np.random.Generator:
-    return np.random.Generator(stream_bits(release_seed, tabulation_id))
+def _noise_generator(release_seed: bytes, tabulation_id: str) -> np.random.Generator:
+    return np.random.Generator(_stream_bits(release_seed, tabulation_id))
 
 
 def geometric_variance(epsilon: float) -> float:
@@ -196,33 +292,52 @@ def discrete_laplace_noise(release_seed: bytes, measurement_id: str,
     integer-only inversion of `discrete_laplace` (words it cannot decide alone take the
     following words of the same stream)."""
     table = inversion_table(exact_epsilon(epsilon))
-    bits = stream_bits(release_seed, measurement_id)
+    bits = _stream_bits(release_seed, measurement_id)
     size = int(np.prod(shape, dtype=np.int64))
     noise = draw(table, bits.random_raw(size), lambda: int(bits.random_raw()))
     return noise.reshape(shape)
 
 
-def measure_with_geometric_noise(release_seed: bytes, measurement_id: str, tabulation_id: str,
-                                 product: str, cells: pd.DataFrame, true_counts: np.ndarray,
-                                 epsilon: float | str | Fraction) -> NoisyMeasurement:
+def check_calibration(statement: PrivacyStatement, mechanism: Mechanism,
+                      values: np.ndarray, sensitivity: int | float | None) -> None:
+    """Refuse (MeasurementRefused, nothing drawn) an array the mechanism is not calibrated
+    for: a statement of another mechanism, a declared sensitivity other than the one the
+    noise is calibrated to, or values that are not cells x the statement's columns."""
+    if statement.mechanism is not mechanism:
+        raise MeasurementRefused(f"{statement.stream_id}: the statement declares "
+                                 f"{statement.mechanism}, this mechanism is {mechanism}")
+    if statement.sensitivity != sensitivity:
+        raise MeasurementRefused(
+            f"{statement.stream_id}: the statement declares sensitivity "
+            f"{statement.sensitivity}, but {mechanism} noise is calibrated to sensitivity "
+            f"{sensitivity}: refused, nothing drawn")
+    shape = np.shape(values)
+    if len(shape) != 2 or shape[1] != statement.columns:
+        raise MeasurementRefused(
+            f"{statement.stream_id}: an array of shape {shape}, but the statement declares "
+            f"cells x {statement.columns} values: refused, nothing drawn")
+
+
+def measure_with_geometric_noise(release_seed: bytes, statement: PrivacyStatement,
+                                 cells: pd.DataFrame, true_counts: np.ndarray) -> NoisyMeasurement:
     """Noisy counts = true counts + two-sided geometric noise (discrete Laplace, P(k) =
     (1-q)/(1+q) q^|k|, q = exp(-epsilon)), one draw per entry of `true_counts` (cells x
-    bins, canonical order), zeros included, drawn exactly (no floating point; unbounded
-    support) from the stream SHA-256(domain, seed, measurement id).
+    the statement's columns, canonical order), zeros included, drawn exactly (no floating
+    point; unbounded support) from the stream SHA-256(domain, seed, statement's stream id).
 
-    Privacy cost: `epsilon` (pure epsilon-DP) for the whole array, provided every person
-    contributes to at most one entry (sensitivity 1; parallel composition across cells).
-    The ledger entry is returned with the noise: no noise leaves this function without
-    its entry.
+    Privacy cost: the statement's epsilon (pure epsilon-DP) for the whole array, provided
+    every person contributes to at most one entry (sensitivity 1, which the statement must
+    declare; parallel composition across cells). The ledger entry is returned with the
+    noise: no noise leaves this function without its entry.
     """
+    check_calibration(statement, Mechanism.GEOMETRIC, true_counts, 1)
     n_cells, n_bins = true_counts.shape
-    entry = LedgerEntry(
-        tabulation_id, product, GEOMETRIC, exact_epsilon(epsilon), 1, n_cells, n_bins,
-        "parallel across the cells of this tabulation (each graduate in at most one "
-        "cell and bin); sequential with every other tabulation",
-        "", stream_sha256(release_seed, measurement_id))
-    noise = discrete_laplace_noise(release_seed, measurement_id, epsilon, true_counts.shape)
-    return NoisyMeasurement(measurement_id, cells, true_counts.astype(np.int64) + noise, entry)
+    entry = measured_entry(statement, n_cells, n_bins, COMPOSITION,
+                           stream_sha256(release_seed, statement.stream_id))
+    noise = discrete_laplace_noise(release_seed, statement.stream_id, statement.epsilon,
+                                   true_counts.shape)
+    return NoisyMeasurement(statement.stream_id, cells, true_counts.astype(np.int64) + noise,
+                            entry)
 
 
 def post_processing_seed(sources: tuple[str, ...]) -> bytes:
@@ -244,10 +359,10 @@ def post_processing_exponentials(stream_seed: bytes, step_id: str, product: str,
     Privacy cost: none (post-processing of noisy values).
     """
     entry = LedgerEntry(
-        step_id, product, RANDOMIZED_POST_PROCESSING, Fraction(0), 0, n_cells, n_bins,
+        step_id, product, n_cells, n_bins,
         "post-processing of noisy measurements: no additional privacy loss", derived_from,
-        stream_sha256(stream_seed, step_id))
-    return noise_generator(stream_seed, step_id).standard_exponential, entry
+        stream_sha256(stream_seed, step_id), derivation=RANDOMIZED_POST_PROCESSING)
+    return _noise_generator(stream_seed, step_id).standard_exponential, entry
 
 
 SPLIT_BLOCK = 1 << 20   # counts split at a time by post_processing_split_blocks
@@ -270,16 +385,16 @@ def post_processing_split_blocks(stream_seed: bytes, step_id: str, product: str,
     from a stream keyed by the measurements' content addresses, recorded in the ledger).
     """
     entry = LedgerEntry(
-        step_id, product, RANDOMIZED_POST_PROCESSING, Fraction(0), 0, n_cells, n_bins,
+        step_id, product, n_cells, n_bins,
         "post-processing of noisy measurements: no additional privacy loss", derived_from,
-        stream_sha256(stream_seed, step_id))
+        stream_sha256(stream_seed, step_id), derivation=RANDOMIZED_POST_PROCESSING)
     counts = np.asarray(counts, dtype=np.int64)
     if len(counts) != len(shares) * repeat:
         raise ValueError(f"{step_id}: {len(counts)} counts for {len(shares)} share rows "
                          f"of {repeat} counts each")
 
     def blocks() -> Iterator[tuple[int, np.ndarray]]:
-        generator = noise_generator(stream_seed, step_id)
+        generator = _noise_generator(stream_seed, step_id)
         for first in range(0, len(counts), block):
             mine = counts[first:first + block]
             parts = np.zeros((len(mine), shares.shape[1]), dtype=np.int64)
@@ -317,7 +432,7 @@ def synthesis_uniforms(synthesis_seed: bytes, step_id: str, count: int) -> np.nd
     formal privacy guarantee and needs disclosure review before any release (its report
     says so).
     """
-    return noise_generator(synthesis_seed, "synthesis/" + step_id).random(count)
+    return _noise_generator(synthesis_seed, "synthesis/" + step_id).random(count)
 
 
 # Largest value of (1 + y^2) / (1 + y^4), reached at y^2 = sqrt(2) - 1: the rejection bound
@@ -380,53 +495,42 @@ def whole_graduates(values: np.ndarray) -> np.ndarray:
     return np.clip(rounded, -2.0 ** 62, 2.0 ** 62).astype(np.int64)
 
 
-def employer_protection_entry(release_seed: bytes, measurement_id: str, tabulation_id: str,
-                              product: str, n_cells: int, n_bins: int,
-                              protection: EmployerProtection, notion: PrivacyNotion,
-                              graduate_cells: int) -> LedgerEntry:
-    """The ledger entry of a measurement with employer protection: the graduates' epsilon
-    (each graduate is in one count: parallel composition), alpha, delta, the employers'
-    notion and their worst-case epsilon (`graduate_cells` x epsilon for the weak notion)."""
-    worst = employer_epsilon(notion, protection.epsilon, graduate_cells)
+def employer_composition(notion: PrivacyNotion, graduate_cells: int) -> str:
+    """The ledger's composition text of a measurement with employer protection."""
     if notion is PrivacyNotion.STRONG:
-        composition = ("graduates: parallel across the cells (each graduate in one cell); "
-                       "employers: strong (alpha, epsilon), parallel across the cells (each "
-                       "establishment in one state x sector); sequential with every other "
-                       "tabulation")
-    else:
-        composition = ("graduates: parallel across the cells (each graduate in one cell and "
-                       "destination); employers: weak (alpha, epsilon) per cell, "
-                       f"{graduate_cells:,} graduate-attribute cells x epsilon in the worst "
-                       "case; sequential with every other tabulation")
-    return LedgerEntry(
-        tabulation_id, product, MECHANISM_NAMES[protection.mechanism],
-        exact_epsilon(protection.epsilon), 1, n_cells, n_bins, composition, "",
-        stream_sha256(release_seed, measurement_id),
-        alpha=f"{protection.alpha:g}", delta=f"{protection.delta:g}",
-        employer_notion=notion.value, employer_epsilon=f"{worst:g}")
+        return ("graduates: parallel across the cells (each graduate in one cell); "
+                "employers: strong (alpha, epsilon), parallel across the cells (each "
+                "establishment in one state x sector); sequential with every other "
+                "tabulation")
+    return ("graduates: parallel across the cells (each graduate in one cell and "
+            "destination); employers: weak (alpha, epsilon) per cell, "
+            f"{graduate_cells:,} graduate-attribute cells x epsilon in the worst "
+            "case; sequential with every other tabulation")
 
 
-def measure_with_employer_protection(release_seed: bytes, measurement_id: str,
-                                     tabulation_id: str, product: str, cells: pd.DataFrame,
-                                     true_counts: np.ndarray,
-                                     largest_at_one_employer: np.ndarray,
-                                     protection: EmployerProtection,
-                                     notion: PrivacyNotion) -> NoisyMeasurement:
-    """Noisy counts (cells x columns, canonical order) by `protection`'s mechanism, noise
-    from the ChaCha20 stream SHA-256(domain, seed, measurement id), rounded to whole
-    graduates (post-processing). `largest_at_one_employer`: x_v per count (same shape).
+def measure_with_employer_protection(release_seed: bytes, statement: PrivacyStatement,
+                                     cells: pd.DataFrame, true_counts: np.ndarray,
+                                     largest_at_one_employer: np.ndarray) -> NoisyMeasurement:
+    """Noisy counts (cells x the statement's columns, canonical order) by the statement's
+    employer-protecting mechanism, noise from the ChaCha20 stream SHA-256(domain, seed,
+    stream id), rounded to whole graduates (post-processing). `largest_at_one_employer`:
+    x_v per count (same shape).
 
     Privacy cost: for the graduates, epsilon (and delta for Smooth Laplace) for the whole
-    array (each graduate in one count: parallel composition); for the employers, (alpha,
-    epsilon[, delta]) per count, `notion` deciding the composition (ledger entry). The
-    ledger entry comes with the noise."""
+    array (each graduate in one count, sensitivity 1: parallel composition); for the
+    employers, (alpha, epsilon[, delta]) per count, the statement's notion deciding the
+    composition (ledger entry). The ledger entry comes with the noise."""
+    protection = statement.protection()
+    check_calibration(statement, Mechanism.protecting_employers(protection.mechanism),
+                      true_counts, 1)
     protection.check()   # infeasible parameters are refused before anything is recorded
     n_cells, n_bins = true_counts.shape
-    entry = employer_protection_entry(release_seed, measurement_id, tabulation_id, product,
-                                      n_cells, n_bins, protection, notion, n_cells)
-    values = employer_protected_values(noise_generator(release_seed, measurement_id),
+    entry = measured_entry(statement, n_cells, n_bins,
+                           employer_composition(statement.employer.notion, n_cells),
+                           stream_sha256(release_seed, statement.stream_id))
+    values = employer_protected_values(_noise_generator(release_seed, statement.stream_id),
                                        true_counts, largest_at_one_employer, protection)
-    return NoisyMeasurement(measurement_id, cells, whole_graduates(values), entry)
+    return NoisyMeasurement(statement.stream_id, cells, whole_graduates(values), entry)
 
 
 def laplace_noise(release_seed: bytes, measurement_id: str, scales: np.ndarray) -> np.ndarray:
@@ -440,29 +544,34 @@ def laplace_noise(release_seed: bytes, measurement_id: str, scales: np.ndarray) 
     scales = np.asarray(scales, dtype=np.float64)
     if not np.isfinite(scales).all() or (scales < 0).any():
         raise ValueError(f"{measurement_id}: Laplace scales must be finite and non-negative")
-    unit = noise_generator(release_seed, measurement_id).laplace(0.0, 1.0, scales.shape)
+    unit = _noise_generator(release_seed, measurement_id).laplace(0.0, 1.0, scales.shape)
     return unit * scales
 
 
-def measure_with_laplace_noise(release_seed: bytes, measurement_id: str, tabulation_id: str,
-                               product: str, values: np.ndarray, scales: np.ndarray,
-                               epsilon: float | str | Fraction, sensitivity: float,
-                               composition: str, formal: bool
+def measure_with_laplace_noise(release_seed: bytes, statement: PrivacyStatement,
+                               values: np.ndarray, scales: np.ndarray, composition: str,
+                               observed_sensitivity: float | None = None
                                ) -> tuple[np.ndarray, LedgerEntry]:
     """`values` + Laplace(`scales`) (one draw per value, canonical order), and the ledger
     entry that records it: no noise leaves this function without its entry.
 
-    Privacy cost: `epsilon` for the whole array when `scales` = (a bound on the sensitivity
-    of each value) / epsilon and every person affects at most one value (parallel
-    composition). `formal` False marks the entry as not a formal guarantee (the maximum
-    observed sensitivity method: the scale chi / (epsilon N_g) uses a chi computed from the
-    data and published without noise). `sensitivity`: the largest sensitivity bound used
-    (for MOS, chi itself), as recorded in the ledger.
+    Privacy cost: the statement's epsilon for the whole array when `scales` = (a bound on
+    the sensitivity of each value) / epsilon and every person affects at most one value
+    (parallel composition). A formal statement declares that bound and every scale must
+    be exactly it / epsilon. A non-formal one (maximum observed sensitivity: the scale
+    chi / (epsilon N_g) uses a chi computed from the data and published without noise)
+    declares none; `observed_sensitivity` (chi) is then recorded in the ledger.
     """
     values = np.asarray(values, dtype=np.float64)
+    check_calibration(statement, Mechanism.LAPLACE, values.reshape(-1, 1),
+                      statement.sensitivity if statement.formal else None)
     scales = np.broadcast_to(np.asarray(scales, dtype=np.float64), values.shape)
-    entry = LedgerEntry(
-        tabulation_id, product, LAPLACE, exact_epsilon(epsilon), sensitivity, values.size, 1,
-        composition, "", stream_sha256(release_seed, measurement_id),
-        FORMAL_YES if formal else FORMAL_NO)
-    return values + laplace_noise(release_seed, measurement_id, scales), entry
+    if statement.formal and not np.all(scales == statement.sensitivity / float(statement.epsilon)):
+        raise MeasurementRefused(
+            f"{statement.stream_id}: Laplace scales other than the declared sensitivity "
+            f"{statement.sensitivity} / epsilon {epsilon_text(statement.epsilon)}: refused, "
+            "nothing drawn")
+    entry = measured_entry(statement, values.size, 1, composition,
+                           stream_sha256(release_seed, statement.stream_id),
+                           None if statement.formal else observed_sensitivity)
+    return values + laplace_noise(release_seed, statement.stream_id, scales), entry

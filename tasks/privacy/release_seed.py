@@ -10,10 +10,11 @@ the audit stores with `hex()`. Its repr and str name its public fingerprint, nev
 from __future__ import annotations
 
 import hashlib
-import secrets
 from dataclasses import dataclass, field
 
 from pydantic import SecretStr
+
+from pseo_das.tasks.privacy.mechanism import fresh_seed_bits
 
 SEED_BYTES = 32
 
@@ -46,8 +47,9 @@ class ReleaseSeed:
 
     @classmethod
     def fresh(cls) -> "ReleaseSeed":
-        """256 fresh bits from the operating system's CSPRNG."""
-        return cls(secrets.token_bytes(SEED_BYTES))
+        """256 fresh bits from the operating system's CSPRNG (drawn by the mechanism layer,
+        the only code that touches randomness)."""
+        return cls(fresh_seed_bits())
 
     def hex(self) -> str:
         """The seed as 64 hexadecimal digits: for the audit stores only."""

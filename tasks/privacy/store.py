@@ -48,7 +48,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pseo_das.tasks.inputs.cells import CIP_2010, MEASURED_CELL_COLUMNS, POPULATION_KEYS
+from pseo_das.schemas.cells import CIP_2010, MEASURED_CELL_COLUMNS, POPULATION_KEYS
 from pseo_das.epsilon import epsilon_text, exact_epsilon
 from pseo_das.tasks.privacy.release_seed import ReleaseSeed
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from pseo_das.tasks.inputs.cells import POPULATION_KEYS
+from pseo_das.schemas.cells import POPULATION_KEYS
+from pseo_das.tasks.privacy.question import lifetime_spends, recorded_question
 from pseo_das.tasks.privacy.store import PrivacyStore, epsilon_text
 
 
@@ -29,7 +30,7 @@ def store_summary(path: Path, top: int = 10) -> str:
             "SELECT m.measurement_id, m.tabulation_id, m.epsilon, m.populations, m.supersedes, "
             "m.question, o.cells, o.object_sha256 FROM measurements m LEFT JOIN measurement_objects o "
             "USING (measurement_id) ORDER BY m.rowid")
-        spends = store.spends()
+        spends = lifetime_spends(store)
         policy, head = store.policy(), store.head()
     lines = [f"privacy store {path} (chain head {head.seq}, {head.sha256[:16]}...)",
              f"  policy {policy.policy}: lifetime epsilon cap {epsilon_text(policy.lifetime_cap)} "
@@ -45,8 +46,10 @@ def store_summary(path: Path, top: int = 10) -> str:
     lines.append(f"  measurements (tabulation x set of populations): {len(measurements)}")
     for row in measurements.itertuples():
         stored = f"{int(row.cells):,} cells stored" if row.object_sha256 else "NOT STORED (planned; its release did not finish)"
-        lines.append(f"    {row.measurement_id}: epsilon {row.epsilon} on {row.populations:,} "
-                     f"populations, {stored}" + _not_formal(row.question)
+        delta = recorded_question(json.loads(row.question)).delta
+        lines.append(f"    {row.measurement_id}: epsilon {row.epsilon}"
+                     + (f", delta {epsilon_text(delta)}" if delta else "")
+                     + f" on {row.populations:,} populations, {stored}" + _not_formal(row.question)
                      + (f"; supersedes {row.supersedes}" if pd.notna(row.supersedes) else ""))
     if spends.empty:
         lines.append("  lifetime epsilon: nothing spent yet")
@@ -54,6 +57,10 @@ def store_summary(path: Path, top: int = 10) -> str:
     lifetime = spends.groupby(POPULATION_KEYS)["epsilon"].agg(lambda s: sum(s, Fraction(0)))
     lines.append(f"  lifetime epsilon per population (institution x degree level x cohort): "
                  f"{len(lifetime):,} populations, largest {epsilon_text(lifetime.max())}")
+    deltas = spends.groupby(POPULATION_KEYS)["delta"].agg(lambda s: sum(s, Fraction(0)))
+    if deltas.max() > 0:
+        lines.append(f"  lifetime delta per population: largest {epsilon_text(deltas.max())} "
+                     "(recorded, not capped: the store's policy caps epsilon only)")
     lines.append(f"  top {min(top, len(lifetime))} populations by lifetime epsilon:")
     ranked = lifetime.sort_values(ascending=False, kind="stable").head(top)
     for (institution, degree, cohort), epsilon in ranked.items():

@@ -22,7 +22,8 @@ from pseo_das.tasks.publication.flows_files import PseofWritten, write_flows_sta
 from pseo_das.tasks.publication.metadata_files import (INSTITUTIONS_FILE_NAME, VERSION_FILE_NAME,
                                                        official_folder_files, row_states)
 from pseo_das.version import package_versions
-from pseo_das.tasks.publication.document_context import flows_context, release_context, suppression_summary
+from pseo_das.tasks.publication.document_context import (HISTOGRAMS_FILE, flows_context,
+                                                         release_context, suppression_summary)
 from pseo_das.reports.render import render_markdown, to_html
 from pseo_das.tasks import file_task, progress
 from pseo_das.tasks.study.accuracy import release_accuracy
@@ -34,8 +35,9 @@ from pseo_das.tasks.earnings.cell_statistics import (CELL_STATISTICS_FILE, Noisy
                                                      cell_statistics_context,
                                                      cell_statistics_table)
 from pseo_das.tasks.inputs.constant_dollars import DollarYears
-from pseo_das.tasks.privacy.publication_record import PublicationRecord, ReleaseIdentity
-from pseo_das.tasks.privacy.release_plan import ReleasePlan, lifetime_table
+from pseo_das.tasks.measurements.publication_record import PublicationRecord, ReleaseIdentity
+from pseo_das.tasks.measurements.release_plan import (ReleasePlan, lifetime_budget_file,
+                                                      lifetime_table)
 from pseo_das.tasks.privacy.store import PrivacyStore, epsilon_text
 from pseo_das.tasks.employment_flows.employer_table import NoisyEmployerTable
 from pseo_das.tasks.publication.employer_table_file import (EMPLOYER_TABLE_FILE,
@@ -44,7 +46,6 @@ from pseo_das.tasks.publication.employer_table_file import (EMPLOYER_TABLE_FILE,
 from pseo_das.tasks.publication.release_files import fingerprints, write_code_table, write_csv, write_manifest
 
 
-HISTOGRAMS_FILE = "pseoh_all.csv"   # pseo-das's extension: the noisy earnings histograms
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,7 @@ class LifetimeFigures:
 
 RELEASE_SUMMARY_FIGURES = ("new_epsilon", "new_measurements", "reused_measurements",
                            "populations_measured", "populations_reused", "max_lifetime_epsilon",
-                           "lifetime_epsilon_cap")
+                           "lifetime_epsilon_cap", "new_delta", "max_lifetime_delta")
 
 
 class ReleaseCheckFailed(RuntimeError):
@@ -162,9 +163,7 @@ def lifetime_figures(store_path: Path, plan: ReleasePlan,
                        "store": identity.store, "store_chain": summary["store_chain"],
                        "mlflow_run_id": identity.mlflow_run_id,
                        "demo_inputs": list(record.demo_inputs)}
-    populations = table.assign(**{column: table[column].map(epsilon_text)
-                                  for column in ("before", "this_release", "after")})
-    return LifetimeFigures(populations, summary, release_summary)
+    return LifetimeFigures(lifetime_budget_file(table), summary, release_summary)
 
 
 @contextmanager
@@ -275,9 +274,7 @@ def _write_release(beside, staging: Path, identity: ReleaseIdentity, cfg: Releas
         write_code_table(pseom, public / CELL_STATISTICS_FILE)
         done(f"wrote {CELL_STATISTICS_FILE} ({len(pseom):,} rows)")
         context["cell_statistics"] = cell_statistics_context(
-            cell_statistics, pseom, ledger.formal_epsilon, ledger.non_formal_epsilon,
-            ledger.epsilon_statement(), factor,
-            dollars["publication_year"] if dollars else None)
+            cell_statistics, pseom, factor, dollars["publication_year"] if dollars else None)
     context["employer_table"] = None
     if employer_table is not None:   # the optional employer-side table, pseoemp_all.csv
         pseoemp, check = checked_employer_table_file(employer_table, cfg.cells.years_after)

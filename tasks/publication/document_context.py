@@ -10,11 +10,17 @@ from pseo_das.config import ReleaseConfig
 from pseo_das.schemas.codes import CENSUS_DIVISIONS, NAICS_SECTORS, STATE_FIPS
 from pseo_das.schemas.pseo_layout import ALL_COHORTS, SCHEMA_DIR, SCHEMA_VERSION, Product, layout
 from pseo_das.tasks.employment_flows.division_flows import FlowsRelease, OriginTable
-from pseo_das.tasks.publication.official_codes import agg_level
-from pseo_das.tasks.employment_flows.flow_counts import N_DESTINATIONS
-from pseo_das.tasks.privacy.mechanism import (LAPLACE, MEASURING_MECHANISMS, PrivacyLedger,
-                                              geometric_variance)
+from pseo_das.tasks.codes.official_codes import agg_level
+from pseo_das.tasks.codes.destinations import N_DESTINATIONS
+from pseo_das.tasks.privacy.mechanism import PrivacyLedger, geometric_variance
+from pseo_das.tasks.earnings.cell_statistics import CELL_STATISTICS_FILE
+from pseo_das.tasks.earnings.cell_statistics_plan import PRODUCT as CELL_STATISTICS_PRODUCT
+from pseo_das.tasks.earnings.noisy_histograms import PRODUCT as EARNINGS_PRODUCT
 from pseo_das.tasks.earnings.noisy_histograms import NoisyHistograms
+from pseo_das.tasks.employment_flows.employer_table import PRODUCT as EMPLOYER_TABLE_PRODUCT
+from pseo_das.tasks.employment_flows.noisy_flows import PRODUCT as FLOWS_PRODUCT
+from pseo_das.tasks.employment_flows.noisy_flows import TOTAL_PRODUCT as FLOWS_TOTAL_PRODUCT
+from pseo_das.tasks.publication.employer_table_file import EMPLOYER_TABLE_FILE
 
 CODES_AS_WRITTEN = {
     "agg_level_pseo": "aggregation level of label_agg_level_pseo.csv: which of the columns "
@@ -39,6 +45,21 @@ PSEOH_LAYOUT = [
     ("bin_upper", "upper bound of the bin in dollars (exclusive); for the last bin, the bound used for interpolation"),
     ("noisy_count", "noisy number of graduates with earnings in the bin; may be negative"),
 ]
+
+
+# The files each product's measurements are published in (the guarantee names them).
+HISTOGRAMS_FILE = "pseoh_all.csv"   # pseo-das's extension: the noisy earnings histograms
+PRODUCT_FILES = {EARNINGS_PRODUCT: (Product.PSEOE.file_name, HISTOGRAMS_FILE),
+                 FLOWS_PRODUCT: (Product.PSEOF.file_name,),
+                 FLOWS_TOTAL_PRODUCT: (f"{Product.PSEOF.file_name}'s origin counts",),
+                 EMPLOYER_TABLE_PRODUCT: (EMPLOYER_TABLE_FILE,),
+                 CELL_STATISTICS_PRODUCT: (CELL_STATISTICS_FILE,)}
+
+
+def guarantee_summary(ledger: PrivacyLedger) -> dict:
+    """The release's guarantee as the documents, release_summary.json, MLflow and the CLI
+    state it: derived from the statements of its measurements (the ledger's)."""
+    return ledger.guarantee().summary(PRODUCT_FILES)
 
 
 def official_layout(product: Product) -> list[tuple[str, str]]:
@@ -127,15 +148,15 @@ def release_context(cfg: ReleaseConfig, ledger: PrivacyLedger, tables: list[Nois
                     n_pseoe_rows: int, n_pseoh_rows: int) -> dict:
     """Everything the public release notes show."""
     entries = ledger.entries
-    measured = [e for e in entries if e.mechanism in MEASURING_MECHANISMS | {LAPLACE}]
+    measured = [e for e in entries if e.statement is not None]
     return {
         "cfg": cfg, "release_id": release_id, "code_version": code_version,
         "seed_sha256": seed_sha256, "config_sha256": config_sha256,
         "bins": bins(cfg), "measured": measured,
         "epsilon_by_product": {product: sum(e.epsilon for e in measured if e.product == product)
                                for product in dict.fromkeys(e.product for e in measured)},
-        "derived": [e for e in entries if e.mechanism not in MEASURING_MECHANISMS | {LAPLACE}],
-        "total_epsilon": ledger.total_epsilon,
+        "derived": [e for e in entries if e.statement is None],
+        "total_epsilon": ledger.total_epsilon, "guarantee": guarantee_summary(ledger),
         "bin_variance": geometric_variance(cfg.privacy.epsilon_per_tabulation),
         "variances": variance_summary(cells, cfg),
         "suppressed_cell_years": int((~cells["published"]).sum()),

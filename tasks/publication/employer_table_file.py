@@ -17,7 +17,7 @@ import pandas as pd
 from pseo_das.config import ReleaseConfig
 from pseo_das.schemas.outputs import pseoemp_schema
 from pseo_das.tasks.employment_flows.employer_table import NoisyEmployerTable
-from pseo_das.tasks.employment_flows.flow_counts import NONEMPLOYED, destinations
+from pseo_das.tasks.codes.destinations import NONEMPLOYED, destinations
 
 EMPLOYER_TABLE_FILE = "pseoemp_all.csv"
 ALL_COHORTS = "0000"

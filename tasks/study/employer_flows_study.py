@@ -26,7 +26,7 @@ import pandas as pd
 
 from pseo_das.config import ReleaseConfig, load_config
 from pseo_das.tasks import progress
-from pseo_das.tasks.employment_flows.flow_counts import NONEMPLOYED
+from pseo_das.tasks.codes.destinations import NONEMPLOYED
 from pseo_das.tasks.inputs.cpi import find_cpi, read_cpi
 from pseo_das.tasks.inputs.reference_inputs import default_reference_dir
 from pseo_das.tasks.inputs.true_counts import read_counts

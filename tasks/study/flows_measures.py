@@ -18,7 +18,7 @@ import pandas as pd
 
 from pseo_das.schemas.codes import STATE_FIPS
 from pseo_das.tasks.employment_flows.division_flows import DIVISION_MEMBERSHIP, state_flows
-from pseo_das.tasks.employment_flows.flow_counts import NONEMPLOYED
+from pseo_das.tasks.codes.destinations import NONEMPLOYED
 from pseo_das.tasks.study.accuracy import ALL_CELLS, STRATA, cell_size_stratum
 
 QUANTITIES = ("employed", "not employed", "in-state", "by sector", "by division",

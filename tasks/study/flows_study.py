@@ -31,7 +31,7 @@ from pseo_das.tasks.employment_flows.flows_candidates import (appendix_correctio
                                                               simplex_projection,
                                                               thresholded_correction,
                                                               with_nonemployed_weight)
-from pseo_das.tasks.employment_flows.flow_counts import NONEMPLOYED
+from pseo_das.tasks.codes.destinations import NONEMPLOYED
 from pseo_das.tasks.employment_flows.flows_correction import industry_flows, log_weights
 from pseo_das.tasks.employment_flows.noisy_flows import NoisyFlows
 from pseo_das.tasks.inputs.reference_inputs import ReferenceInputs

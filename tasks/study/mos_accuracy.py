@@ -37,9 +37,8 @@ import pandas as pd
 from pseo_das.config import ReleaseConfig, load_config
 from pseo_das.tasks import progress
 from pseo_das.tasks.earnings.mos import chi_by_scope, mean_local_sensitivity, mos_dp_mean
-from pseo_das.tasks.inputs.cell_moments import read_cell_moments
 from pseo_das.tasks.inputs.cpi import read_cpi
-from pseo_das.tasks.inputs.true_counts import read_counts
+from pseo_das.tasks.inputs.true_counts import read_cell_moments, read_counts
 from pseo_das.tasks.study.simulation_noise import (simulated_geometric_noise,
                                                   simulated_laplace_noise, simulation_generator,
                                                   summed_geometric_noise)

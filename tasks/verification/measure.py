@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from pseo_das.tasks.privacy.mechanism import LedgerEntry, measure_with_geometric_noise
+from pseo_das.tasks.privacy.statement import geometric_statement
 from pseo_das.tasks.verification.estimates import group_indicators
 from pseo_das.tasks.verification.groups import person_groups
 from pseo_das.tasks.verification.posterior import VerificationPosterior, posterior
@@ -43,10 +44,11 @@ def noisy_count(records: AnalysisRecords, person_hash: np.ndarray, query: Regres
     """S + two-sided geometric noise at the query's epsilon, and its ledger entry. The true
     S never leaves this function."""
     indicators = group_indicators(records, query, person_groups(person_hash, query.groups))
+    statement = geometric_statement(measurement_id(query_sha256), PRODUCT,
+                                    measurement_id(query_sha256), query.exact_epsilon, 1)
     measured = measure_with_geometric_noise(
-        server_seed, measurement_id(query_sha256), measurement_id(query_sha256), PRODUCT,
-        pd.DataFrame(index=[0]), np.array([[int(indicators.sum())]], dtype=np.int64),
-        query.exact_epsilon)
+        server_seed, statement, pd.DataFrame(index=[0]),
+        np.array([[int(indicators.sum())]], dtype=np.int64))
     return int(measured.values[0, 0]), measured.entry
 
 

@@ -21,23 +21,21 @@ from pseo_das.tasks.employment_flows.noisy_flows import NoisyFlows
 from pseo_das.tasks.inputs.cells import CELL_COLUMNS, CELL_KEYS, in_populations
 from pseo_das.tasks.inputs.ipeds_counts import IpedsAwards
 from pseo_das.tasks.inputs.reference_inputs import ReferenceInputs
-from pseo_das.tasks.publication.ipeds_counts import IpedsCounts
+from pseo_das.tasks.codes.ipeds_counts import IpedsCounts
 from pseo_das.tasks.cip_recast.recast import (DIRECT, RecastContext, RecastTable, as_coded,
                                              to_cip_2020)
 from pseo_das.tasks.cip_recast.recast_inputs import RecastInputs
-from pseo_das.tasks.privacy.establishment import PrivacyNotion
-from pseo_das.tasks.privacy.mechanism import (GEOMETRIC, LedgerEntry, NoisyMeasurement,
-                                              employer_protection_entry,
-                                              geometric_variance, post_processing_seed,
+from pseo_das.tasks.privacy.mechanism import (COMPOSITION, LedgerEntry, NoisyMeasurement,
+                                              employer_composition, geometric_variance,
+                                              measured_entry, post_processing_seed,
                                               stream_sha256)
-from pseo_das.tasks.privacy.publication_record import (PublicationRecord, StoredIpedsAwards,
-                                                       StoredRecastInputs, StoredReference)
-from pseo_das.tasks.privacy.release_plan import Question, release_questions
+from pseo_das.tasks.measurements.questions import read_statements
+from pseo_das.tasks.measurements.publication_record import (PublicationRecord,
+                                                            StoredIpedsAwards,
+                                                            StoredRecastInputs, StoredReference)
+from pseo_das.tasks.measurements.release_plan import release_questions
+from pseo_das.tasks.privacy.question import Question
 from pseo_das.tasks.privacy.store import PrivacyStore
-
-COMPOSITION = ("parallel across the cells of this tabulation (each graduate in at most one "
-               "cell and bin); sequential with every other tabulation")
-
 
 @file_task("keep measurements in the privacy store")
 def keep_measurements(store_path: Path, measured: list[NoisyMeasurement]) -> dict[str, str]:
@@ -99,15 +97,11 @@ def _question_table(store: PrivacyStore, question: Question, rows: pd.DataFrame,
         values = values[order]
     if question.product == FLOWS_PRODUCT:   # counts of graduates: int32 halves the largest arrays
         values = values.astype(np.int32)
-    protection = question.protection()
-    if protection is None:
-        entries = [LedgerEntry(question.tabulation_id, question.product, GEOMETRIC,
-                               question.epsilon, 1, len(cells), question.columns, COMPOSITION,
-                               "", ";".join(streams))]
-    else:   # the flows measured with employer protection (weak notion: graduate attributes)
-        entries = [replace(employer_protection_entry(
-            b"", "", question.tabulation_id, question.product, len(cells), question.columns,
-            protection, PrivacyNotion.WEAK, len(cells)), noise_stream=";".join(streams))]
+    (statement,) = read_statements(store, question, sorted(set(rows["measurement_id"])))
+    entries = [measured_entry(statement, len(cells), question.columns,
+                              COMPOSITION if statement.employer is None else
+                              employer_composition(statement.employer.notion, len(cells)),
+                              ";".join(streams))]
     summary = None
     if recasts:
         first = recasts[0].entry

@@ -23,20 +23,16 @@ import pandas as pd
 from pseo_das.config import ReleaseConfig
 from pseo_das.epsilon import epsilon_text
 from pseo_das.tasks import file_task, progress
-from pseo_das.tasks.earnings.cell_statistics import (NoisyCellStatistics, count_stream_id,
-                                                     statistic_domain, values_composition)
-from pseo_das.tasks.earnings.cell_statistics_plan import (PRODUCT, STORED_COLUMNS,
-                                                          StatisticSettings,
+from pseo_das.tasks.earnings.cell_statistics import NoisyCellStatistics, values_composition
+from pseo_das.tasks.earnings.cell_statistics_plan import (STORED_COLUMNS, StatisticSettings,
                                                           cell_statistics_questions,
-                                                          tabulation_id)
+                                                          count_stream_id, statistic_domain)
 from pseo_das.tasks.earnings.mos import ChiScope
 from pseo_das.tasks.inputs.cells import CELL_COLUMNS, CELL_KEYS, POPULATION_KEYS, in_populations
-from pseo_das.tasks.privacy.mechanism import (FORMAL_NO, FORMAL_YES, GEOMETRIC, LAPLACE,
-                                              LedgerEntry, stream_sha256)
+from pseo_das.tasks.measurements.questions import read_statements
+from pseo_das.tasks.privacy.mechanism import COMPOSITION as COUNTS_COMPOSITION
+from pseo_das.tasks.privacy.mechanism import measured_entry, stream_sha256
 from pseo_das.tasks.privacy.store import PrivacyStore
-
-COUNTS_COMPOSITION = ("parallel across the cells of this tabulation (each graduate in at most "
-                      "one cell and bin); sequential with every other tabulation")
 
 
 def _scope(cells: pd.DataFrame, settings: StatisticSettings) -> np.ndarray:
@@ -65,6 +61,8 @@ def stored_cell_statistics(store_path: Path, plan: pd.DataFrame, cfg: ReleaseCon
             statistic = settings.statistic
             rows = mine[mine["tabulation_id"] == question.tabulation_id]
             parts, value_streams, count_streams, groups = [], [], [], []
+            values_statement, counts_statement = read_statements(
+                store, question, sorted(set(rows["measurement_id"])))
             for measurement_id, members in rows.groupby("measurement_id", sort=True):
                 stored = store.measurement(measurement_id)
                 cells, values = store.measured_values(measurement_id)
@@ -75,7 +73,8 @@ def stored_cell_statistics(store_path: Path, plan: pd.DataFrame, cfg: ReleaseCon
                 parts.append(part)
                 seed = store.attempt(stored.attempt).seed.bits
                 value_streams.append(stream_sha256(seed, measurement_id))
-                count_streams.append(stream_sha256(seed, count_stream_id(measurement_id, statistic)))
+                count_streams.append(stream_sha256(seed, count_stream_id(measurement_id,
+                                                                          statistic)))
                 if not settings.formal:
                     shown = part[part["published"]]
                     chi_of = shown["chi"].groupby(_scope(shown, settings)).max()
@@ -88,19 +87,16 @@ def stored_cell_statistics(store_path: Path, plan: pd.DataFrame, cfg: ReleaseCon
             lower, upper = statistic_domain(statistic, settings.lower, settings.upper)
             if settings.formal:
                 chi[statistic.value] = {"all": upper - lower}
-                sensitivity, n_values = upper - lower, len(table)
+                observed, n_values = None, len(table)
             else:
                 chi[statistic.value] = _chi_labels(groups)
-                sensitivity = max((v for _, _, v in groups), default=0.0)
+                observed = max((v for _, _, v in groups), default=0.0)
                 n_values = int(table["published"].sum())
-            entries += [
-                LedgerEntry(tabulation_id(statistic), PRODUCT, LAPLACE, settings.epsilon,
-                            sensitivity, n_values, 1, values_composition(settings), "",
-                            ";".join(value_streams),
-                            FORMAL_YES if settings.formal else FORMAL_NO),
-                LedgerEntry(tabulation_id(statistic, counts=True), PRODUCT, GEOMETRIC,
-                            settings.epsilon, 1, len(table), 1, COUNTS_COMPOSITION, "",
-                            ";".join(count_streams))]
+            entries += [measured_entry(values_statement, n_values, 1,
+                                       values_composition(settings), ";".join(value_streams),
+                                       observed),
+                        measured_entry(counts_statement, len(table), 1, COUNTS_COMPOSITION,
+                                       ";".join(count_streams))]
             tables.append(table.assign(statistic=statistic.value)[
                 CELL_COLUMNS + ["statistic"] + list(STORED_COLUMNS)])
     first = StatisticSettings.of(questions[0])

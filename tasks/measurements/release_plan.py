@@ -3,14 +3,12 @@ covers, the stored measurement that answers it (reused, zero epsilon) or a new o
 (spent, checked against the lifetime cap). Recorded in the privacy store in one
 transaction before any noise is drawn. Privacy cost: none (bookkeeping).
 
-A question is what a measurement asks: product, tabulation (institution level, CIP level
-and vintage, years after), mechanism, epsilon, bins or destinations, and the cohort
-definition. Two releases reuse each other's measurements only when they ask the same
-question of the same population (institution x degree level x graduation cohort).
+The questions (tasks/privacy/question.py) are what a measurement asks: product,
+tabulation (institution level, CIP level and vintage, years after), mechanism, epsilon,
+bins or destinations, and the cohort definition.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -21,70 +19,26 @@ import pandas as pd
 from pseo_das.config import ReleaseConfig
 from pseo_das.schemas.cpi import CPI_U_SERIES
 from pseo_das.tasks import progress, release_task
-from pseo_das.tasks.employment_flows.flow_counts import N_DESTINATIONS
+from pseo_das.tasks.codes.destinations import N_DESTINATIONS
 from pseo_das.tasks.employment_flows.noisy_flows import PRODUCT as FLOWS_PRODUCT
 from pseo_das.tasks.employment_flows.noisy_flows import TOTAL_PRODUCT as FLOWS_TOTAL_PRODUCT
 from pseo_das.tasks.employment_flows.noisy_flows import tabulation_id as flows_tabulation_id
 from pseo_das.tasks.employment_flows.noisy_flows import total_tabulation_id
 from pseo_das.tasks.earnings.noisy_histograms import PRODUCT as EARNINGS_PRODUCT
 from pseo_das.tasks.earnings.noisy_histograms import tabulation_id as earnings_tabulation_id
-from pseo_das.tasks.inputs.cells import CellFrame
-from pseo_das.tasks.privacy.establishment import (MECHANISM_NAMES, EmployerProtection,
-                                                  FlowsMechanism)
-from pseo_das.tasks.privacy.mechanism import GEOMETRIC
-from pseo_das.tasks.privacy.publication_record import PublicationRecord
+from pseo_das.tasks.inputs.cells import CellFrame, observable_populations
+from pseo_das.tasks.privacy.establishment import MECHANISM_NAMES
+from pseo_das.tasks.measurements.questions import QUESTION_KINDS
+from pseo_das.tasks.measurements.publication_record import PublicationRecord
+from pseo_das.tasks.privacy.mechanism import PrivacyBudgetExceeded
 from pseo_das.tasks.privacy.release_seed import ReleaseSeed
 from pseo_das.tasks.privacy.store import (POPULATION_KEYS, ChainHead, LifetimeBudgetExceeded,
                                           PrivacyStore, ReleaseAttempt, ReleaseConflict,
                                           StoreError, StorePolicy, StorePolicyError,
-                                          epsilon_text, exact_epsilon, question_sha256)
+                                          epsilon_text, exact_epsilon)
+from pseo_das.tasks.privacy.question import (PendingMeasurement, Question, lifetime_spends,
+                                             stored_question)
 
-# How a measured tabulation codes fields: each cell carries the CIP vintage of its
-# graduates' codes (CIP-2010 before the switch year, CIP-2020 from it). Measurements of
-# earlier versions coded every graduate in CIP-2010; both are recast to CIP-2020 when
-# published, so either answers the same question and is reused.
-CIP_CODING = "vintage of graduation, per cell"
-LEGACY_CIP_CODING = "2010"
-
-
-@dataclass(frozen=True)
-class Question:
-    """One tabulation a release measures or reuses."""
-    tabulation_id: str
-    product: str
-    cip_level: str
-    years_after: int
-    epsilon: Fraction
-    columns: int
-    parameters: dict
-
-    def as_dict(self, cip_coding: str = CIP_CODING) -> dict:
-        return {"tabulation_id": self.tabulation_id, "product": self.product,
-                "inst_level": "I", "cip_level": self.cip_level, "cip_vintage": cip_coding,
-                "years_after": self.years_after, "mechanism": GEOMETRIC,
-                "epsilon": epsilon_text(self.epsilon), "columns": self.columns,
-                **self.parameters}
-
-    def protection(self) -> EmployerProtection | None:
-        """The employer protection this question's measurement takes, or None (geometric)."""
-        name = self.parameters.get("mechanism")
-        if name is None:
-            return None
-        return EmployerProtection(FlowsMechanism(self.parameters["flows_mechanism"]),
-                                  float(self.parameters["alpha"]), float(self.epsilon),
-                                  float(self.parameters["delta"]),
-                                  bool(self.parameters["unbiased"]))
-
-    @property
-    def sha256(self) -> str:
-        """Identifies the question: two measurements answer the same one only if equal."""
-        return question_sha256(self.as_dict())
-
-    @property
-    def answered_by(self) -> tuple[str, ...]:
-        """The question SHA-256s whose measurements answer this one: its own, and the same
-        question coded all in CIP-2010 (earlier versions), recast alike when published."""
-        return (self.sha256, question_sha256(self.as_dict(LEGACY_CIP_CODING)))
 
 
 def release_questions(cfg: ReleaseConfig) -> list[Question]:
@@ -116,22 +70,14 @@ def release_questions(cfg: ReleaseConfig) -> list[Question]:
 
 
 @dataclass(frozen=True)
-class PendingMeasurement:
-    """A measurement of the plan whose noisy values are not stored yet."""
-    measurement_id: str
-    question: Question
-    seed: ReleaseSeed             # the seed of the attempt that planned (and paid for) it
-    populations: pd.DataFrame     # POPULATION_KEYS
-
-
-@dataclass(frozen=True)
 class ReleasePlan:
     attempt: ReleaseAttempt
     new_spending: bool            # False: a rerun of an attempt already recorded
     superseded: int | None
     plan: pd.DataFrame            # tabulation_id, POPULATION_KEYS, measurement_id, new
     pending: tuple[PendingMeasurement, ...]
-    populations: pd.DataFrame     # POPULATION_KEYS, before, this_release, after (Fractions)
+    populations: pd.DataFrame     # POPULATION_KEYS, before, this_release, after (epsilon),
+                                  # delta_before, delta_this_release, delta_after (Fractions)
     policy: StorePolicy           # the store's policy the plan was checked against
     chain_read: ChainHead         # the store's chain head when the plan was made
 
@@ -154,30 +100,27 @@ class ReleasePlan:
         spent = self.populations["this_release"]
         return max(spent, default=Fraction(0))
 
+    @property
+    def new_delta(self) -> Fraction:
+        """This release's fresh delta: the largest new delta of any population."""
+        return max(self.populations["delta_this_release"], default=Fraction(0))
+
     def summary(self) -> dict:
         """New and reused measurements (tabulation x population units), populations, new
-        and lifetime epsilon, as exact strings."""
+        and lifetime epsilon and delta, as exact strings."""
         new = self.plan["new"].to_numpy(dtype=bool)
         measured_any = self.plan.groupby(POPULATION_KEYS)["new"].any()
         return {"new_epsilon": epsilon_text(self.new_epsilon),
+                "new_delta": epsilon_text(self.new_delta),
                 "new_measurements": int(new.sum()),
                 "reused_measurements": int((~new).sum()),
                 "populations_measured": int(measured_any.sum()),
                 "populations_reused": int((~measured_any).sum()),
                 "max_lifetime_epsilon": epsilon_text(max(self.populations["after"],
                                                          default=Fraction(0))),
-                "lifetime_epsilon_cap": epsilon_text(self.lifetime_cap)}
-
-
-def observable_populations(frame: CellFrame, years_after: int, last_year: int) -> pd.DataFrame:
-    cells = frame.cells[frame.observable(years_after, last_year)]
-    return population_frame(cells).drop_duplicates().reset_index(drop=True)
-
-
-def population_frame(cells: pd.DataFrame) -> pd.DataFrame:
-    return pd.DataFrame({"institution": cells["institution"].astype(str).to_numpy(),
-                         "degree_level": cells["degree_level"].astype(str).to_numpy(),
-                         "grad_cohort": cells["grad_cohort"].to_numpy(dtype=np.int64)})
+                "lifetime_epsilon_cap": epsilon_text(self.lifetime_cap),
+                "max_lifetime_delta": epsilon_text(max(self.populations["delta_after"],
+                                                       default=Fraction(0)))}
 
 
 def remeasure_mask(populations: pd.DataFrame, spec: str | None) -> np.ndarray:
@@ -199,29 +142,64 @@ def remeasure_mask(populations: pd.DataFrame, spec: str | None) -> np.ndarray:
     return mask
 
 
+SPENT = (("epsilon", ("before", "this_release", "after")),
+         ("delta", ("delta_before", "delta_this_release", "delta_after")))
+
+
 def lifetime_table(store: PrivacyStore, plan: pd.DataFrame, attempt: int | None,
                    new_spends: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Per population of the plan: lifetime epsilon before this attempt, in it, after."""
-    spends = store.spends()
+    """Per population of the plan: lifetime epsilon and delta before this attempt, in it,
+    after (exact; delta from each measurement's recorded question)."""
+    spends = lifetime_spends(store)
     populations = plan[POPULATION_KEYS].drop_duplicates()
     if attempt is not None:                       # a recorded attempt
         before = spends[spends["attempt"] < attempt]
         this = spends[spends["attempt"] == attempt]
     else:                                         # an attempt about to be recorded
         before, this = spends, new_spends
-    table = populations.merge(_sum(before, "before"), on=POPULATION_KEYS, how="left") \
-        .merge(_sum(this, "this_release"), on=POPULATION_KEYS, how="left")
-    for column in ("before", "this_release"):
-        table[column] = table[column].map(lambda v: v if isinstance(v, Fraction) else Fraction(0))
-    table["after"] = table["before"] + table["this_release"]
-    return table.sort_values(POPULATION_KEYS).reset_index(drop=True)
+    table = populations
+    for value, (was, now, after) in SPENT:
+        table = table.merge(_sum(before, value, was), on=POPULATION_KEYS, how="left") \
+            .merge(_sum(this, value, now), on=POPULATION_KEYS, how="left")
+        for column in (was, now):
+            table[column] = table[column].map(lambda v: v if isinstance(v, Fraction)
+                                              else Fraction(0))
+        table[after] = table[was] + table[now]
+    columns = POPULATION_KEYS + [c for _, names in SPENT for c in names]
+    return table[columns].sort_values(POPULATION_KEYS).reset_index(drop=True)
 
 
-def _sum(spends: pd.DataFrame, name: str) -> pd.DataFrame:
+def _sum(spends: pd.DataFrame, value: str, name: str) -> pd.DataFrame:
     if spends is None or spends.empty:
         return pd.DataFrame(columns=POPULATION_KEYS + [name])
-    grouped = spends.groupby(POPULATION_KEYS)["epsilon"].agg(lambda s: sum(s, Fraction(0)))
+    grouped = spends.groupby(POPULATION_KEYS)[value].agg(lambda s: sum(s, Fraction(0)))
     return grouped.rename(name).reset_index()
+
+
+def lifetime_budget_file(table: pd.DataFrame) -> pd.DataFrame:
+    """lifetime_budget.csv: the lifetime table as exact text; the delta columns only when
+    some population has a delta (the columns of earlier versions otherwise)."""
+    columns = [c for _, names in SPENT for c in names]
+    if not any(v != 0 for c in SPENT[1][1] for v in table[c]):
+        table = table.drop(columns=list(SPENT[1][1]))
+        columns = list(SPENT[0][1])
+    return table.assign(**{c: table[c].map(epsilon_text) for c in columns})
+
+
+def release_cap_check(populations: pd.DataFrame, cfg: ReleaseConfig, release_id: str) -> None:
+    """Refuse, before anything is recorded or drawn, a plan whose new spending on some
+    population exceeds the release's cap (privacy.epsilon_cap): the ledger checks it again
+    when it is assembled."""
+    cap = exact_epsilon(cfg.privacy.epsilon_cap)
+    over = populations[populations["this_release"] > cap]
+    if len(over):
+        worst = over.sort_values("this_release", ascending=False).iloc[0]
+        raise PrivacyBudgetExceeded(
+            f"release {release_id} refused before any noise was drawn and before anything was "
+            f"recorded: it would spend epsilon {epsilon_text(worst['this_release'])} on "
+            f"{len(over):,} population(s) (e.g. institution {worst['institution']}, degree "
+            f"{worst['degree_level']}, cohort {worst['grad_cohort']}), over the release's cap "
+            f"privacy.epsilon_cap = {epsilon_text(cap)}")
 
 
 def plan_release(store: PrivacyStore, release_id: str, seed: ReleaseSeed | None,
@@ -307,9 +285,11 @@ def _new_plan(store, release_id, seed, inputs_sha256, config_sha256, cfg, frames
     columns = ["tabulation_id"] + POPULATION_KEYS + ["measurement_id", "new"]
     plan = pd.concat(parts, ignore_index=True)[columns] if parts else pd.DataFrame(columns=columns)
     new_spends = pd.concat(
-        [p.assign(epsilon=[q.epsilon] * len(p)) for _, q, p, _ in new_measurements]
-        or [pd.DataFrame(columns=POPULATION_KEYS + ["epsilon"])], ignore_index=True)
+        [p.assign(epsilon=[q.epsilon] * len(p), delta=[q.delta] * len(p))
+         for _, q, p, _ in new_measurements]
+        or [pd.DataFrame(columns=POPULATION_KEYS + ["epsilon", "delta"])], ignore_index=True)
     populations = lifetime_table(store, plan, None, new_spends)
+    release_cap_check(populations, cfg, release_id)
     over = populations[populations["after"] > cap]
     if len(over):
         raise LifetimeBudgetExceeded(_over_cap_message(release_id, over, cap))
@@ -339,20 +319,6 @@ def check_against_policy(questions: list[Question], policy: StorePolicy) -> None
             + ". Only `pseo-das store set-policy` changes the store's policy.")
 
 
-def stored_question(store: PrivacyStore, measurement_id: str) -> Question:
-    """The question a stored measurement answers, as recorded."""
-    recorded = json.loads(store.table("SELECT question FROM measurements WHERE measurement_id = ?",
-                                      (measurement_id,))["question"].iloc[0])
-    fixed = {"tabulation_id", "product", "inst_level", "cip_level", "cip_vintage",
-             "years_after", "mechanism", "epsilon", "columns"}
-    # an employer-protecting mechanism's name is a parameter (Question.as_dict writes it
-    # over the geometric default): kept, so that protection() and the SHA-256 round-trip
-    return Question(recorded["tabulation_id"], recorded["product"], recorded["cip_level"],
-                    int(recorded["years_after"]), Fraction(recorded["epsilon"]),
-                    int(recorded["columns"]), {k: v for k, v in recorded.items() if k not in fixed
-                                               or (k == "mechanism" and v != GEOMETRIC)})
-
-
 def _pending(store: PrivacyStore, plan: pd.DataFrame, skip: set[str] = frozenset()
              ) -> tuple[PendingMeasurement, ...]:
     """Measurements of the plan whose values were never stored (a crash after planning):
@@ -364,7 +330,8 @@ def _pending(store: PrivacyStore, plan: pd.DataFrame, skip: set[str] = frozenset
             members = store.table(
                 "SELECT institution, degree_level, grad_cohort FROM measurement_populations "
                 "WHERE measurement_id = ?", (measurement_id,))
-            out.append(PendingMeasurement(measurement_id, stored_question(store, measurement_id),
+            out.append(PendingMeasurement(measurement_id,
+                                          stored_question(store, measurement_id, QUESTION_KINDS),
                                           store.attempt(stored.attempt).seed, members))
     return tuple(out)
 

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from pseo_das.schemas.pseo_layout import ALL_COHORTS, Product, layout
-from pseo_das.tasks.inputs.cells import ALL_COHORTS as ALL_COHORTS_CELL
+from pseo_das.schemas.cells import ALL_COHORTS as ALL_COHORTS_CELL
 
 CELL_IDENTIFIERS = ["inst_level", "institution", "degree_level", "cip_level", "cipcode",
                     "grad_cohort", "grad_cohort_years"]
