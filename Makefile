@@ -10,11 +10,11 @@ RELEASE_ID ?= $(shell date -u +%Y%m%dT%H%M%SZ)
 OUT    ?= releases/$(RELEASE_ID)
 STORE  ?= demo-store
 
-.PHONY: release test test-fast install clean bench
+.PHONY: release test test-fast install clean bench mypy-baseline
 
 install: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml setup.py
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "pseo-das needs Python 3.11+"'
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
@@ -34,6 +34,10 @@ test: $(VENV)/.installed
 
 test-fast: $(VENV)/.installed
 	$(BIN)/python -m pytest -m "not slow"
+
+# rewrite tests/mypy_baseline.txt: mypy's errors in the package installed from the wheel
+mypy-baseline: $(VENV)/.installed
+	PSEO_DAS_MYPY_BASELINE=write $(BIN)/python -m pytest -q tests/test_installed_package.py -k mypy
 
 bench: $(VENV)/.installed
 	$(BIN)/python benchmarks/bench_release.py

@@ -8,10 +8,21 @@ import json
 import os
 import sys
 import time
+import traceback
 from pathlib import Path
 
-EXIT_BAD_INPUT = 2
-EXIT_CHECK_FAILED = 1
+from pseo_das.errors import EXIT_BAD_INPUT, EXIT_CHECK_FAILED, PseoDasError
+
+# What a refusal's message follows, per command (fields: the parsed arguments); the other
+# commands: "pseo-das COMMAND: ".
+REFUSAL_HEADLINES = {
+    "release": "\npseo-das release: FAILED, nothing was published.\n",
+    "republish": "\npseo-das republish: FAILED, nothing was written.\n",
+    "evaluate": "\npseo-das evaluate: FAILED.\n",
+    "synthesize": "pseo-das synthesize: FAILED, nothing was written.\n",
+    "store": "pseo-das store {action}: ",
+    "verify-server": "pseo-das verify-server {action}: ",
+}
 
 
 def _quiet_prefect_defaults() -> None:
@@ -28,8 +39,7 @@ def _synth(args: argparse.Namespace) -> int:
                                  part_graduates=args.part_graduates,
                                  institutions=args.institutions, employers=args.employers)
     except ValueError as exc:   # arguments the universe cannot meet; nothing is written
-        print(f"pseo-das synth: {exc}", file=sys.stderr)
-        return 2
+        return refused(args, exc)
     print(f"synthetic data: {counts['graduates']:,} graduates, {counts['outcomes']:,} outcome rows "
           f"in {args.out} ({time.perf_counter() - started:.1f} s)")
     return 0
@@ -56,41 +66,21 @@ def _release(args: argparse.Namespace) -> int:
     from pseo_das.prefect_runtime import hide_tracebacks_of, prefect_api
 
     with prefect_api() as wait_until_ready:  # the server boots while the code below imports
-        from pseo_das.config import ConfigError
         from pseo_das.flows.quarterly_release import quarterly_release
-        from pseo_das.tasks.cip_recast.recast import RecastError
-        from pseo_das.tasks.audit.mlflow_run import (TrackingStoreError, absolute_tracking_uri,
-                                                     default_tracking_uri)
-        from pseo_das.tasks.inputs.ingest import InputValidationError
-        from pseo_das.tasks.privacy.mechanism import PrivacyBudgetExceeded
-        from pseo_das.tasks.privacy.release_seed import SeedError
-        from pseo_das.tasks.privacy.store import LifetimeBudgetExceeded, ReleaseConflict, StoreError
-        from pseo_das.tasks.publication.assemble import ReleaseCheckFailed
-        from pseo_das.tasks.publication.release_files import (DestinationExistsError,
-                                                              DestinationUnusable)
+        from pseo_das.tasks.audit.mlflow_run import absolute_tracking_uri, default_tracking_uri
 
-        refused = (InputValidationError, ConfigError, PrivacyBudgetExceeded, LifetimeBudgetExceeded,
-                   ReleaseConflict, DestinationExistsError, DestinationUnusable, StoreError,
-                   TrackingStoreError, SeedError, RecastError)
         if not args.debug:
-            hide_tracebacks_of(*refused, ReleaseCheckFailed)
+            hide_tracebacks_of(PseoDasError)
         release_id = args.release_id or time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
         wait_until_ready()
-        try:
-            absolute_tracking_uri(args.tracking_uri or default_tracking_uri())  # before any store
-            seed = release_seed(args)   # None: the release id's own, or fresh
-            result = quarterly_release(Path(args.data), Path(args.out), seed, release_id,
-                                       Path(args.config) if args.config else None, args.tracking_uri,
-                                       Path(args.reference) if args.reference else None,
-                                       Path(args.store) if args.store else None,
-                                       args.supersede, args.remeasure, args.init_store,
-                                       engine_of(args))
-        except refused as exc:
-            print(f"\npseo-das release: FAILED, nothing was published.\n{exc}", file=sys.stderr)
-            return EXIT_BAD_INPUT
-        except ReleaseCheckFailed as exc:
-            print(f"\npseo-das release: FAILED, nothing was published.\n{exc}", file=sys.stderr)
-            return EXIT_CHECK_FAILED
+        absolute_tracking_uri(args.tracking_uri or default_tracking_uri())  # before any store
+        seed = release_seed(args)   # None: the release id's own, or fresh
+        result = quarterly_release(Path(args.data), Path(args.out), seed, release_id,
+                                   Path(args.config) if args.config else None, args.tracking_uri,
+                                   Path(args.reference) if args.reference else None,
+                                   Path(args.store) if args.store else None,
+                                   args.supersede, args.remeasure, args.init_store,
+                                   engine_of(args))
     out, summary = result.out_dir, result.summary
     if result.already_published:
         print(f"\nRelease {result.release_id} is already published in {out} (complete, matching its "
@@ -150,19 +140,12 @@ def _republish(args: argparse.Namespace) -> int:
 
     with prefect_api() as wait_until_ready:
         from pseo_das.flows.quarterly_release import republish
-        from pseo_das.tasks.cip_recast.recast import RecastError
-        from pseo_das.tasks.inputs.ingest import InputValidationError
-        from pseo_das.tasks.privacy.store import StoreError, resolve_store
-        from pseo_das.tasks.publication.release_files import DestinationExistsError
+        from pseo_das.tasks.privacy.store import resolve_store
 
         wait_until_ready()
-        try:
-            result = republish(resolve_store(args.store), args.release, Path(args.out),
-                               args.cip_vintage,
-                               Path(args.reference) if args.reference else None)
-        except (StoreError, DestinationExistsError, InputValidationError, RecastError) as exc:
-            print(f"\npseo-das republish: FAILED, nothing was written.\n{exc}", file=sys.stderr)
-            return EXIT_BAD_INPUT
+        result = republish(resolve_store(args.store), args.release, Path(args.out),
+                           args.cip_vintage,
+                           Path(args.reference) if args.reference else None)
     print(f"\nRelease {result.release_id} re-derived from the privacy store into {result.out_dir} "
           "(no microdata read, no noise drawn, nothing spent).")
     return 0
@@ -176,41 +159,37 @@ def _store(args: argparse.Namespace) -> int:
     from pseo_das.tasks.privacy.store_integrity import verify_store
     from pseo_das.tasks.privacy.store_summary import store_summary
 
-    try:
-        path = resolve_store(args.dir)
-        if args.action == "init":
-            init_store(path, args.lifetime_cap or DEFAULT_LIFETIME_CAP,
-                       args.max_tabulation_epsilon or DEFAULT_MAX_TABULATION_EPSILON,
-                       args.by, args.reason or "store created")
+    path = resolve_store(args.dir)
+    if args.action == "init":
+        init_store(path, args.lifetime_cap or DEFAULT_LIFETIME_CAP,
+                   args.max_tabulation_epsilon or DEFAULT_MAX_TABULATION_EPSILON,
+                   args.by, args.reason or "store created")
+        with PrivacyStore.open(path) as store:
+            policy = store.policy()
+        print(f"created an empty privacy store in {path} (lifetime epsilon cap "
+              f"{epsilon_text(policy.lifetime_cap)} per population, at most epsilon "
+              f"{epsilon_text(policy.max_tabulation_epsilon)} per tabulation)")
+    elif args.action == "set-policy":
+        if not (args.lifetime_cap or args.max_tabulation_epsilon) or not args.by \
+                or not args.reason:
+            raise StoreError("set-policy needs --lifetime-cap and/or "
+                             "--max-tabulation-epsilon, and --by WHO and --reason WHY "
+                             "(both are recorded in the store)")
+        with store_lock(path):
+            verify_store(path).raise_if_failed()
             with PrivacyStore.open(path) as store:
-                policy = store.policy()
-            print(f"created an empty privacy store in {path} (lifetime epsilon cap "
-                  f"{epsilon_text(policy.lifetime_cap)} per population, at most epsilon "
-                  f"{epsilon_text(policy.max_tabulation_epsilon)} per tabulation)")
-        elif args.action == "set-policy":
-            if not (args.lifetime_cap or args.max_tabulation_epsilon) or not args.by \
-                    or not args.reason:
-                raise StoreError("set-policy needs --lifetime-cap and/or "
-                                 "--max-tabulation-epsilon, and --by WHO and --reason WHY "
-                                 "(both are recorded in the store)")
-            with store_lock(path):
-                verify_store(path).raise_if_failed()
-                with PrivacyStore.open(path) as store:
-                    before = store.policy()
-                    after = store.set_policy(args.by, args.reason, args.lifetime_cap,
-                                             args.max_tabulation_epsilon)
-            print(f"privacy store {path}: policy {after.policy} recorded (lifetime cap "
-                  f"{epsilon_text(before.lifetime_cap)} -> {epsilon_text(after.lifetime_cap)}, "
-                  f"largest epsilon per tabulation {epsilon_text(before.max_tabulation_epsilon)} "
-                  f"-> {epsilon_text(after.max_tabulation_epsilon)}; by {after.set_by}: "
-                  f"{after.reason})")
-        elif args.action == "verify":
-            return _verify_store(path, args.tracking_uri)
-        else:
-            print(store_summary(path, args.top))
-    except StoreError as exc:
-        print(f"pseo-das store {args.action}: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+                before = store.policy()
+                after = store.set_policy(args.by, args.reason, args.lifetime_cap,
+                                         args.max_tabulation_epsilon)
+        print(f"privacy store {path}: policy {after.policy} recorded (lifetime cap "
+              f"{epsilon_text(before.lifetime_cap)} -> {epsilon_text(after.lifetime_cap)}, "
+              f"largest epsilon per tabulation {epsilon_text(before.max_tabulation_epsilon)} "
+              f"-> {epsilon_text(after.max_tabulation_epsilon)}; by {after.set_by}: "
+              f"{after.reason})")
+    elif args.action == "verify":
+        return _verify_store(path, args.tracking_uri)
+    else:
+        print(store_summary(path, args.top))
     return 0
 
 
@@ -248,13 +227,9 @@ def _audit(args: argparse.Namespace) -> int:
 
     with prefect_api() as wait_until_ready:  # the server boots while the code below imports
         from pseo_das.flows.audit_release import audit_release
-        from pseo_das.tasks.audit.audit_target import AuditArgumentError, resolve_audit_target
+        from pseo_das.tasks.audit.audit_target import resolve_audit_target
 
-        try:  # an unusable folder or run id stops here, before any flow runs
-            resolve_audit_target(args.target, args.tracking_uri)
-        except AuditArgumentError as exc:
-            print(f"pseo-das audit: {exc}", file=sys.stderr)
-            return EXIT_BAD_INPUT
+        resolve_audit_target(args.target, args.tracking_uri)  # an unusable target stops here
         wait_until_ready()
         verdict = audit_release(args.target, args.tracking_uri,
                                 Path(args.data) if args.data else None,
@@ -271,17 +246,12 @@ NOT_SYNTHETIC = (
 
 
 def _evaluate_employer_flows(args: argparse.Namespace) -> int:
-    from pseo_das.tasks.inputs.ingest import InputValidationError
     from pseo_das.tasks.study.employer_flows_study import employer_flows_study
     from pseo_das.tasks.study.flows_study import DEFAULT_FLOWS_STUDY_SEED
 
-    try:
-        result = employer_flows_study(Path(args.data), Path(args.out), args.mechanisms,
-                                      args.seed or DEFAULT_FLOWS_STUDY_SEED, args.draws or 1,
-                                      args.alphas, args.epsilons)
-    except InputValidationError as exc:
-        print(f"\npseo-das evaluate: FAILED.\n{exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+    result = employer_flows_study(Path(args.data), Path(args.out), args.mechanisms,
+                                  args.seed or DEFAULT_FLOWS_STUDY_SEED, args.draws or 1,
+                                  args.alphas, args.epsilons)
     out = Path(args.out)
     print(f"\nEmployer-protection flows study done in {result['seconds']:.0f} s "
           f"({result['settings']} settings, {result['infeasible']} infeasible).\n"
@@ -292,21 +262,16 @@ def _evaluate_employer_flows(args: argparse.Namespace) -> int:
 
 
 def _evaluate_flows(args: argparse.Namespace) -> int:
-    from pseo_das.tasks.inputs.ingest import InputValidationError
     if args.mechanisms:
         return _evaluate_employer_flows(args)
     from pseo_das.tasks.study.flows_accuracy_study import flows_accuracy_study
     from pseo_das.tasks.study.flows_study import DEFAULT_FLOWS_STUDY_SEED
 
-    try:
-        result = flows_accuracy_study(Path(args.data), Path(args.out), quick=args.quick,
-                                      seed_hex=args.seed or DEFAULT_FLOWS_STUDY_SEED,
-                                      epsilons=args.epsilons, draws=args.draws,
-                                      total_shares=args.total_shares,
-                                      nonemployed_weights=args.nonemployed_weights)
-    except InputValidationError as exc:
-        print(f"\npseo-das evaluate: FAILED.\n{exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+    result = flows_accuracy_study(Path(args.data), Path(args.out), quick=args.quick,
+                                  seed_hex=args.seed or DEFAULT_FLOWS_STUDY_SEED,
+                                  epsilons=args.epsilons, draws=args.draws,
+                                  total_shares=args.total_shares,
+                                  nonemployed_weights=args.nonemployed_weights)
     out, outcome = result.out_dir, result.outcome
     print(f"\nFlows accuracy study{' (quick grid)' if args.quick else ''} done in {result.seconds:.0f} s.\n"
           f"  report:  {out / 'flows_accuracy_report.html'}  (figures in {out / 'figures'})\n"
@@ -332,16 +297,11 @@ def _mechanisms(text: str) -> list[str]:
 
 def _evaluate_mos(args: argparse.Namespace) -> int:
     """The cell statistics' accuracy study (mos, mos-dp, histogram means; README)."""
-    from pseo_das.tasks.inputs.ingest import InputValidationError
     from pseo_das.tasks.study.mos_accuracy import DEFAULT_MOS_STUDY_SEED, mos_accuracy_study
 
-    try:
-        result = mos_accuracy_study(Path(args.data), Path(args.out), epsilons=args.epsilons,
-                                    draws=args.draws or 20,
-                                    seed_hex=args.seed or DEFAULT_MOS_STUDY_SEED)
-    except InputValidationError as exc:
-        print(f"\npseo-das evaluate: FAILED.\n{exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+    result = mos_accuracy_study(Path(args.data), Path(args.out), epsilons=args.epsilons,
+                                draws=args.draws or 20,
+                                seed_hex=args.seed or DEFAULT_MOS_STUDY_SEED)
     print(f"\nCell statistics accuracy study done in {result.seconds:.0f} s.\n"
           f"  tables:  {result.out_dir / 'mos_accuracy.csv'}, "
           f"{result.out_dir / 'mos_accuracy_winners.csv'}")
@@ -372,15 +332,10 @@ def _evaluate(args: argparse.Namespace) -> int:
     with prefect_api() as wait_until_ready:  # the server boots while the code below imports
         from pseo_das.flows.accuracy_study import accuracy_study
         from pseo_das.tasks.study.accuracy_grid import DEFAULT_STUDY_SEED
-        from pseo_das.tasks.inputs.ingest import InputValidationError
 
         wait_until_ready()
-        try:
-            result = accuracy_study(Path(args.data), Path(args.out), quick=args.quick,
-                                    seed_hex=args.seed or DEFAULT_STUDY_SEED)
-        except InputValidationError as exc:
-            print(f"\npseo-das evaluate: FAILED.\n{exc}", file=sys.stderr)
-            return EXIT_BAD_INPUT
+        result = accuracy_study(Path(args.data), Path(args.out), quick=args.quick,
+                                seed_hex=args.seed or DEFAULT_STUDY_SEED)
     out = result.out_dir
     print(f"\nAccuracy study{' (quick grid)' if args.quick else ''} done in {result.seconds:.0f} s.\n"
           f"  report:  {out / 'accuracy_report.html'}  (figures in {out / 'figures'})\n"
@@ -446,13 +401,9 @@ SEED_ENV = "PSEO_DAS_SEED"
 
 
 def _validate_layout(args: argparse.Namespace) -> int:
-    from pseo_das.schemas.pseo_layout import (SCHEMA_VERSION, LayoutInputMissing,
-                                              check_public_folder)
-    try:
-        report = check_public_folder(Path(args.public_dir))
-    except LayoutInputMissing as exc:
-        print(f"pseo-das validate-layout: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+    from pseo_das.schemas.pseo_layout import SCHEMA_VERSION, check_public_folder
+
+    report = check_public_folder(Path(args.public_dir))
     counts = ", ".join(f"{name} {rows:,} rows" for name, rows in report.rows.items())
     if report.ok:
         print(f"layout valid: {counts} (LEHD Public Use Schema {SCHEMA_VERSION})")
@@ -499,14 +450,12 @@ def _verify_server(args: argparse.Namespace) -> int:
     """`pseo-das verify-server [serve|init|add-analyst|show|fit]` (tasks/verification)."""
     from pydantic import ValidationError
 
-    from pseo_das.config import ConfigError, load_config
-    from pseo_das.tasks.audit.mlflow_run import TrackingStoreError, default_tracking_uri
-    from pseo_das.tasks.inputs.ingest import InputValidationError
+    from pseo_das.config import load_config
+    from pseo_das.tasks.audit.mlflow_run import default_tracking_uri
     from pseo_das.tasks.privacy.store import StoreError, resolve_store
     from pseo_das.tasks.verification import commands
     from pseo_das.tasks.verification.ledger import VerificationLedger, init_ledger
 
-    name = f"pseo-das verify-server {args.action}"
     try:
         cfg = load_config(Path(args.config) if args.config else None)
         years = (cfg.cells.first_cohort_year, cfg.cells.last_earnings_year)
@@ -541,10 +490,8 @@ def _verify_server(args: argparse.Namespace) -> int:
             if not args.data:
                 raise StoreError("serve needs --data DIR (the confidential graduates and outcomes)")
             return _serve_verification(args, store, years, default_tracking_uri)
-    except (StoreError, ConfigError, InputValidationError, TrackingStoreError, ValidationError,
-            json.JSONDecodeError) as exc:
-        print(f"{name}: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+    except (ValidationError, json.JSONDecodeError) as exc:   # a query file that is not one
+        return refused(args, exc)
     return 0
 
 
@@ -575,16 +522,14 @@ def _serve_verification(args, store: Path, years: tuple[int, int], default_track
 
 
 def _synthesize(args: argparse.Namespace) -> int:
-    from pseo_das.config import ConfigError, load_config
-    from pseo_das.tasks.inputs.ingest import InputValidationError
+    from pseo_das.config import load_config
     from pseo_das.tasks.synthesis.synthesizer import synthesize
 
+    cfg = load_config(Path(args.config) if args.config else None)
     try:
-        cfg = load_config(Path(args.config) if args.config else None)
         result = synthesize(Path(args.data), Path(args.out), bytes.fromhex(args.seed), cfg)
-    except (ConfigError, InputValidationError, FileExistsError) as exc:
-        print(f"pseo-das synthesize: FAILED, nothing was written.\n{exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+    except FileExistsError as exc:   # the output folder is there already
+        return refused(args, exc)
     print(f"synthetic data: {result.graduates:,} graduates, {result.outcomes:,} outcome rows in "
           f"{result.out_dir} (sequential CART; NO formal privacy guarantee: review before any "
           f"release)\n  disclosure review report (confidential statistics, never release it "
@@ -592,8 +537,22 @@ def _synthesize(args: argparse.Namespace) -> int:
     return 0
 
 
+class _PrintVersion(argparse.Action):
+    """--version: computed only when asked (code_version asks git), imports no Prefect."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        from pseo_das.version import code_version
+        print(f"pseo-das {code_version()}")
+        parser.exit()
+
+
 def parser() -> argparse.ArgumentParser:
     main = argparse.ArgumentParser(prog="pseo-das", description=__doc__)
+    main.add_argument("--version", action=_PrintVersion,
+                      help="print the version (and the git commit of a checkout) and exit")
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--debug", action="store_true", help="show the traceback of an "
                         "unexpected error")
@@ -819,11 +778,23 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         print(f"\npseo-das {args.command}: interrupted", file=sys.stderr)
         code = 130
+    except PseoDasError as exc:  # a refusal or a failed check: its message and exit code
+        if args.debug:
+            traceback.print_exception(exc)
+        code = refused(args, exc, exc.exit_code)
     except Exception as exc:  # no traceback reaches a user unless --debug asks for it
         if args.debug:
             raise
         code = _unexpected(args.command, exc)
     raise SystemExit(code)
+
+
+def refused(args: argparse.Namespace, exc: Exception, exit_code: int = EXIT_BAD_INPUT) -> int:
+    """Say why the command stopped: its headline, then the exception's message. Returns
+    the exit code."""
+    headline = REFUSAL_HEADLINES.get(args.command, "pseo-das {command}: ")
+    print(headline.format(**vars(args)) + str(exc), file=sys.stderr)
+    return exit_code
 
 
 def _unexpected(command: str, exc: Exception) -> int:

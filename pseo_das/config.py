@@ -13,13 +13,14 @@ from pydantic import (BaseModel, ConfigDict, Field, ValidationError, model_seria
                       model_validator)
 
 from pseo_das.epsilon import epsilon_text, exact_epsilon
+from pseo_das.errors import PseoDasError
 
 DEFAULT_CONFIG_PATH = Path(__file__).with_name("default_config.toml")
 
 CIP_LEVELS = ("4", "2", "A")  # finest to coarsest: 4-digit, 2-digit, all fields
 
 
-class ConfigError(ValueError):
+class ConfigError(PseoDasError, ValueError):
     """The release configuration is unusable."""
 
 

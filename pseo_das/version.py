@@ -10,9 +10,13 @@ AUDITED_PACKAGES = ("pseo-das", "prefect", "mlflow", "pandas", "numpy", "pandera
 
 
 def code_version() -> str:
-    """Package version plus git commit (and '.dirty' for uncommitted changes) when known."""
+    """Package version plus git commit (and '.dirty' for uncommitted changes) when run from
+    a checkout (an editable install); an installed wheel is its version alone, even when
+    its environment lies inside some git repository."""
     version = metadata.version("pseo-das")
     repo = Path(__file__).resolve().parent.parent
+    if not (repo / ".git").exists():   # site-packages, not a checkout
+        return version
     try:
         sha = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=repo, check=True,
                              capture_output=True, text=True, timeout=10).stdout.strip()

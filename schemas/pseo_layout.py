@@ -41,6 +41,7 @@ import pyarrow as pa
 import pyarrow.csv as pa_csv
 
 import pseo_das
+from pseo_das.errors import PseoDasError
 
 SCHEMA_VERSION = "V4.14.0"
 SCHEMA_DIR = Path(pseo_das.__file__).parent / "reference" / "lehd-schema-v4.14.0"
@@ -242,7 +243,7 @@ class LayoutReport:
         return not self.problems
 
 
-class LayoutInputMissing(Exception):
+class LayoutInputMissing(PseoDasError):
     """The public folder or one of its official files does not exist."""
 
 

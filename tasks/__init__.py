@@ -1,19 +1,65 @@
 """Units of work of a release: plain functions on whole tables, each wrapped by a thin
-Prefect task (`release_task`) where the flow calls it."""
+Prefect task (`release_task`, `file_task`) where the flow calls it.
+
+Defining a task imports nothing of Prefect: the Prefect task is made on its first use.
+So a module that computes (percentiles, mechanisms, the store, ...) imports without
+Prefect's 1,100 modules, also when it sits beside a task or imports a module that
+defines one."""
 from __future__ import annotations
 
 import errno
+import functools
 import sys
-
-from prefect import task
-from prefect.cache_policies import NO_CACHE
-from prefect.exceptions import MissingContextError
-from prefect.logging import get_run_logger
+import threading
+from collections.abc import Callable
+from typing import Any
 
 
-def release_task(name: str):
+class DeferredTask:
+    """A Prefect task made on first use. Calling it, `.submit`, `.name`, `.retries` and the
+    other attributes act on the Prefect task (the same one every time); `.fn` is the plain
+    function (no Prefect) and `.with_options` gives another deferred task."""
+
+    _making = threading.RLock()   # one Prefect task per definition, whatever the threads
+
+    def __init__(self, fn: Callable, make: Callable[[], Any]):
+        functools.update_wrapper(self, fn)
+        self.fn = fn
+        self._make = make
+        self._task = None
+
+    @property
+    def prefect_task(self):
+        with self._making:
+            if self._task is None:
+                self._task = self._make()
+        return self._task
+
+    def __call__(self, *args, **kwargs):
+        return self.prefect_task(*args, **kwargs)
+
+    def with_options(self, **changes) -> DeferredTask:
+        return DeferredTask(self.fn, lambda: self.prefect_task.with_options(**changes))
+
+    def __getattr__(self, name: str):
+        if name.startswith("_"):   # not yet initialised (copy, pickle): nothing to forward
+            raise AttributeError(name)
+        return getattr(self.prefect_task, name)
+
+
+def _deferred_task(**options) -> Callable[[Callable], DeferredTask]:
+    def deferred(fn: Callable) -> DeferredTask:
+        def make():
+            from prefect import task
+            from prefect.cache_policies import NO_CACHE
+            return task(fn, cache_policy=NO_CACHE, **options)
+        return DeferredTask(fn, make)
+    return deferred
+
+
+def release_task(name: str) -> Callable[[Callable], DeferredTask]:
     """A Prefect task that never caches (inputs are large, confidential tables)."""
-    return task(name=name, cache_policy=NO_CACHE)
+    return _deferred_task(name=name)
 
 
 FILE_TASK_RETRIES = 2
@@ -31,16 +77,22 @@ def transient_io_error(task, task_run, state) -> bool:
         FileNotFoundError, FileExistsError, PermissionError)) and error.errno not in LASTING_ERRNOS
 
 
-def file_task(name: str):
+def file_task(name: str) -> Callable[[Callable], DeferredTask]:
     """A Prefect task that only reads or writes files and is safe to run again (writing the
     same content twice is a no-op): retried on a transient I/O error, never cached."""
-    return task(name=name, cache_policy=NO_CACHE, retries=FILE_TASK_RETRIES,
-                retry_delay_seconds=1, retry_condition_fn=transient_io_error)
+    return _deferred_task(name=name, retries=FILE_TASK_RETRIES, retry_delay_seconds=1,
+                          retry_condition_fn=transient_io_error)
 
 
 def progress(message: str) -> None:
-    """Progress output: the Prefect run log inside a run, stderr outside."""
-    try:
-        get_run_logger().info(message)
-    except MissingContextError:
-        print(message, file=sys.stderr, flush=True)
+    """Progress output: the Prefect run log inside a run, stderr outside (a process that has
+    not imported Prefect runs no flow: Prefect is not imported to find that out)."""
+    if "prefect" in sys.modules:
+        from prefect.exceptions import MissingContextError
+        from prefect.logging import get_run_logger
+        try:
+            get_run_logger().info(message)
+            return
+        except MissingContextError:
+            pass
+    print(message, file=sys.stderr, flush=True)

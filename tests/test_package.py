@@ -1,4 +1,5 @@
-"""The package: one top-level package in the wheel, and its stages layered one way.
+"""The package's stages, layered one way (the wheel and its installation:
+tests/test_installed_package.py).
 
 A stage is a sub-package of tasks/ (tasks.privacy, tasks.earnings, ...), one of the other
 top-level folders (flows, schemas, reports) or a module of pseo_das/ (pseo_das.config, ...).
@@ -8,14 +9,8 @@ round a cycle."""
 from __future__ import annotations
 
 import ast
-import shutil
-import subprocess
-import sys
-import zipfile
 from collections import defaultdict
 from pathlib import Path
-
-import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 FOLDERS = {"pseo_das": "pseo_das", "flows": "pseo_das.flows", "tasks": "pseo_das.tasks",
@@ -172,25 +167,3 @@ def test_the_layering_checks_see_a_planted_cycle(tmp_path):
     assert "tasks.privacy imports tasks.earnings, a layer above it" in violations[1]
     assert "top-level import" in violations[0]
 
-
-@pytest.mark.slow
-def test_the_wheel_holds_only_the_pseo_das_package(tmp_path):
-    source = tmp_path / "source"  # a copy, so that the build leaves nothing in the checkout
-    local = {".git", ".venv", "data", "releases", "demo-store", "audit", "build", ".pytest_cache"}
-
-    def ignored(folder: str, names: list[str]) -> set[str]:
-        top = Path(folder) == ROOT
-        return {n for n in names if (top and n in local) or n == "__pycache__"
-                or n.endswith(".egg-info")}
-
-    shutil.copytree(ROOT, source, ignore=ignored)
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps",
-                    "--quiet", "-w", str(tmp_path), str(source)], check=True, capture_output=True)
-    wheel, = tmp_path.glob("pseo_das-*.whl")
-    names = zipfile.ZipFile(wheel).namelist()
-    top = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
-    assert top == {"pseo_das"}
-    for expected in ["pseo_das/flows/quarterly_release.py", "pseo_das/tasks/privacy/mechanism.py",
-                     "pseo_das/schemas/codes.py", "pseo_das/reports/templates/drb_report.md.j2",
-                     "pseo_das/default_config.toml"]:
-        assert expected in names

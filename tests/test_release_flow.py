@@ -226,30 +226,6 @@ def test_configured_cip_levels_and_budget_cap(synthetic_dir, tmp_path, tracking_
     assert not (tmp_path / "r2").exists()
 
 
-def test_console_script_without_a_prefect_server(tmp_path):
-    """`pseo-das release` as a user runs it: no server configured, so it boots a temporary one."""
-    import os
-    import subprocess
-    import sys
-
-    from pseo_das.synth import write_synthetic
-
-    data = tmp_path / "data"
-    write_synthetic(data, graduates=2_000, seed=3, progress=lambda _: None)
-    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
-    script = Path(sys.executable).with_name("pseo-das")
-    done = subprocess.run([str(script), "release", "--data", str(data), "--out", str(tmp_path / "r"),
-                           "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}",
-                           "--store", str(tmp_path / "store"), "--init-store"],
-                          env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "published: new epsilon 7.5 (" in done.stdout
-    assert "DEMO INPUTS:     the packaged SYNTHETIC J2J, QCEW, state coverage, IPEDS, " \
-           "hard-coded transitions file(s) were used" in done.stdout
-    assert (tmp_path / "r" / "public" / "pseoe_all.csv").exists()
-    assert "Error logging to API" not in done.stderr
-
-
 def test_release_notes_carry_a_certificate(releases):
     root, _ = releases
     notes = (root / "a" / "public" / "release_notes.md").read_text()

@@ -17,6 +17,7 @@ from mlflow.entities import Run
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
+from pseo_das.errors import PseoDasError
 from pseo_das.tasks.audit.mlflow_run import default_tracking_uri
 from pseo_das.tasks.publication.release_files import MANIFEST
 
@@ -25,7 +26,7 @@ OUTPUT_TAG = "output_sha256."
 INPUT_TAG = "input_sha256."
 
 
-class AuditArgumentError(ValueError):
+class AuditArgumentError(PseoDasError, ValueError):
     """The audit cannot start: the release folder or run id given is unusable."""
 
 

@@ -19,6 +19,7 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 from mlflow.version import VERSION as MLFLOW_VERSION
 
+from pseo_das.errors import PseoDasError
 from pseo_das.config import ReleaseConfig
 from pseo_das.epsilon import epsilon_text
 from pseo_das.version import package_versions
@@ -41,7 +42,7 @@ def default_tracking_uri() -> str:
         f"sqlite:///{(DEFAULT_AUDIT_DIR / 'mlflow.db').resolve()}"
 
 
-class TrackingStoreError(RuntimeError):
+class TrackingStoreError(PseoDasError, RuntimeError):
     """The MLflow tracking store cannot be used."""
 
 

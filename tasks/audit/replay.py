@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from itertools import zip_longest
 from pathlib import Path
 
+from pseo_das.errors import PseoDasError
 from pseo_das.config import load_config
 from pseo_das.tasks.audit.audit_target import AuditedRelease
 from pseo_das.tasks.audit.fingerprint_checks import InputLocations
@@ -28,7 +29,7 @@ from pseo_das.tasks.audit.verification import (FAILED, PASSED, CheckResult, conf
 REPLAYED_INTERNAL = ("internal/config.json", "internal/flows_state.csv", "internal/ledger.csv")
 
 
-class ReplayNotPossible(ValueError):
+class ReplayNotPossible(PseoDasError, ValueError):
     """The run did not log what a replay needs, or it is inconsistent."""
 
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from pseo_das.errors import PseoDasError
 from pseo_das.config import CellsConfig
 from pseo_das.tasks.cip_recast.transition_shares import WIDTH, transition_counts, transition_shares
 from pseo_das.tasks.inputs.cells import CELL_COLUMNS, CIP_2010, CIP_2020, sum_by_group
@@ -33,7 +34,7 @@ DIRECT, HARD_CODED, SHARES = "direct", "hard-coded", "IPEDS shares"
 TEXT_KEYS = ("institution", "inst_state", "degree_level", "cipcode")
 
 
-class RecastError(ValueError):
+class RecastError(PseoDasError, ValueError):
     """A 2010 code has no destination: neither the crosswalk nor a hard-coded transition."""
 
 

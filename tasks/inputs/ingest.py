@@ -31,6 +31,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 from pandera.errors import SchemaErrors
 
+from pseo_das.errors import PseoDasError
 from pseo_das.tasks import file_task, progress
 from pseo_das.schemas.inputs import (CODE_COLUMNS, GRADUATE_COLUMNS, OUTCOME_COLUMNS,
                             TABLE_CHECK_COLUMNS, CipVintages, graduates_schema,
@@ -40,7 +41,7 @@ MAX_EXAMPLES = 5
 DOLLAR_COLUMNS = {"earnings"}
 
 
-class InputValidationError(ValueError):
+class InputValidationError(PseoDasError, ValueError):
     """The confidential inputs break the input contract; nothing was released."""
 
 

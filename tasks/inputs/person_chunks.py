@@ -37,6 +37,7 @@ import pyarrow
 import pyarrow.parquet as pq
 from pandera.errors import SchemaErrors
 
+from pseo_das.errors import PseoDasError
 from pseo_das.schemas.inputs import CODE_COLUMNS, GRADUATE_COLUMNS, OUTCOME_COLUMNS
 from pseo_das.tasks.inputs.ingest import (CHUNK_ROWS, MAX_EXAMPLES, InputFiles,
                                           InputValidationError, convert_columns,
@@ -45,7 +46,7 @@ from pseo_das.tasks.inputs.ingest import (CHUNK_ROWS, MAX_EXAMPLES, InputFiles,
 ROW = "_row"  # a partition file's column with each row's number in its input
 
 
-class NotSorted(Exception):
+class NotSorted(PseoDasError):
     """An input is not sorted by person_id: the merge pass cannot go on."""
 
 

@@ -9,6 +9,7 @@ bins or destinations, and the cohort definition.
 """
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -222,9 +223,8 @@ def plan_release(store: PrivacyStore, release_id: str, seed: ReleaseSeed | None,
         policy, head = store.policy(), store.head()
         known = store.attempts(release_id)
         latest = known[-1] if known else None
-        same = latest is not None and (latest.inputs_sha256, latest.config_sha256) == \
-            (inputs_sha256, config_sha256)
-        if same and not supersede and not remeasure:
+        if latest is not None and not supersede and not remeasure and \
+                (latest.inputs_sha256, latest.config_sha256) == (inputs_sha256, config_sha256):
             if seed is not None and seed != latest.seed:
                 raise ReleaseConflict(
                     f"release {release_id} was already measured with another seed; running it "
@@ -319,7 +319,7 @@ def check_against_policy(questions: list[Question], policy: StorePolicy) -> None
             + ". Only `pseo-das store set-policy` changes the store's policy.")
 
 
-def _pending(store: PrivacyStore, plan: pd.DataFrame, skip: set[str] = frozenset()
+def _pending(store: PrivacyStore, plan: pd.DataFrame, skip: Collection[str] = frozenset()
              ) -> tuple[PendingMeasurement, ...]:
     """Measurements of the plan whose values were never stored (a crash after planning):
     drawn again from the stream of the attempt that paid for them, so nothing is spent."""

@@ -59,29 +59,31 @@ def _categorical_cells(cells: pd.DataFrame) -> pd.DataFrame:
 
 
 def _question_table(store: PrivacyStore, question: Question, rows: pd.DataFrame,
-                    recast: RecastContext | None | bool
+                    recast: dict[str, RecastContext | None] | None
                     ) -> tuple[pd.DataFrame, np.ndarray, tuple[str, ...], list[LedgerEntry],
                                dict | None]:
     """The release's cells of one tabulation, read from the measurements its plan names,
     in CIP-2020 codes (each measurement recast as a whole, so that its split is the same
-    in every release that reuses it), or as measured when `recast` is False. Returns the
-    cells, values, sources, ledger entries (measured, recast) and the recast's summary."""
+    in every release that reuses it; `recast`: the context of each CIP level), or as
+    measured when `recast` is None. Returns the cells, values, sources, ledger entries
+    (measured, recast) and the recast's summary."""
     parts, sources, streams, recasts = [], [], [], []
     step_id = f"cip-recast.{question.tabulation_id}"
     for measurement_id, members in rows.groupby("measurement_id", sort=True):
         stored = store.measurement(measurement_id)
+        source = stored.values_sha256()
         cells, values = store.measured_values(measurement_id)
-        if recast is False:
+        if recast is None:
             cells, values = as_coded(cells, values)
         else:
             cells, values, done = to_cip_2020(
-                cells, values, recast, post_processing_seed((stored.object_sha256,)), step_id,
-                question.product, question.tabulation_id)
+                cells, values, recast.get(question.cip_level), post_processing_seed((source,)),
+                step_id, question.product, question.tabulation_id)
             recasts += [done] if done is not None else []
         mine = in_populations(cells, members)
         parts.append((cells.loc[mine, CELL_COLUMNS], values if mine.all() else values[mine]))
         del values   # a national flows table is large: hold one copy at a time
-        sources.append(stored.object_sha256)
+        sources.append(source)
         seed = store.attempt(stored.attempt).seed.bits
         streams.append(stream_sha256(seed, measurement_id))
     if not parts:  # no population of the release reaches this years-after yet
@@ -149,9 +151,8 @@ def stored_tables(store_path: Path, plan: pd.DataFrame, cfg: ReleaseConfig,
             if products is not None and question.product not in products:
                 continue
             rows = plan[plan["tabulation_id"] == question.tabulation_id]
-            context = False if recast is None else recast.get(question.cip_level)
             cells, values, sources, found, summary = _question_table(store, question, rows,
-                                                                     context)
+                                                                     recast)
             tab = question.tabulation_id
             if question.product == EARNINGS_PRODUCT:
                 histograms.append(NoisyHistograms(tab, "I", question.cip_level,

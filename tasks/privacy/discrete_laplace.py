@@ -156,15 +156,19 @@ def draw(table: InversionTable, words: np.ndarray,
     """One discrete Laplace value per 64-bit word of `words` (int64): the vectorised
     inversion, with the undecided words (a threshold hit exactly, or beyond the table)
     passed in index order to `exact_index`, which takes further words from `next_word`."""
-    size = len(table.ascending)
+    ascending = table.ascending
+    if ascending is None:
+        raise ValueError(f"the vectorised draw takes 64-bit words; this table is of "
+                         f"{table.word_bits}-bit words (use exact_index)")
+    size = len(ascending)
     # position p = number of thresholds below the word: index size - p, unless the word
     # equals the threshold at p (then undecided) or p = 0 (beyond the table)
-    padded = np.append(table.ascending, np.uint64(0))   # the sentinel never equals a word at p = size
+    padded = np.append(ascending, np.uint64(0))   # the sentinel never equals a word at p = size
     value_at = value_of_index(size - np.arange(size + 1, dtype=np.int64))
     out = np.empty(len(words), dtype=np.int64)
     for start in range(0, len(words), CHUNK):
         chunk = words[start:start + CHUNK]
-        position = np.searchsorted(table.ascending, chunk, side="left")
+        position = np.searchsorted(ascending, chunk, side="left")
         np.take(value_at, position, out=out[start:start + CHUNK])
         undecided = np.flatnonzero((np.take(padded, position) == chunk) | (position == 0))
         for i in undecided:

@@ -36,6 +36,8 @@ from enum import StrEnum
 
 import numpy as np
 
+from pseo_das.errors import PseoDasError
+
 # E|eta| for the density (sqrt 2 / pi) / (1 + z^4): 2 (sqrt 2 / pi) (pi / 4) = 1 / sqrt 2.
 INVERSE_QUARTIC_MEAN_ABSOLUTE = 1 / math.sqrt(2)
 SMOOTH_GAMMA_FACTOR = 16   # noise scale 16 S* / epsilon (NRS 2007 lemma 2.6, gamma = 4)
@@ -67,7 +69,7 @@ MECHANISM_NAMES = {
 }
 
 
-class InfeasibleParameters(ValueError):
+class InfeasibleParameters(PseoDasError, ValueError):
     """The (alpha, epsilon, delta) asked for cannot be given by the mechanism."""
 
 

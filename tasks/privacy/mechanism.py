@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 from randomgen import ChaCha
 
+from pseo_das.errors import PseoDasError
 from pseo_das.tasks.privacy.discrete_laplace import draw, inversion_table
 from pseo_das.tasks.privacy.establishment import (SMOOTH_GAMMA_FACTOR, SMOOTH_LAPLACE_FACTOR,
                                                   EmployerProtection, FlowsMechanism,
@@ -47,11 +48,11 @@ COMPOSITION = ("parallel across the cells of this tabulation (each graduate in a
                "cell and bin); sequential with every other tabulation")
 
 
-class PrivacyBudgetExceeded(RuntimeError):
+class PrivacyBudgetExceeded(PseoDasError, RuntimeError):
     """A spend would take the release's total epsilon over its cap."""
 
 
-class MeasurementRefused(ValueError):
+class MeasurementRefused(PseoDasError, ValueError):
     """An array the mechanism is not calibrated for: its statement declares another
     mechanism, sensitivity or shape. Nothing is drawn."""
 
@@ -85,7 +86,9 @@ class LedgerEntry:
         return Fraction(0) if self.statement is None else self.statement.delta
 
     @property
-    def sensitivity(self) -> int | float:
+    def sensitivity(self) -> int | float | None:
+        """Declared, or observed (MOS chi); None: a non-formal measurement recorded
+        without its observed sensitivity."""
         if self.statement is None:
             return 0
         declared = self.statement.sensitivity
@@ -526,7 +529,7 @@ def measure_with_employer_protection(release_seed: bytes, statement: PrivacyStat
     protection.check()   # infeasible parameters are refused before anything is recorded
     n_cells, n_bins = true_counts.shape
     entry = measured_entry(statement, n_cells, n_bins,
-                           employer_composition(statement.employer.notion, n_cells),
+                           employer_composition(statement.employer_guarantee().notion, n_cells),
                            stream_sha256(release_seed, statement.stream_id))
     values = employer_protected_values(_noise_generator(release_seed, statement.stream_id),
                                        true_counts, largest_at_one_employer, protection)
@@ -566,7 +569,8 @@ def measure_with_laplace_noise(release_seed: bytes, statement: PrivacyStatement,
     check_calibration(statement, Mechanism.LAPLACE, values.reshape(-1, 1),
                       statement.sensitivity if statement.formal else None)
     scales = np.broadcast_to(np.asarray(scales, dtype=np.float64), values.shape)
-    if statement.formal and not np.all(scales == statement.sensitivity / float(statement.epsilon)):
+    declared = statement.sensitivity   # a formal statement's (only those declare one: above)
+    if declared is not None and not np.all(scales == declared / float(statement.epsilon)):
         raise MeasurementRefused(
             f"{statement.stream_id}: Laplace scales other than the declared sensitivity "
             f"{statement.sensitivity} / epsilon {epsilon_text(statement.epsilon)}: refused, "

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from pydantic import SecretStr
 
+from pseo_das.errors import PseoDasError
 from pseo_das.tasks.privacy.mechanism import fresh_seed_bits
 
 SEED_BYTES = 32
@@ -24,7 +25,7 @@ def seed_sha256(seed: bytes) -> str:
     return hashlib.sha256(seed).hexdigest()
 
 
-class SeedError(ValueError):
+class SeedError(PseoDasError, ValueError):
     """A seed that is not 256 bits (64 hexadecimal digits)."""
 
 

@@ -91,12 +91,17 @@ class PrivacyStatement:
         """Pure epsilon-DP: formal, and delta 0."""
         return self.formal and self.delta == 0
 
-    def protection(self) -> EmployerProtection:
-        """The employer-protecting mechanism's parameters (for its sampler)."""
+    def employer_guarantee(self) -> EmployerGuarantee:
+        """What it gives the employers; refused for a mechanism that does not protect them."""
         if self.employer is None:
             raise ValueError(f"{self.tabulation_id}: {self.mechanism} does not protect employers")
-        return EmployerProtection(self.employer.mechanism, self.employer.alpha,
-                                  float(self.epsilon), float(self.delta), self.employer.unbiased)
+        return self.employer
+
+    def protection(self) -> EmployerProtection:
+        """The employer-protecting mechanism's parameters (for its sampler)."""
+        employer = self.employer_guarantee()
+        return EmployerProtection(employer.mechanism, employer.alpha, float(self.epsilon),
+                                  float(self.delta), employer.unbiased)
 
 
 def exact_delta(value: float | str | Fraction) -> Fraction:
@@ -229,6 +234,7 @@ def release_guarantee(statements: Iterable[PrivacyStatement]) -> ReleaseGuarante
     other = [s for s in statements if not s.formal]
     floating = [s for s in statements if s.sampler is Sampler.FLOATING_POINT]
     employers = [s for s in statements if s.employer is not None]
+    guarantees = [s.employer for s in statements if s.employer is not None]
     return ReleaseGuarantee(
         sum((s.epsilon for s in formal), Fraction(0)), sum((s.delta for s in formal), Fraction(0)),
         sum((s.epsilon for s in other), Fraction(0)), sum((s.delta for s in other), Fraction(0)),
@@ -240,5 +246,5 @@ def release_guarantee(statements: Iterable[PrivacyStatement]) -> ReleaseGuarante
         tuple(dict.fromkeys(s.product for s in statements if s.employer is None
                             and s.product not in {e.product for e in employers})),
         tuple(dict.fromkeys(
-            f"{s.employer.mechanism.value} (alpha {s.employer.alpha:g}, "
-            f"{s.employer.notion.value} notion)" for s in employers)))
+            f"{e.mechanism.value} (alpha {e.alpha:g}, {e.notion.value} notion)"
+            for e in guarantees)))

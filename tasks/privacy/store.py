@@ -48,6 +48,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from pseo_das.errors import PseoDasError
 from pseo_das.schemas.cells import CIP_2010, MEASURED_CELL_COLUMNS, POPULATION_KEYS
 from pseo_das.epsilon import epsilon_text, exact_epsilon
 from pseo_das.tasks.privacy.release_seed import ReleaseSeed
@@ -163,15 +164,15 @@ def append_only_triggers(tables: list[str], what: str) -> str:
 TRIGGERS = append_only_triggers(APPEND_ONLY, "the privacy store")
 
 
-class StoreError(RuntimeError):
+class StoreError(PseoDasError, RuntimeError):
     """The privacy store is missing, unreadable or inconsistent."""
 
 
-class LifetimeBudgetExceeded(RuntimeError):
+class LifetimeBudgetExceeded(PseoDasError, RuntimeError):
     """The release would take some populations over the lifetime cap."""
 
 
-class ReleaseConflict(RuntimeError):
+class ReleaseConflict(PseoDasError, RuntimeError):
     """The release id was already measured with other inputs, configuration or seed."""
 
 
@@ -385,6 +386,14 @@ class StoredMeasurement:
     epsilon: Fraction
     object_sha256: str | None   # None until its noisy values are stored
 
+    def values_sha256(self) -> str:
+        """The content address of its noisy values; refused if they were never stored."""
+        if self.object_sha256 is None:
+            raise StoreError(f"measurement {self.measurement_id} was planned but its noisy "
+                             "values were never stored (the release that planned it did not "
+                             "finish)")
+        return self.object_sha256
+
 
 class PrivacyStore:
     """One store folder. Open with `PrivacyStore.open(path)` (never creates one)."""
@@ -466,6 +475,7 @@ class PrivacyStore:
         cursor = self._db.execute(f"INSERT INTO {table} ({names}) VALUES "
                                   f"({', '.join('?' * len(values))})", tuple(values.values()))
         rowid = cursor.lastrowid
+        assert rowid is not None   # sqlite3 sets it on every successful INSERT
         cursor = self._db.execute(f"SELECT * FROM {table} WHERE rowid = ?", (rowid,))
         content = row_content([d[0] for d in cursor.description], cursor.fetchone())
         head = self.head()
@@ -584,11 +594,13 @@ class PrivacyStore:
             return known.object_sha256
         sha = self.put_object(measurement_bytes(cells, values), "parquet")
         with self.writing():
-            if self.measurement(measurement_id).object_sha256 is None:
+            stored = self.measurement(measurement_id).object_sha256
+            if stored is None:
                 self._append("measurement_objects", {
                     "measurement_id": measurement_id, "object_sha256": sha, "cells": len(cells),
                     "columns": values.shape[1], "stored_at": utc_now()})
-        return self.measurement(measurement_id).object_sha256
+                stored = sha
+        return stored
 
     def measurement(self, measurement_id: str) -> StoredMeasurement:
         row = self._db.execute(
@@ -597,15 +609,14 @@ class PrivacyStore:
             "USING (measurement_id) WHERE m.measurement_id = ?", (measurement_id,)).fetchone()
         if row is None:
             raise StoreError(f"measurement {measurement_id} is not in the store {self.path}")
-        return StoredMeasurement(*row[:4], Fraction(row[4]), row[5])
+        _, attempt, tabulation_id, question_sha256, epsilon, object_sha256 = row
+        return StoredMeasurement(measurement_id, attempt, tabulation_id, question_sha256,
+                                 Fraction(epsilon), object_sha256)
 
     def measured_values(self, measurement_id: str) -> tuple[pd.DataFrame, np.ndarray]:
         """A stored measurement's cells and noisy values (cells x columns)."""
-        stored = self.measurement(measurement_id)
-        if stored.object_sha256 is None:
-            raise StoreError(f"measurement {measurement_id} was planned but its noisy values "
-                             "were never stored (the release that planned it did not finish)")
-        return read_measurement(self.get_object(stored.object_sha256, "parquet"))
+        sha = self.measurement(measurement_id).values_sha256()
+        return read_measurement(self.get_object(sha, "parquet"))
 
     def current_measurements(self, question_shas: tuple[str, ...]) -> pd.DataFrame:
         """For each population with a measurement of the question (any of the SHA-256s

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from pseo_das.errors import EXIT_CHECK_FAILED, PseoDasError
 from pseo_das.config import ReleaseConfig
 from pseo_das.schemas.pseo_layout import SCHEMA_VERSION, Product, check_public_folder
 from pseo_das.tasks.earnings.earnings_tables import institution_states
@@ -62,8 +63,10 @@ RELEASE_SUMMARY_FIGURES = ("new_epsilon", "new_measurements", "reused_measuremen
                            "lifetime_epsilon_cap", "new_delta", "max_lifetime_delta")
 
 
-class ReleaseCheckFailed(RuntimeError):
+class ReleaseCheckFailed(PseoDasError, RuntimeError):
     """A check on the release's own outputs failed: the release is not published."""
+
+    exit_code = EXIT_CHECK_FAILED
 
 
 def write_folder_files(public: Path, files: dict[str, pd.DataFrame | str]) -> None:

@@ -13,17 +13,18 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.csv as pa_csv
 
+from pseo_das.errors import PseoDasError
 from pseo_das.tasks.inputs.ingest import sha256_file
 from pseo_das.tasks.privacy.store import exclusive_lock
 
 MANIFEST = "internal/manifest.json"
 
 
-class DestinationExistsError(FileExistsError):
+class DestinationExistsError(PseoDasError, FileExistsError):
     """The release folder already exists: releases are never overwritten."""
 
 
-class DestinationUnusable(ValueError):
+class DestinationUnusable(PseoDasError, ValueError):
     """The release folder cannot be created there (not a folder, not writable, no room)."""
 
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 
+from pseo_das.errors import PseoDasError
 from pseo_das.epsilon import epsilon_text
 from pseo_das.tasks.privacy.release_seed import ReleaseSeed
 from pseo_das.tasks.privacy.store import (CHAIN_TABLE, GENESIS, SHA, StoreError, _positive,
@@ -89,7 +90,7 @@ class LedgerError(StoreError):
     """The verification ledger is missing, or a value it does not allow."""
 
 
-class BudgetRefused(RuntimeError):
+class BudgetRefused(PseoDasError, RuntimeError):
     """Answering would take the analyst's or the global epsilon over its budget."""
 
 
