@@ -23,7 +23,7 @@ at a time, by the small functions of MIGRATIONS. Records before version 6 carry 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Literal
+from typing import Any, Callable, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -31,7 +31,7 @@ from pseo_das.config import ReleaseConfig
 from pseo_das.tasks.inputs.constant_dollars import DollarYears
 from pseo_das.tasks.privacy.store import ChainHead, PrivacyStore, ReleaseAttempt, StoreError
 
-RECORD_VERSION = 6
+RECORD_VERSION: Final = 6
 
 
 class PublicationRecordError(StoreError):
