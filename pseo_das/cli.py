@@ -136,12 +136,14 @@ def demo_line(summary: dict) -> str:
 
 def _republish(args: argparse.Namespace) -> int:
     _quiet_prefect_defaults()
-    from pseo_das.prefect_runtime import prefect_api
+    from pseo_das.prefect_runtime import hide_tracebacks_of, prefect_api
 
     with prefect_api() as wait_until_ready:
         from pseo_das.flows.quarterly_release import republish
         from pseo_das.tasks.privacy.store import resolve_store
 
+        if not args.debug:
+            hide_tracebacks_of(PseoDasError)
         wait_until_ready()
         result = republish(resolve_store(args.store), args.release, Path(args.out),
                            args.cip_vintage,
