@@ -30,7 +30,9 @@ from pseo_das.tasks.earnings.noisy_histograms import tabulation_id as earnings_t
 from pseo_das.tasks.inputs.cells import CellFrame, observable_populations
 from pseo_das.tasks.privacy.establishment import MECHANISM_NAMES
 from pseo_das.tasks.measurements.questions import QUESTION_KINDS
-from pseo_das.tasks.privacy.mechanism import PrivacyBudgetExceeded, fresh_release_seed
+from pseo_das.tasks.measurements.publication_record import PublicationRecord
+from pseo_das.tasks.privacy.mechanism import PrivacyBudgetExceeded
+from pseo_das.tasks.privacy.release_seed import ReleaseSeed
 from pseo_das.tasks.privacy.store import (POPULATION_KEYS, ChainHead, LifetimeBudgetExceeded,
                                           PrivacyStore, ReleaseAttempt, ReleaseConflict,
                                           StoreError, StorePolicy, StorePolicyError,
@@ -201,7 +203,7 @@ def release_cap_check(populations: pd.DataFrame, cfg: ReleaseConfig, release_id:
             f"privacy.epsilon_cap = {epsilon_text(cap)}")
 
 
-def plan_release(store: PrivacyStore, release_id: str, seed_hex: str | None,
+def plan_release(store: PrivacyStore, release_id: str, seed: ReleaseSeed | None,
                  inputs_sha256: str, config_sha256: str, cfg: ReleaseConfig,
                  frames: dict[str, CellFrame], supersede: bool = False,
                  remeasure: str | None = None, more_questions: tuple[Question, ...] = ()
@@ -223,7 +225,7 @@ def plan_release(store: PrivacyStore, release_id: str, seed_hex: str | None,
         latest = known[-1] if known else None
         if latest is not None and not supersede and not remeasure and \
                 (latest.inputs_sha256, latest.config_sha256) == (inputs_sha256, config_sha256):
-            if seed_hex is not None and seed_hex != latest.seed_hex:
+            if seed is not None and seed != latest.seed:
                 raise ReleaseConflict(
                     f"release {release_id} was already measured with another seed; running it "
                     "again with a new seed could spend its budget twice. Omit --seed to rerun "
@@ -242,7 +244,7 @@ def plan_release(store: PrivacyStore, release_id: str, seed_hex: str | None,
                 f"release {release_id} was already recorded with other {' and '.join(what)}; "
                 "a release id is planned once. Use a new release id, or --supersede to plan "
                 "it again.")
-        result = _new_plan(store, release_id, seed_hex or fresh_release_seed(), inputs_sha256,
+        result = _new_plan(store, release_id, seed or ReleaseSeed.fresh(), inputs_sha256,
                            config_sha256, cfg, frames, remeasure, policy, head, len(known) + 1,
                            latest.attempt if latest else None, more_questions)
         store.commit()
@@ -252,7 +254,7 @@ def plan_release(store: PrivacyStore, release_id: str, seed_hex: str | None,
         raise
 
 
-def _new_plan(store, release_id, seed_hex, inputs_sha256, config_sha256, cfg, frames,
+def _new_plan(store, release_id, seed, inputs_sha256, config_sha256, cfg, frames,
               remeasure, policy, head, number, supersedes, more_questions=()) -> ReleasePlan:
     from pseo_das.tasks.employment_flows.employer_table import employer_table_questions
     questions = (release_questions(cfg) + employer_table_questions(cfg, frames)
@@ -291,13 +293,13 @@ def _new_plan(store, release_id, seed_hex, inputs_sha256, config_sha256, cfg, fr
     over = populations[populations["after"] > cap]
     if len(over):
         raise LifetimeBudgetExceeded(_over_cap_message(release_id, over, cap))
-    attempt_id = store.add_release(release_id, seed_hex, inputs_sha256, config_sha256,
+    attempt_id = store.add_release(release_id, seed, inputs_sha256, config_sha256,
                                    store.put_frame(plan), supersedes, policy.policy, head)
     for measurement_id, question, members, superseded in new_measurements:
         store.add_measurement(measurement_id, attempt_id, question.tabulation_id,
                               question.as_dict(), question.epsilon, members, superseded)
     attempt = store.attempt(attempt_id)
-    pending = tuple(PendingMeasurement(m, q, seed_hex, p.reset_index(drop=True))
+    pending = tuple(PendingMeasurement(m, q, seed, p.reset_index(drop=True))
                     for m, q, p, _ in new_measurements)
     return ReleasePlan(attempt, True, supersedes, plan, pending + _pending(store, plan, skip={
         p.measurement_id for p in pending}), populations, policy, head)
@@ -330,7 +332,7 @@ def _pending(store: PrivacyStore, plan: pd.DataFrame, skip: Collection[str] = fr
                 "WHERE measurement_id = ?", (measurement_id,))
             out.append(PendingMeasurement(measurement_id,
                                           stored_question(store, measurement_id, QUESTION_KINDS),
-                                          store.attempt(stored.attempt).seed_hex, members))
+                                          store.attempt(stored.attempt).seed, members))
     return tuple(out)
 
 
@@ -353,7 +355,7 @@ def _over_cap_message(release_id: str, over: pd.DataFrame, cap: Fraction) -> str
 
 
 @release_task("release plan")
-def record_release_plan(store_path: Path, release_id: str, seed_hex: str | None,
+def record_release_plan(store_path: Path, release_id: str, seed: ReleaseSeed | None,
                         inputs_sha256: str, config_sha256: str, cfg: ReleaseConfig,
                         frames: dict[str, CellFrame], supersede: bool,
                         remeasure: str | None, more_questions: tuple[Question, ...] = ()
@@ -361,7 +363,7 @@ def record_release_plan(store_path: Path, release_id: str, seed_hex: str | None,
     """Plan the release against the store and record it before any noise. Privacy cost:
     none."""
     with PrivacyStore.open(store_path) as store:
-        plan = plan_release(store, release_id, seed_hex, inputs_sha256, config_sha256, cfg,
+        plan = plan_release(store, release_id, seed, inputs_sha256, config_sha256, cfg,
                             frames, supersede, remeasure, tuple(more_questions))
     figures = plan.summary()
     if plan.new_spending:
@@ -375,10 +377,10 @@ def record_release_plan(store_path: Path, release_id: str, seed_hex: str | None,
     return plan
 
 
-def recorded_plan(store: PrivacyStore, attempt: ReleaseAttempt, record: dict) -> ReleasePlan:
+def recorded_plan(store: PrivacyStore, attempt: ReleaseAttempt,
+                  record: PublicationRecord) -> ReleasePlan:
     """The plan of a recorded attempt, as its publication saw it (for `republish`)."""
     plan = store.get_frame(attempt.plan_sha256)
-    return ReleasePlan(attempt, bool(record["new_spending"]), record["superseded"], plan, (),
+    return ReleasePlan(attempt, record.new_spending, record.superseded, plan, (),
                        lifetime_table(store, plan, attempt.attempt),
-                       store.policy_number(attempt.policy),
-                       ChainHead(**record["store_chain"]["read"]))
+                       store.policy_number(attempt.policy), record.store_chain.read)
