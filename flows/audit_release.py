@@ -15,7 +15,6 @@ from pathlib import Path
 from mlflow.tracking import MlflowClient
 from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
-from pydantic import SecretStr
 
 from pseo_das.flows.quarterly_release import quarterly_release
 from pseo_das.config import ConfigError
@@ -60,7 +59,7 @@ def replay_release(release: AuditedRelease, locations: InputLocations, inputs: C
     progress(f"replaying release {plan.release_id} into {plan.out_dir} (audit store "
              f"{plan.tracking_uri})")
     try:
-        result = quarterly_release(plan.data_dir, plan.out_dir, SecretStr(plan.seed_hex),
+        result = quarterly_release(plan.data_dir, plan.out_dir, plan.seed.secret(),
                                    plan.release_id, config_path=plan.config_path,
                                    tracking_uri=plan.tracking_uri,
                                    reference_dir=plan.reference_dir, store=plan.store,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from contextlib import ExitStack
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pandas as pd
@@ -36,18 +36,21 @@ from pseo_das.tasks.employment_flows.noisy_flows import derive_all_flows
 from pseo_das.tasks.cip_recast.recast import check_recastable, recast_context, recast_notes
 from pseo_das.tasks.cip_recast.recast_inputs import RecastInputs, load_recast
 from pseo_das.tasks.inputs.cells import CIP_2020
-from pseo_das.tasks.inputs.constant_dollars import DollarYears, dollar_years
+from pseo_das.tasks.inputs.constant_dollars import dollar_years
 from pseo_das.tasks.inputs.cpi import find_cpi, read_cpi
 from pseo_das.tasks.inputs.ingest import InputValidationError
 from pseo_das.tasks.inputs.true_counts import Engine, count_inputs
 from pseo_das.tasks.inputs.ipeds_counts import load_ipeds_counts_inputs
 from pseo_das.tasks.inputs.reference_inputs import (ReferenceInputs, default_reference_dir,
                                                     demo_flows_inputs, load_reference)
-from pseo_das.tasks.privacy.mechanism import PrivacyLedger, seed_sha256
+from pseo_das.tasks.privacy.mechanism import PrivacyLedger
 from pseo_das.tasks.measurements.products import (CELL_STATISTICS, EARNINGS, EMPLOYER_TABLE,
                                                   FLOWS, StoreReading, measure_pending,
                                                   planning_frames)
+from pseo_das.tasks.measurements.publication_record import (PublicationRecord, ReleaseIdentity,
+                                                            read_publication_record)
 from pseo_das.tasks.measurements.release_plan import ReleasePlan, record_release_plan, recorded_plan
+from pseo_das.tasks.privacy.release_seed import ReleaseSeed
 from pseo_das.tasks.privacy.store import (PrivacyStore, check_store_writable, init_store,
                                           resolve_store, store_exists, store_lock)
 from pseo_das.tasks.privacy.store_integrity import StoreTampered, verify_store
@@ -56,8 +59,8 @@ from pseo_das.tasks.measurements.stored_tables import (ipeds_awards_from_record,
                                                   recast_inputs_from_record,
                                                   reference_from_record)
 from pseo_das.tasks.study.flows_release_accuracy import release_flows_accuracy
-from pseo_das.tasks.publication.assemble import (ReleaseIdentity, lifetime_figures,
-                                                 write_flows_files, write_release)
+from pseo_das.tasks.publication.assemble import (lifetime_figures, write_flows_files,
+                                                 write_release)
 from pseo_das.tasks.publication.document_context import guarantee_summary
 from pseo_das.tasks.publication.release_files import (DestinationExistsError,
                                                       check_destination_usable,
@@ -84,15 +87,6 @@ def refuse_demo_in_production(cfg: ReleaseConfig, demo: list[str]) -> None:
             "files (README, Inputs).")
 
 
-def seed_hex(release_seed: SecretStr | None) -> str | None:
-    if release_seed is None:
-        return None
-    text = release_seed.get_secret_value().strip().lower().removeprefix("0x")
-    if len(text) != 64 or any(c not in "0123456789abcdef" for c in text):
-        raise ValueError("the release seed must be 64 hexadecimal digits (256 bits)")
-    return text
-
-
 def rerun_tags(release_id: str, out_dir: Path, release_run_id: str) -> dict[str, str]:
     """The tags of a rerun that found its release already published: a child of the run
     that published it (MLflow's parent link), with a note; its seed stays on that run."""
@@ -110,7 +104,7 @@ def fingerprint(values: dict) -> str:
 @flow(name="post_processing")
 def post_processing(store_path: Path, plan: ReleasePlan, cfg: ReleaseConfig,
                     reference: ReferenceInputs, recast_inputs: RecastInputs | None,
-                    identity: ReleaseIdentity, record: dict,
+                    identity: ReleaseIdentity, record: PublicationRecord,
                     staging: Path) -> tuple[PrivacyLedger, pd.DataFrame, object, dict, dict]:
     """Every public and internal file of a release from its stored measurements and public
     inputs only: no microdata, no new noise. `recast_inputs` None publishes the CIP codes
@@ -122,10 +116,9 @@ def post_processing(store_path: Path, plan: ReleasePlan, cfg: ReleaseConfig,
     reading = StoreReading(store_path, plan.plan, cfg, contexts)
     earnings_measured, _, earnings_read, earnings_recasts = EARNINGS.read(reading)
     tables, earnings_entries = derive_earnings(earnings_measured, cfg)
-    dollars = DollarYears(**record["dollars"]) if "dollars" in record else None
     with PrivacyStore.open(store_path) as privacy_store:
         ipeds = ipeds_awards_from_record(privacy_store, record)
-    pseoe, pseoh, cells, checks = build_publication_tables(tables, cfg, dollars, ipeds)
+    pseoe, pseoh, cells, checks = build_publication_tables(tables, cfg, record.dollars, ipeds)
     _, flows_measured, flows_read, flows_recasts = FLOWS.read(reading)
     measured_entries, recasts = earnings_read + flows_read, earnings_recasts + flows_recasts
     flows_tables, flows_entries = derive_all_flows(flows_measured, cfg)
@@ -136,7 +129,7 @@ def post_processing(store_path: Path, plan: ReleasePlan, cfg: ReleaseConfig,
     flows = build_flows_tables(corrected, correction, reference,
                                cfg.flows.division_unobserved_share_max)
     del corrected
-    cell_statistics = (cell_statistics_from_record(store_path, record)   # earlier versions
+    cell_statistics = (cell_statistics_from_record(store_path, record.cell_statistics)
                        or CELL_STATISTICS.read(reading))
     employer_table = EMPLOYER_TABLE.read(reading)
     ledger = PrivacyLedger.of(cfg.privacy.epsilon_cap, measured_entries + earnings_entries
@@ -154,9 +147,10 @@ def post_processing(store_path: Path, plan: ReleasePlan, cfg: ReleaseConfig,
     flows_files = write_flows_files(staging, cfg, flows, pseoe, tables)
     flows.release_tables()   # written: the rest of the release reads its counts and checks
     manifest = write_release(staging, identity, cfg, ledger, tables, pseoe, pseoh, cells, flows,
-                             flows_files, lifetime, record["input_checks"] + checks,
-                             record["input_fingerprints"], recast_notes(recast_inputs, recasts),
-                             record.get("dollars"), flows_accuracy, cell_statistics,
+                             flows_files, lifetime, record.input_checks + checks,
+                             record.input_fingerprints, recast_notes(recast_inputs, recasts),
+                             None if record.dollars is None else record.dollars.as_dict(),
+                             flows_accuracy, cell_statistics,
                              employer_table)
     return ledger, cells, flows, manifest, lifetime.release_summary
 
@@ -180,7 +174,8 @@ def quarterly_release(data_dir: Path, out_dir: Path, release_seed: SecretStr | N
     """
     cfg = load_config(config_path)
     check_release_id(release_id)
-    given_seed = seed_hex(release_seed)
+    given_seed = None if release_seed is None else \
+        ReleaseSeed.from_hex(release_seed.get_secret_value())
     store_path = resolve_store(store, cfg.privacy.store)
     out_dir = Path(out_dir).expanduser().absolute()
     check_destination_usable(out_dir)
@@ -197,7 +192,7 @@ def quarterly_release(data_dir: Path, out_dir: Path, release_seed: SecretStr | N
                                     engine)
 
 
-def _measure_and_publish(data_dir: Path, out_dir: Path, given_seed: str | None,
+def _measure_and_publish(data_dir: Path, out_dir: Path, given_seed: ReleaseSeed | None,
                          release_id: str, cfg: ReleaseConfig, tracking_uri: str | None,
                          reference_dir: Path | None, store_path: Path, supersede: bool,
                          remeasure: str | None, engine: Engine) -> ReleaseResult:
@@ -244,7 +239,7 @@ def _measure_and_publish(data_dir: Path, out_dir: Path, given_seed: str | None,
         plan = record_release_plan(store_path, release_id, given_seed, fingerprint(fingerprints),
                                    config_sha256, cfg, planning_frames(counts), supersede,
                                    remeasure)
-        seed = bytes.fromhex(plan.attempt.seed_hex)
+        seed = plan.attempt.seed
         if published is not None:  # a rerun that finds its release complete: nothing to do
             if plan.new_spending:
                 raise DestinationExistsError(f"{out_dir} already holds release {release_id}")
@@ -263,11 +258,11 @@ def _measure_and_publish(data_dir: Path, out_dir: Path, given_seed: str | None,
                            "written": privacy_store.head().as_dict()}
         audit.log_params({HEAD_PARAMS[k]: json.dumps(v, sort_keys=True)
                           for k, v in store_chain.items()})
-        identity = ReleaseIdentity(release_id, seed_sha256(seed), version, audit.run_id,
+        identity = ReleaseIdentity(release_id, seed.sha256, version, audit.run_id,
                                    audit.tracking_uri, config_sha256, str(store_path))
         record = keep_publication_record(store_path, {
-            "identity": asdict(identity), "attempt": plan.attempt.attempt,
-            "config": cfg.model_dump(mode="json"), "input_fingerprints": fingerprints,
+            "identity": identity, "attempt": plan.attempt.attempt,
+            "config": cfg, "input_fingerprints": fingerprints,
             "input_checks": input_checks, "new_spending": plan.new_spending,
             "superseded": plan.superseded, "store_policy": plan.policy.as_dict(),
             "store_chain": store_chain, "dollars": dollars.as_dict(), "demo_inputs": demo},
@@ -281,7 +276,8 @@ def _measure_and_publish(data_dir: Path, out_dir: Path, given_seed: str | None,
             audit.log_params(cell_statistics_parameters(summary["cell_statistics"]))
         with PrivacyStore.open(store_path) as privacy_store:
             head = privacy_store.add_publication(plan.attempt.attempt,
-                                                 privacy_store.put_json(record), out_dir)
+                                                 privacy_store.put_json(record.stored()),
+                                                 out_dir)
         audit.set_tags({PUBLISHED_TAG: json.dumps(head.as_dict(), sort_keys=True)})
         publish(staging, out_dir)
         audit.set_tags({"published_to": str(out_dir)})
@@ -305,17 +301,17 @@ def republish(store: Path, release_id: str, out_dir: Path, cip_vintage: str | No
     store_path = Path(store).resolve()
     out_dir = Path(out_dir)
     with PrivacyStore.open(store_path) as privacy_store:
-        attempt, record = privacy_store.publication_record(release_id)
+        attempt, record = read_publication_record(privacy_store, release_id)
         reference = reference_from_record(privacy_store, record)
         recast_inputs = recast_inputs_from_record(privacy_store, record)
         plan = recorded_plan(privacy_store, attempt, record)
-    cfg = ReleaseConfig.model_validate(record["config"])
+    cfg = record.config
     if cip_vintage == CIP_2020 and recast_inputs is None:
         recast_inputs = load_recast(reference_dir, cfg.cip.switch_year)
     elif cip_vintage not in (None, CIP_2020):
         raise ValueError(f"--cip-vintage {cip_vintage}: releases are republished in CIP-2020 "
                          "codes or as they were published")
-    identity = ReleaseIdentity(**record["identity"])
+    identity = record.identity
     staging = new_staging(out_dir)
     try:
         summary = post_processing(store_path, plan, cfg, reference, recast_inputs, identity,

@@ -136,12 +136,14 @@ def demo_line(summary: dict) -> str:
 
 def _republish(args: argparse.Namespace) -> int:
     _quiet_prefect_defaults()
-    from pseo_das.prefect_runtime import prefect_api
+    from pseo_das.prefect_runtime import hide_tracebacks_of, prefect_api
 
     with prefect_api() as wait_until_ready:
         from pseo_das.flows.quarterly_release import republish
         from pseo_das.tasks.privacy.store import resolve_store
 
+        if not args.debug:
+            hide_tracebacks_of(PseoDasError)
         wait_until_ready()
         result = republish(resolve_store(args.store), args.release, Path(args.out),
                            args.cip_vintage,
@@ -400,10 +402,6 @@ def _schedule(args: argparse.Namespace) -> int:
 SEED_ENV = "PSEO_DAS_SEED"
 
 
-class SeedError(PseoDasError, ValueError):
-    """The release seed given is unusable."""
-
-
 def _validate_layout(args: argparse.Namespace) -> int:
     from pseo_das.schemas.pseo_layout import SCHEMA_VERSION, check_public_folder
 
@@ -419,17 +417,18 @@ def _validate_layout(args: argparse.Namespace) -> int:
 
 
 def _seed_hex(text: str) -> str:
-    digits = text.strip().lower().removeprefix("0x")
-    if len(digits) != 64 or any(c not in "0123456789abcdef" for c in digits):
-        raise argparse.ArgumentTypeError("the seed must be 64 hexadecimal digits (256 bits)")
-    return digits
+    """A 256-bit seed option (64 hexadecimal digits), checked as release seeds are."""
+    from pseo_das.tasks.privacy.release_seed import ReleaseSeed, SeedError
+    try:
+        return ReleaseSeed.from_hex(text).hex()
+    except SeedError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def release_seed(args: argparse.Namespace):
     """The seed from --seed-file, $PSEO_DAS_SEED or --seed (in that order; the first two do
-    not show in `ps`), as a SecretStr; None if none is given."""
-    from pydantic import SecretStr
-
+    not show in `ps`), as the flow's masked parameter (a SecretStr); None if none is given."""
+    from pseo_das.tasks.privacy.release_seed import ReleaseSeed, SeedError
     given = [(name, value) for name, value in [
         ("--seed-file", args.seed_file), (f"${SEED_ENV}", os.environ.get(SEED_ENV)),
         ("--seed", args.seed)] if value]
@@ -444,8 +443,8 @@ def release_seed(args: argparse.Namespace):
         except (OSError, UnicodeDecodeError) as exc:
             raise SeedError(f"--seed-file {value}: cannot read it ({exc})") from exc
     try:
-        return SecretStr(_seed_hex(value))
-    except argparse.ArgumentTypeError as exc:
+        return ReleaseSeed.from_hex(value).secret()
+    except SeedError as exc:
         raise SeedError(f"{name}: {exc}") from exc
 
 

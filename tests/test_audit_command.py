@@ -147,7 +147,7 @@ def test_a_lifetime_budget_file_that_disagrees_with_the_store_fails_the_store_ch
 
     assert code == 1, printed
     assert check_line(printed, "privacy store").lstrip().startswith("[FAILED]")
-    assert ("internal/lifetime_budget.csv: differs from the lifetime epsilon per population "
+    assert ("internal/lifetime_budget.csv: differs from the lifetime epsilon (and delta) per population "
             "recomputed from the store") in findings_of(printed, "privacy store")
     assert "internal/lifetime_budget.csv" in findings_of(printed, "outputs")
 

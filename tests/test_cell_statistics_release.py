@@ -121,7 +121,7 @@ def test_a_release_with_mos_publishes_pseom_with_honest_documentation(mos_releas
     assert ledger.loc["mos.I.cipA.mean_y1", "formal_guarantee"] == "no"
     assert ledger.loc["mos.I.cipA.mean_y1.count", "formal_guarantee"] == "yes"
     assert ledger.loc["earnings.I.cip4.y1", "formal_guarantee"] == "yes"
-    statement = "total epsilon 8.5: formal (pure epsilon-DP) 8, plus 0.5 spent by maximum observed"
+    statement = "formal pure epsilon-DP 8, plus epsilon 0.5 spent by maximum observed"
     notes = (public / "release_notes.md").read_text()
     drb = (internal / "drb_report.md").read_text()
     for document in (notes, drb):

@@ -21,13 +21,14 @@ from pseo_das.tasks.inputs.cpi import read_cpi
 from pseo_das.tasks.inputs.ingest import read_inputs
 from pseo_das.tasks.measurements.products import by_years_after
 from pseo_das.tasks.measurements.release_plan import plan_release
+from pseo_das.tasks.privacy.release_seed import ReleaseSeed
 from pseo_das.tasks.privacy.store import LifetimeBudgetExceeded, PrivacyStore, init_store
 from pseo_das.tasks.privacy.store_integrity import verify_store
 from pseo_das.tasks.privacy.store_summary import store_summary
 from pseo_das.tasks.measurements.stored_cell_statistics import stored_cell_statistics
 from test_ingest import valid_graduates, valid_outcomes, write
 
-SEED = "cd" * 32
+SEED = ReleaseSeed.from_hex("cd" * 32)
 MOS = {"enabled": True, "acknowledge_not_formally_dp": True, "epsilon": 0.125}
 
 
@@ -117,7 +118,7 @@ def test_a_second_release_reuses_them_at_zero_epsilon_and_a_rerun_adds_nothing(s
     again = plan(store, frames, "R1")                    # a rerun (a crash, a Prefect retry)
     assert not again.new_spending and again.attempt == first.attempt
     pending = pending_statistics(again)                 # never stored: drawn with R1's seed
-    assert {p.seed_hex for group in pending.values() for p in group} == {SEED}
+    assert {p.seed for group in pending.values() for p in group} == {SEED}
     assert {StatisticSettings.of(p.question).epsilon for g in pending.values() for p in g} == \
         {Fraction(1, 8)}                                 # the recorded question, as planned
     spent = store.spends()
@@ -272,12 +273,12 @@ def test_a_release_of_the_version_before_republishes_from_its_publication_record
     read = stored_cell_statistics.fn(store.path, first.plan, CFG)
     table = read.table.astype({c: str for c in ("institution", "inst_state", "degree_level",
                                                 "cipcode", "statistic")})
-    record = {"cell_statistics": {**read.record(), "table": store.put_frame(table)}}
-    old = cell_statistics_from_record(store.path, record)
+    kept = {**read.record(), "table": store.put_frame(table)}
+    old = cell_statistics_from_record(store.path, kept)
     assert old.store_use is None and old.chi == read.chi and old.entries == read.entries
     summary = cell_statistics_summary(old)
     assert summary["epsilon_spent"] == "1" and "new_epsilon" not in summary
-    assert cell_statistics_from_record(store.path, {}) is None
+    assert cell_statistics_from_record(store.path, None) is None
 
 
 def test_with_no_population_observable_yet_the_ledger_still_has_every_entry(mos_store, moments):

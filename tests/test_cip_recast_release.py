@@ -13,10 +13,11 @@ import pandas as pd
 import pytest
 
 from conftest import run_release, store_beside
-from pseo_das.config import ReleaseConfig, load_config
+from pseo_das.config import load_config
 from pseo_das.tasks.cip_recast.recast import RecastError, check_recastable, recast_context
 from pseo_das.tasks.cip_recast.recast_inputs import load_recast_inputs
 from pseo_das.tasks.inputs.cells import POPULATION_KEYS, cell_frame, cohort_attributes
+from pseo_das.tasks.measurements.publication_record import read_publication_record
 from pseo_das.tasks.privacy.store import PrivacyStore, measurement_bytes, read_measurement
 from pseo_das.tasks.measurements.products import earnings_questions, flows_questions
 from pseo_das.tasks.measurements.stored_tables import stored_tables
@@ -48,9 +49,9 @@ def test_a_mixed_vintage_release_publishes_only_schema_cip_2020_codes(releases, 
 
 def _tables(store: Path, release_id: str, recast: bool):
     with PrivacyStore.open(store) as privacy_store:
-        attempt, record = privacy_store.publication_record(release_id)
+        attempt, record = read_publication_record(privacy_store, release_id)
         plan = privacy_store.get_frame(attempt.plan_sha256)
-    cfg = ReleaseConfig.model_validate(record["config"])
+    cfg = record.config
     contexts = None
     if recast:
         inputs = load_recast_inputs(None, cfg.cip.switch_year)
@@ -66,9 +67,9 @@ def test_earnings_and_flows_read_apart_are_the_tables_read_together(releases):
     root, uri = releases
     store = store_beside(uri)
     with PrivacyStore.open(store) as privacy_store:
-        attempt, record = privacy_store.publication_record("2026Q4-test")
+        attempt, record = read_publication_record(privacy_store, "2026Q4-test")
         plan = privacy_store.get_frame(attempt.plan_sha256)
-    cfg = ReleaseConfig.model_validate(record["config"])
+    cfg = record.config
     inputs = load_recast_inputs(None, cfg.cip.switch_year)
     contexts = {level: recast_context(inputs, cfg.cells, level, cfg.cip.unseen_transition_weight)
                 for level in ("4", "2")}
@@ -159,7 +160,7 @@ def test_republish_recasts_a_release_published_as_measured(synthetic_dir, tmp_pa
 
     def legacy_record(store_path, record, reference, recast, ipeds):
         full = kept.keep_publication_record.fn(store_path, record, reference, recast, ipeds)
-        return {k: v for k, v in full.items() if not k.startswith(("recast_", "ipeds_"))}
+        return full.model_copy(update={"recast": None, "ipeds": None})
     monkeypatch.setattr(release_flow, "keep_publication_record", legacy_record)
     assert run_release(synthetic_dir, tmp_path / "legacy", "ab" * 32, tracking_uri,
                        "2026Q4-legacy") == 0

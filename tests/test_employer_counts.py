@@ -210,10 +210,12 @@ def test_the_flows_task_measures_with_each_mechanism(employer_counts, tmp_path, 
                                                       log_laplace_lambda, log_laplace_mean,
                                                       smooth_sensitivity)
     from pseo_das.tasks.privacy.question import PendingMeasurement
+    from pseo_das.tasks.privacy.release_seed import ReleaseSeed
     cfg = config(tmp_path, text)
     counts = employer_counts
     questions = [q for q in flows_questions(cfg) if q.years_after == 1]
-    pending = {1: [PendingMeasurement(f"m.{q.tabulation_id}", q, "ab" * 32, None)
+    seed = ReleaseSeed.from_hex("ab" * 32)
+    pending = {1: [PendingMeasurement(f"m.{q.tabulation_id}", q, seed, None)
                    for q in questions if q.product.startswith(PRODUCT)]}
     measured = {m.entry.product: m for m in measure_flows.fn(pending, counts, cfg)}
     flows, total = measured[PRODUCT], measured[PRODUCT + " origin counts"]

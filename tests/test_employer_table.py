@@ -294,14 +294,15 @@ def test_a_stored_question_keeps_its_employer_mechanism(tmp_path, table_counts, 
     question: an employer-protecting one must come back with its mechanism (not as a
     geometric question) and the same SHA-256."""
     from pseo_das.tasks.privacy.question import stored_question
+    from pseo_das.tasks.privacy.release_seed import ReleaseSeed
     from pseo_das.tasks.privacy.store import PrivacyStore, init_store
     question = employer_table_questions(table_config, table_counts.frames)[0]
     members = observable_populations(table_counts.frames["2"], 1, 2022)
     members = members[members["grad_cohort"] == question.parameters["grad_cohort"]]
     with PrivacyStore.open(init_store(tmp_path / "store")) as store:
         with store.writing():
-            attempt = store.add_release("r", "ab" * 32, "i", "c", "cd" * 32, None,
-                                        store.policy().policy, store.head())
+            attempt = store.add_release("r", ReleaseSeed.from_hex("ab" * 32), "i", "c",
+                                        "cd" * 32, None, store.policy().policy, store.head())
             store.add_measurement("m", attempt, question.tabulation_id, question.as_dict(),
                                   question.epsilon, members, [])
         again = stored_question(store, "m")

@@ -17,12 +17,13 @@ from pseo_das.config import load_config
 from pseo_das.tasks.inputs.cells import cell_frame, cohort_attributes
 from pseo_das.tasks.inputs.ingest import read_inputs
 from pseo_das.tasks.measurements.release_plan import plan_release
+from pseo_das.tasks.privacy.release_seed import ReleaseSeed
 from pseo_das.tasks.privacy.store import (LifetimeBudgetExceeded, PrivacyStore, ReleaseConflict,
                                           StoreError, epsilon_text, init_store)
 from test_ingest import valid_graduates, valid_outcomes, write
 
 CFG = load_config()
-SEED = "ab" * 32
+SEED = ReleaseSeed.from_hex("ab" * 32)
 
 
 @pytest.fixture
@@ -49,7 +50,7 @@ def test_exact_epsilons_print_as_decimals_or_fractions():
 
 def test_a_first_release_measures_every_population_once_per_question(store, frames):
     first = plan(store, frames, "R1", SEED)
-    assert first.new_spending and first.attempt.seed_hex == SEED
+    assert first.new_spending and first.attempt.seed == SEED
     assert first.plan["new"].all()
     # 3 earnings + 3 flows tabulations; each population at most once per question
     assert first.new_epsilon == Fraction(15, 2)
@@ -67,7 +68,7 @@ def test_a_second_release_reuses_every_measurement_at_zero_epsilon(store, frames
     assert second.plan["measurement_id"].tolist() == first.plan["measurement_id"].tolist()
     assert second.summary()["populations_reused"] == len(first.populations)
     # R1's measurements were never stored (no values yet): R2 completes them with R1's seed
-    assert {p.seed_hex for p in second.pending} == {SEED}
+    assert {p.seed for p in second.pending} == {SEED}
     assert (second.populations["after"] == second.populations["before"]).all()
 
 
@@ -114,7 +115,7 @@ def test_a_rerun_reuses_its_plan_and_seed_and_changed_inputs_need_supersede(stor
     assert again.attempt == first.attempt and not again.new_spending
     pd.testing.assert_frame_equal(again.plan, first.plan, check_dtype=False)
     with pytest.raises(ReleaseConflict, match="another seed"):
-        plan(store, frames, "R1", "cd" * 32)
+        plan(store, frames, "R1", ReleaseSeed.from_hex("cd" * 32))
     with pytest.raises(ReleaseConflict, match="other inputs"):
         plan_release(store, "R1", None, "inputs-2", "config", CFG, frames)
     superseding = plan_release(store, "R1", None, "inputs-2", "config", CFG, frames, supersede=True)
@@ -129,7 +130,7 @@ def test_a_failed_release_rerun_with_a_corrected_configuration_is_not_charged_tw
     again = plan_release(store, "R1", None, "inputs", "config-2", corrected, frames,
                          supersede=True)
     assert again.new_epsilon == 0 and not again.plan["new"].any()
-    assert {p.seed_hex for p in again.pending} == {SEED}   # drawn as R1 would have
+    assert {p.seed for p in again.pending} == {SEED}   # drawn as R1 would have
     pd.testing.assert_frame_equal(again.populations[["after"]], first.populations[["after"]])
 
 
@@ -193,7 +194,7 @@ def test_store_show_says_what_the_store_holds_and_no_seed(store, frames):
     assert "policy 1: lifetime epsilon cap 30 per population, at most 10 per tabulation" in shown
     assert "earnings.I.cip4.y1@R1/1: epsilon 1 on" in shown and "NOT STORED" in shown
     assert "earnings.I.cip4.y1@R2/1" in shown and "supersedes earnings.I.cip4.y1@R1/1" in shown
-    assert "nan" not in shown and SEED not in shown
+    assert "nan" not in shown and SEED.hex() not in shown
     top = shown.splitlines()[-3]
     assert top.startswith(f"    institution {institution},")
     assert top.endswith(epsilon_text(2 * first.populations.loc[

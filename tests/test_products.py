@@ -24,10 +24,11 @@ from pseo_das.tasks.measurements.products import (PRODUCTS, Pending, Product, St
 from pseo_das.tasks.measurements.release_plan import plan_release
 from pseo_das.tasks.privacy.mechanism import NoisyMeasurement, measure_with_geometric_noise
 from pseo_das.tasks.privacy.question import Question
+from pseo_das.tasks.privacy.release_seed import ReleaseSeed
 from pseo_das.tasks.privacy.store import PrivacyStore, init_store
 from test_ingest import valid_graduates, valid_outcomes, write
 
-SEED = "ef" * 32
+SEED = ReleaseSeed.from_hex("ef" * 32)
 # Every optional product on: the employer-side table, the cell statistics (mos) and an
 # employer-protecting flows mechanism.
 EVERY_PRODUCT = """\
@@ -111,7 +112,7 @@ class GraduatesPerCell:
                                                       measurement.populations)
                 (statement,) = measurement.question.statements(measurement.measurement_id)
                 measured.append(measure_with_geometric_noise(
-                    bytes.fromhex(measurement.seed_hex), statement, cells,
+                    measurement.seed.bits, statement, cells,
                     histograms.sum(axis=1, keepdims=True)))
         return measured
 

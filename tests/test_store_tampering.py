@@ -238,8 +238,8 @@ def test_the_seed_can_come_from_a_file_or_the_environment(published, tmp_path, m
     assert run_release(data, tmp_path / "R4", "7c" * 32, uri, "R4", store=store) == 2
     assert "the seed is given twice ($PSEO_DAS_SEED and --seed)" in capsys.readouterr().err
     with PrivacyStore.open(store) as opened:
-        assert opened.attempts("R2")[0].seed_hex == "7a" * 32
-        assert opened.attempts("R3")[0].seed_hex == "7b" * 32
+        assert opened.attempts("R2")[0].seed.hex() == "7a" * 32
+        assert opened.attempts("R3")[0].seed.hex() == "7b" * 32
         assert opened.attempts("R4") == []
 
 

@@ -10,6 +10,7 @@ from prefect import flow
 from pseo_das.tasks import FILE_TASK_RETRIES
 from pseo_das.tasks.privacy.mechanism import LedgerEntry, NoisyMeasurement
 from pseo_das.tasks.measurements.release_plan import plan_release
+from pseo_das.tasks.privacy.release_seed import ReleaseSeed
 from pseo_das.tasks.privacy.store import PrivacyStore, StoreError, init_store
 from pseo_das.tasks.measurements.stored_tables import keep_measurements
 from test_privacy_store import CFG, frames  # noqa: F401  (fixture)
@@ -32,7 +33,7 @@ def keep(store_path, measured):
 def planned(tmp_path, frames):  # noqa: F811
     store_path = init_store(tmp_path / "store")
     with PrivacyStore.open(store_path) as store:
-        plan = plan_release(store, "R1", "ab" * 32, "inputs", "config", CFG, frames)
+        plan = plan_release(store, "R1", ReleaseSeed.from_hex("ab" * 32), "inputs", "config", CFG, frames)
     return store_path, plan.pending[0].measurement_id
 
 

@@ -25,7 +25,8 @@ from pseo_das.epsilon import epsilon_text
 from pseo_das.version import package_versions
 from pseo_das.tasks import progress, release_task
 from pseo_das.tasks.employment_flows.division_flows import FlowsRelease
-from pseo_das.tasks.privacy.mechanism import PrivacyLedger, seed_sha256
+from pseo_das.tasks.privacy.mechanism import PrivacyLedger
+from pseo_das.tasks.privacy.release_seed import ReleaseSeed
 from pseo_das.tasks.measurements.release_plan import ReleasePlan
 
 EXPERIMENT = "pseo-das quarterly release"
@@ -194,10 +195,9 @@ def release_parameters(cfg: ReleaseConfig, release_id: str, data_dir: Path,
             "supersede": str(supersede).lower(), "remeasure": remeasure or ""}
 
 
-def seed_parameters(release_seed: bytes, plan: ReleasePlan) -> dict[str, object]:
+def seed_parameters(release_seed: ReleaseSeed, plan: ReleasePlan) -> dict[str, object]:
     """The seed (known once the privacy store has recorded the plan) and that plan."""
-    return {"release_seed": release_seed.hex(),
-            "release_seed_sha256": seed_sha256(release_seed),
+    return {"release_seed": release_seed.hex(), "release_seed_sha256": release_seed.sha256,
             "store_attempt": str(plan.attempt.attempt),
             "store_new_spending": str(plan.new_spending).lower(),
             "store_supersedes": str(plan.superseded) if plan.superseded else "none"}

@@ -7,7 +7,6 @@ temporary audit store and a temporary store copy that are deleted afterwards).
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import re
@@ -20,6 +19,7 @@ from pseo_das.config import load_config
 from pseo_das.tasks.audit.audit_target import AuditedRelease
 from pseo_das.tasks.audit.fingerprint_checks import InputLocations
 from pseo_das.tasks.inputs.ingest import sha256_file
+from pseo_das.tasks.privacy.release_seed import ReleaseSeed, SeedError
 from pseo_das.tasks.privacy.store import PrivacyStore, store_exists
 from pseo_das.tasks.audit.verification import (FAILED, PASSED, CheckResult, configuration_differences,
                                 flatten, logged_configuration)
@@ -36,7 +36,7 @@ class ReplayNotPossible(PseoDasError, ValueError):
 @dataclass(frozen=True)
 class ReplayPlan:
     """The arguments of `quarterly_release` that reproduce the release."""
-    seed_hex: str
+    seed: ReleaseSeed
     release_id: str
     data_dir: Path
     reference_dir: Path
@@ -76,15 +76,12 @@ def configuration_toml(config: dict[str, dict[str, object]]) -> str:
 def plan_replay(release: AuditedRelease, locations: InputLocations, workdir: Path) -> ReplayPlan:
     """Seed, configuration file (checked to load back as the logged values), inputs and
     release id of the run; a temporary release folder and audit store under `workdir`."""
-    seed = release.params.get("release_seed", "").strip().lower()
     try:
-        seed_bytes = bytes.fromhex(seed)
-    except ValueError:
-        seed_bytes = b""
-    if len(seed_bytes) != 32:
+        seed = ReleaseSeed.from_hex(release.params.get("release_seed", ""))
+    except SeedError:
         raise ReplayNotPossible(f"the run {release.run_id} logged no usable release_seed "
-                                "(64 hexadecimal digits)")
-    if hashlib.sha256(seed_bytes).hexdigest() != release.params.get("release_seed_sha256"):
+                                "(64 hexadecimal digits)") from None
+    if seed.sha256 != release.params.get("release_seed_sha256"):
         raise ReplayNotPossible("the logged release_seed does not hash to the logged "
                                 "release_seed_sha256")
     config = logged_configuration(release.params)

@@ -185,7 +185,7 @@ def measure_cell_statistics(pending: dict[int, list], counts: TrueCounts,
                 raise ValueError(f"{measurement.measurement_id}: the cell statistics are planned "
                                  "but their sufficient statistics were not read")
             table, entries, _ = measure_statistic(
-                moments, measurement.question, bytes.fromhex(measurement.seed_hex),
+                moments, measurement.question, measurement.seed.bits,
                 measurement.measurement_id, cfg.cells.last_earnings_year,
                 measurement.populations)
             values = table[list(STORED_COLUMNS)].to_numpy(np.float64)

@@ -75,7 +75,7 @@ def measure_earnings(pending: dict[int, list["PendingMeasurement"]], counts: "Tr
                                                    measurement.populations)
             (statement,) = question.statements(measurement.measurement_id)
             measured.append(measure_with_geometric_noise(
-                bytes.fromhex(measurement.seed_hex), statement, cells, true_counts))
+                measurement.seed.bits, statement, cells, true_counts))
             del true_counts
     progress("measured earnings: " + (", ".join(
         f"{m.measurement_id} ({len(m.cells):,} cells)" for m in measured) or "nothing new")

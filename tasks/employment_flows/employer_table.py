@@ -123,7 +123,7 @@ def measure_employer_table(pending: dict[int, list["PendingMeasurement"]],
             cells = pd.DataFrame({"grad_cohort": [int(question.parameters["grad_cohort"])]})
             (statement,) = question.statements(measurement.measurement_id)
             measured.append(measure_with_employer_protection(
-                bytes.fromhex(measurement.seed_hex), statement, cells, true_counts[None, :],
+                measurement.seed.bits, statement, cells, true_counts[None, :],
                 largest[None, :]))
             del true_counts, largest
     if measured:
@@ -175,7 +175,7 @@ def stored_employer_table(store_path: Path, plan: pd.DataFrame, cfg: ReleaseConf
                                  "question than the configuration's employer_table")
             _, noisy = store.measured_values(measurement_id)
             stored = store.measurement(measurement_id)
-            seed = bytes.fromhex(store.attempt(stored.attempt).seed_hex)
+            seed = store.attempt(stored.attempt).seed.bits
             streams.setdefault(question.years_after, []).append(
                 stream_sha256(seed, measurement_id))
             measurements_of.setdefault(question.years_after, []).append(measurement_id)

@@ -83,13 +83,13 @@ def measure_flows(pending: dict[int, list["PendingMeasurement"]], counts: "TrueC
             (statement,) = question.statements(measurement.measurement_id)
             if statement.employer is None:
                 measured.append(measure_with_geometric_noise(
-                    bytes.fromhex(measurement.seed_hex), statement, cells, true_counts))
+                    measurement.seed.bits, statement, cells, true_counts))
             else:   # flows with graduate attributes: the weak employer notion
                 largest = counts.largest_at_one_employer(
                     question.cip_level, years_after, cfg.cells.last_earnings_year,
                     measurement.populations)
                 measured.append(measure_with_employer_protection(
-                    bytes.fromhex(measurement.seed_hex), statement, cells, true_counts,
+                    measurement.seed.bits, statement, cells, true_counts,
                     largest))
                 del largest
             del true_counts

@@ -23,7 +23,9 @@ from pseo_das.tasks import progress, release_task
 from pseo_das.tasks.inputs.cells import CellFrame, observable_populations
 from pseo_das.tasks.measurements.products import PRODUCTS, Product, planned_questions
 from pseo_das.tasks.measurements.questions import QUESTION_KINDS
-from pseo_das.tasks.privacy.mechanism import PrivacyBudgetExceeded, fresh_release_seed
+from pseo_das.tasks.measurements.publication_record import PublicationRecord
+from pseo_das.tasks.privacy.mechanism import PrivacyBudgetExceeded
+from pseo_das.tasks.privacy.release_seed import ReleaseSeed
 from pseo_das.tasks.privacy.store import (POPULATION_KEYS, ChainHead, LifetimeBudgetExceeded,
                                           PrivacyStore, ReleaseAttempt, ReleaseConflict,
                                           StoreError, StorePolicy, StorePolicyError,
@@ -157,7 +159,7 @@ def release_cap_check(populations: pd.DataFrame, cfg: ReleaseConfig, release_id:
             f"privacy.epsilon_cap = {epsilon_text(cap)}")
 
 
-def plan_release(store: PrivacyStore, release_id: str, seed_hex: str | None,
+def plan_release(store: PrivacyStore, release_id: str, seed: ReleaseSeed | None,
                  inputs_sha256: str, config_sha256: str, cfg: ReleaseConfig,
                  frames: dict[str, CellFrame], supersede: bool = False,
                  remeasure: str | None = None, products: Sequence[Product[Any]] = PRODUCTS
@@ -180,7 +182,7 @@ def plan_release(store: PrivacyStore, release_id: str, seed_hex: str | None,
         latest = known[-1] if known else None
         if latest is not None and not supersede and not remeasure and \
                 (latest.inputs_sha256, latest.config_sha256) == (inputs_sha256, config_sha256):
-            if seed_hex is not None and seed_hex != latest.seed_hex:
+            if seed is not None and seed != latest.seed:
                 raise ReleaseConflict(
                     f"release {release_id} was already measured with another seed; running it "
                     "again with a new seed could spend its budget twice. Omit --seed to rerun "
@@ -199,7 +201,7 @@ def plan_release(store: PrivacyStore, release_id: str, seed_hex: str | None,
                 f"release {release_id} was already recorded with other {' and '.join(what)}; "
                 "a release id is planned once. Use a new release id, or --supersede to plan "
                 "it again.")
-        result = _new_plan(store, release_id, seed_hex or fresh_release_seed(), inputs_sha256,
+        result = _new_plan(store, release_id, seed or ReleaseSeed.fresh(), inputs_sha256,
                            config_sha256, cfg, frames, remeasure, policy, head, len(known) + 1,
                            latest.attempt if latest else None, products)
         store.commit()
@@ -209,7 +211,7 @@ def plan_release(store: PrivacyStore, release_id: str, seed_hex: str | None,
         raise
 
 
-def _new_plan(store, release_id, seed_hex, inputs_sha256, config_sha256, cfg, frames,
+def _new_plan(store, release_id, seed, inputs_sha256, config_sha256, cfg, frames,
               remeasure, policy, head, number, supersedes, products) -> ReleasePlan:
     questions = planned_questions(cfg, frames, products)
     check_against_policy(questions, policy)
@@ -246,13 +248,13 @@ def _new_plan(store, release_id, seed_hex, inputs_sha256, config_sha256, cfg, fr
     over = populations[populations["after"] > cap]
     if len(over):
         raise LifetimeBudgetExceeded(_over_cap_message(release_id, over, cap))
-    attempt_id = store.add_release(release_id, seed_hex, inputs_sha256, config_sha256,
+    attempt_id = store.add_release(release_id, seed, inputs_sha256, config_sha256,
                                    store.put_frame(plan), supersedes, policy.policy, head)
     for measurement_id, question, members, superseded in new_measurements:
         store.add_measurement(measurement_id, attempt_id, question.tabulation_id,
                               question.as_dict(), question.epsilon, members, superseded)
     attempt = store.attempt(attempt_id)
-    pending = tuple(PendingMeasurement(m, q, seed_hex, p.reset_index(drop=True))
+    pending = tuple(PendingMeasurement(m, q, seed, p.reset_index(drop=True))
                     for m, q, p, _ in new_measurements)
     return ReleasePlan(attempt, True, supersedes, plan, pending + _pending(store, plan, skip={
         p.measurement_id for p in pending}), populations, policy, head)
@@ -285,7 +287,7 @@ def _pending(store: PrivacyStore, plan: pd.DataFrame, skip: Collection[str] = fr
                 "WHERE measurement_id = ?", (measurement_id,))
             out.append(PendingMeasurement(measurement_id,
                                           stored_question(store, measurement_id, QUESTION_KINDS),
-                                          store.attempt(stored.attempt).seed_hex, members))
+                                          store.attempt(stored.attempt).seed, members))
     return tuple(out)
 
 
@@ -308,14 +310,14 @@ def _over_cap_message(release_id: str, over: pd.DataFrame, cap: Fraction) -> str
 
 
 @release_task("release plan")
-def record_release_plan(store_path: Path, release_id: str, seed_hex: str | None,
+def record_release_plan(store_path: Path, release_id: str, seed: ReleaseSeed | None,
                         inputs_sha256: str, config_sha256: str, cfg: ReleaseConfig,
                         frames: dict[str, CellFrame], supersede: bool,
                         remeasure: str | None) -> ReleasePlan:
     """Plan the release against the store and record it before any noise. Privacy cost:
     none."""
     with PrivacyStore.open(store_path) as store:
-        plan = plan_release(store, release_id, seed_hex, inputs_sha256, config_sha256, cfg,
+        plan = plan_release(store, release_id, seed, inputs_sha256, config_sha256, cfg,
                             frames, supersede, remeasure)
     figures = plan.summary()
     if plan.new_spending:
@@ -329,10 +331,10 @@ def record_release_plan(store_path: Path, release_id: str, seed_hex: str | None,
     return plan
 
 
-def recorded_plan(store: PrivacyStore, attempt: ReleaseAttempt, record: dict) -> ReleasePlan:
+def recorded_plan(store: PrivacyStore, attempt: ReleaseAttempt,
+                  record: PublicationRecord) -> ReleasePlan:
     """The plan of a recorded attempt, as its publication saw it (for `republish`)."""
     plan = store.get_frame(attempt.plan_sha256)
-    return ReleasePlan(attempt, bool(record["new_spending"]), record["superseded"], plan, (),
+    return ReleasePlan(attempt, record.new_spending, record.superseded, plan, (),
                        lifetime_table(store, plan, attempt.attempt),
-                       store.policy_number(attempt.policy),
-                       ChainHead(**record["store_chain"]["read"]))
+                       store.policy_number(attempt.policy), record.store_chain.read)

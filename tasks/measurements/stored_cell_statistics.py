@@ -34,8 +34,6 @@ from pseo_das.tasks.privacy.mechanism import COMPOSITION as COUNTS_COMPOSITION
 from pseo_das.tasks.privacy.mechanism import measured_entry, stream_sha256
 from pseo_das.tasks.privacy.store import PrivacyStore
 
-RECORD_KEY = "cell_statistics"
-
 
 def _scope(cells: pd.DataFrame, settings: StatisticSettings) -> np.ndarray:
     if settings.chi_scope == ChiScope.RELEASE.value:
@@ -73,7 +71,7 @@ def stored_cell_statistics(store_path: Path, plan: pd.DataFrame, cfg: ReleaseCon
                     **{c: values[kept, i] for i, c in enumerate(STORED_COLUMNS)})
                 part["published"] = part["published"].astype(bool)
                 parts.append(part)
-                seed = bytes.fromhex(store.attempt(stored.attempt).seed_hex)
+                seed = store.attempt(stored.attempt).seed.bits
                 value_streams.append(stream_sha256(seed, measurement_id))
                 count_streams.append(stream_sha256(seed, count_stream_id(measurement_id,
                                                                           statistic)))
@@ -136,10 +134,11 @@ def store_use(rows: pd.DataFrame, questions: list) -> dict:
             "in_privacy_store": True}
 
 
-def cell_statistics_from_record(store_path: Path, record: dict) -> NoisyCellStatistics | None:
+def cell_statistics_from_record(store_path: Path,
+                                kept: dict | None) -> NoisyCellStatistics | None:
     """The noisy cell statistics a release of the version before kept in its publication
-    record (measured outside the store); None when it had none."""
-    kept = record.get(RECORD_KEY)
+    record (`PublicationRecord.cell_statistics`: measured outside the store); None when it
+    had none."""
     if kept is None:
         return None
     with PrivacyStore.open(store_path) as store:

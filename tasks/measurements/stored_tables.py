@@ -29,6 +29,9 @@ from pseo_das.tasks.privacy.mechanism import (COMPOSITION, LedgerEntry, NoisyMea
                                               measured_entry, post_processing_seed,
                                               stream_sha256)
 from pseo_das.tasks.measurements.questions import read_statements
+from pseo_das.tasks.measurements.publication_record import (PublicationRecord,
+                                                            StoredIpedsAwards,
+                                                            StoredRecastInputs, StoredReference)
 from pseo_das.tasks.privacy.question import Question
 from pseo_das.tasks.privacy.store import PrivacyStore
 
@@ -79,7 +82,7 @@ def _question_table(store: PrivacyStore, question: Question, rows: pd.DataFrame,
         parts.append((cells.loc[mine, CELL_COLUMNS], values if mine.all() else values[mine]))
         del values   # a national flows table is large: hold one copy at a time
         sources.append(source)
-        seed = bytes.fromhex(store.attempt(stored.attempt).seed_hex)
+        seed = store.attempt(stored.attempt).seed.bits
         streams.append(stream_sha256(seed, measurement_id))
     if not parts:  # no population of the release reaches this years-after yet
         parts.append((pd.DataFrame({c: pd.Series(dtype=np.int64 if c in ("grad_cohort",
@@ -196,46 +199,47 @@ def with_measured_total(table: NoisyFlows,
 
 @file_task("keep publication record")
 def keep_publication_record(store_path: Path, record: dict, reference: ReferenceInputs,
-                            recast: RecastInputs, ipeds: IpedsAwards) -> dict:
+                            recast: RecastInputs, ipeds: IpedsAwards) -> PublicationRecord:
     """Everything post-processing needs besides the measurements (configuration, identity,
     input checks, the public reference tables, the CIP recast's inputs and the IPEDS awards
     of the counts), kept in the store so that `republish` needs no microdata. Returns the
-    record with the tables' addresses."""
+    record (`record`'s fields and the tables' addresses)."""
     with PrivacyStore.open(store_path) as store:
         tables = {name: store.put_frame(getattr(reference, name))
                   for name in ("j2j", "qcew", "coverage")}
         recast_tables = {name: store.put_frame(getattr(recast, name))
                          for name in ("crosswalk", "completions", "hard_coded")}
         ipeds_awards = store.put_frame(ipeds.awards)
-    return {**record, "reference_tables": tables,
-            "reference_fingerprints": dict(reference.fingerprints),
-            "recast_tables": recast_tables, "recast_fingerprints": dict(recast.fingerprints),
-            "recast_packaged": list(recast.packaged),
-            "ipeds_awards": ipeds_awards, "ipeds_years": sorted(ipeds.years)}
+    return PublicationRecord(
+        **record, reference=StoredReference(tables=tables, fingerprints=reference.fingerprints),
+        recast=StoredRecastInputs(tables=recast_tables, fingerprints=recast.fingerprints,
+                                  packaged=recast.packaged),
+        ipeds=StoredIpedsAwards(awards=ipeds_awards, years=sorted(ipeds.years)))
 
 
-def ipeds_awards_from_record(store: PrivacyStore, record: dict) -> IpedsCounts | None:
+def ipeds_awards_from_record(store: PrivacyStore, record: PublicationRecord) -> IpedsCounts | None:
     """The IPEDS awards and the years with a completions file a release used for its IPEDS
     counts; None for a release of an earlier version, which published none (flag 3)."""
-    if "ipeds_awards" not in record:
+    if record.ipeds is None:
         return None
-    return IpedsCounts(store.get_frame(record["ipeds_awards"]), frozenset(record["ipeds_years"]))
+    return IpedsCounts(store.get_frame(record.ipeds.awards), frozenset(record.ipeds.years))
 
 
-def reference_from_record(store: PrivacyStore, record: dict) -> ReferenceInputs:
-    tables = {name: store.get_frame(sha) for name, sha in record["reference_tables"].items()}
+def reference_from_record(store: PrivacyStore, record: PublicationRecord) -> ReferenceInputs:
+    tables = {name: store.get_frame(sha) for name, sha in record.reference.tables.items()}
     return ReferenceInputs(tables["j2j"], tables["qcew"], tables["coverage"],
-                           record["reference_fingerprints"])
+                           record.reference.fingerprints)
 
 
-def recast_inputs_from_record(store: PrivacyStore, record: dict) -> RecastInputs | None:
+def recast_inputs_from_record(store: PrivacyStore,
+                              record: PublicationRecord) -> RecastInputs | None:
     """The recast inputs a release used; None for a release of an earlier version, which
     published its codes as measured."""
-    if "recast_tables" not in record:
+    if record.recast is None:
         return None
-    tables = {name: store.get_frame(sha) for name, sha in record["recast_tables"].items()}
+    tables = {name: store.get_frame(sha) for name, sha in record.recast.tables.items()}
     return RecastInputs(tables["crosswalk"], tables["completions"], tables["hard_coded"],
-                        record["recast_fingerprints"], tuple(record["recast_packaged"]))
+                        record.recast.fingerprints, record.recast.packaged)
 
 
 # The release reads the earnings and the flows apart: two steps of its log, the earnings

@@ -246,14 +246,9 @@ def derived_entry(tabulation_id: str, product: str, n_cells: int, n_bins: int,
                        derived_from, "")
 
 
-def fresh_release_seed() -> str:
-    """256 fresh bits from the operating system's CSPRNG, as 64 hex digits."""
-    return secrets.token_hex(32)
-
-
-def seed_sha256(release_seed: bytes) -> str:
-    """The seed's public fingerprint (documents carry this, never the seed)."""
-    return hashlib.sha256(release_seed).hexdigest()
+def fresh_seed_bits() -> bytes:
+    """256 fresh bits from the operating system's CSPRNG: a new release seed."""
+    return secrets.token_bytes(32)
 
 
 def stream_key(release_seed: bytes, tabulation_id: str) -> bytes:

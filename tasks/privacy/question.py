@@ -17,6 +17,7 @@ from pseo_das.tasks.privacy.establishment import EmployerProtection, FlowsMechan
 from pseo_das.tasks.privacy.mechanism import GEOMETRIC
 from pseo_das.tasks.privacy.statement import (PrivacyStatement, employer_statement,
                                               geometric_statement)
+from pseo_das.tasks.privacy.release_seed import ReleaseSeed
 from pseo_das.tasks.privacy.store import PrivacyStore, question_sha256
 
 # How a measured tabulation codes fields: each cell carries the CIP vintage of its
@@ -89,7 +90,7 @@ class PendingMeasurement:
     """A measurement of the plan whose noisy values are not stored yet."""
     measurement_id: str
     question: Question
-    seed_hex: str                 # the seed of the attempt that planned (and paid for) it
+    seed: ReleaseSeed             # the seed of the attempt that planned (and paid for) it
     populations: pd.DataFrame     # POPULATION_KEYS
 
 

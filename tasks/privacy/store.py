@@ -51,6 +51,7 @@ import pyarrow.parquet as pq
 from pseo_das.errors import PseoDasError
 from pseo_das.schemas.cells import CIP_2010, MEASURED_CELL_COLUMNS, POPULATION_KEYS
 from pseo_das.epsilon import epsilon_text, exact_epsilon
+from pseo_das.tasks.privacy.release_seed import ReleaseSeed
 
 STORE_ENV = "PSEO_DAS_STORE"
 INDEX = "store.sqlite"
@@ -361,13 +362,19 @@ ATTEMPT_COLUMNS = ("attempt, release_id, seed_hex, inputs_sha256, config_sha256,
 class ReleaseAttempt:
     attempt: int
     release_id: str
-    seed_hex: str
+    seed: ReleaseSeed
     inputs_sha256: str
     config_sha256: str
     plan_sha256: str
     policy: int
     chain_seq_read: int           # the chain head the release read when it was planned
     chain_sha256_read: str
+
+
+def _attempt(row: tuple) -> ReleaseAttempt:
+    """A row of `releases` (ATTEMPT_COLUMNS) as a ReleaseAttempt."""
+    attempt, release_id, seed_hex, *rest = row
+    return ReleaseAttempt(attempt, release_id, ReleaseSeed.from_hex(seed_hex), *rest)
 
 
 @dataclass(frozen=True)
@@ -546,18 +553,18 @@ class PrivacyStore:
     def attempts(self, release_id: str) -> list[ReleaseAttempt]:
         rows = self._db.execute(f"SELECT {ATTEMPT_COLUMNS} FROM releases WHERE release_id = ? "
                                 "ORDER BY attempt", (release_id,)).fetchall()
-        return [ReleaseAttempt(*row) for row in rows]
+        return [_attempt(row) for row in rows]
 
     def attempt(self, attempt: int) -> ReleaseAttempt:
         row = self._db.execute(f"SELECT {ATTEMPT_COLUMNS} FROM releases WHERE attempt = ?",
                                (attempt,)).fetchone()
-        return ReleaseAttempt(*row)
+        return _attempt(row)
 
-    def add_release(self, release_id: str, seed_hex: str, inputs_sha256: str,
+    def add_release(self, release_id: str, seed: ReleaseSeed, inputs_sha256: str,
                     config_sha256: str, plan_sha256: str, supersedes: int | None,
                     policy: int, head_read: ChainHead) -> int:
         return self._append("releases", {
-            "release_id": release_id, "seed_hex": seed_hex, "inputs_sha256": inputs_sha256,
+            "release_id": release_id, "seed_hex": seed.hex(), "inputs_sha256": inputs_sha256,
             "config_sha256": config_sha256, "plan_sha256": plan_sha256,
             "supersedes": supersedes, "policy": policy, "chain_seq_read": head_read.seq,
             "chain_sha256_read": head_read.sha256, "recorded_at": utc_now()})
@@ -641,7 +648,9 @@ class PrivacyStore:
                                           "out_dir": str(out_dir), "recorded_at": utc_now()})
             return self.head()
 
-    def publication_record(self, release_id: str) -> tuple[ReleaseAttempt, dict]:
+    def stored_publication_record(self, release_id: str) -> tuple[ReleaseAttempt, dict]:
+        """The attempt that published `release_id` last and its publication record as stored
+        (of any version: `publication_record.read_publication_record` reads it typed)."""
         row = self._db.execute(
             "SELECT p.attempt, p.record_sha256 FROM publications p JOIN releases r "
             "USING (attempt) WHERE r.release_id = ? ORDER BY p.publication DESC LIMIT 1",

@@ -36,6 +36,7 @@ from pseo_das.tasks.earnings.cell_statistics import (CELL_STATISTICS_FILE, Noisy
                                                      cell_statistics_context,
                                                      cell_statistics_table)
 from pseo_das.tasks.inputs.constant_dollars import DollarYears
+from pseo_das.tasks.measurements.publication_record import PublicationRecord, ReleaseIdentity
 from pseo_das.tasks.measurements.release_plan import (ReleasePlan, lifetime_budget_file,
                                                       lifetime_table)
 from pseo_das.tasks.privacy.store import PrivacyStore, epsilon_text
@@ -46,17 +47,6 @@ from pseo_das.tasks.publication.employer_table_file import (EMPLOYER_TABLE_FILE,
 from pseo_das.tasks.publication.release_files import fingerprints, write_code_table, write_csv, write_manifest
 
 
-
-
-@dataclass(frozen=True)
-class ReleaseIdentity:
-    release_id: str
-    seed_sha256: str
-    code_version: str
-    mlflow_run_id: str
-    tracking_uri: str
-    config_sha256: str  # SHA-256 of the configuration as canonical JSON (sorted keys)
-    store: str          # the privacy store the release's measurements are kept in
 
 
 @dataclass(frozen=True)
@@ -149,7 +139,8 @@ def ledger_checks(ledger: PrivacyLedger, tables: list[NoisyHistograms],
     ]
 
 
-def lifetime_figures(store_path: Path, plan: ReleasePlan, record: dict) -> LifetimeFigures:
+def lifetime_figures(store_path: Path, plan: ReleasePlan,
+                     record: PublicationRecord) -> LifetimeFigures:
     """lifetime_budget.csv, the DRB report's lifetime summary and release_summary.json of a
     recorded attempt, computed from the store as of that attempt (so that a republication
     gives the same figures)."""
@@ -166,15 +157,15 @@ def lifetime_figures(store_path: Path, plan: ReleasePlan, record: dict) -> Lifet
         "headroom_min": cap - largest,
         "distribution": after.groupby(after).size().rename("populations")
         .rename_axis("after").reset_index().to_dict("records"),
-        "policy": record["store_policy"], "store_chain": record["store_chain"],
+        "policy": record.store_policy, "store_chain": record.store_chain.model_dump(),
         **as_recorded.summary(),
     }
-    identity = record["identity"]
-    release_summary = {"release_id": identity["release_id"],
+    identity = record.identity
+    release_summary = {"release_id": identity.release_id,
                        **{key: summary[key] for key in RELEASE_SUMMARY_FIGURES},
-                       "store": identity["store"], "store_chain": record["store_chain"],
-                       "mlflow_run_id": identity["mlflow_run_id"],
-                       "demo_inputs": record.get("demo_inputs", [])}
+                       "store": identity.store, "store_chain": summary["store_chain"],
+                       "mlflow_run_id": identity.mlflow_run_id,
+                       "demo_inputs": list(record.demo_inputs)}
     return LifetimeFigures(lifetime_budget_file(table), summary, release_summary)
 
 

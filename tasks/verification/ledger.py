@@ -33,7 +33,7 @@ from pathlib import Path
 
 from pseo_das.errors import PseoDasError
 from pseo_das.epsilon import epsilon_text
-from pseo_das.tasks.privacy.mechanism import fresh_release_seed
+from pseo_das.tasks.privacy.release_seed import ReleaseSeed
 from pseo_das.tasks.privacy.store import (CHAIN_TABLE, GENESIS, SHA, StoreError, _positive,
                                           append_only_triggers, chain_sha256,
                                           positive_epsilon, row_content, store_exists, utc_now)
@@ -183,7 +183,7 @@ class VerificationLedger:
     # --- reading ------------------------------------------------------------------------
     @property
     def server_seed(self) -> bytes:
-        return bytes.fromhex(self._info("seed_hex"))
+        return ReleaseSeed.from_hex(self._info("seed_hex")).bits
 
     @property
     def server_id(self) -> str:
@@ -317,7 +317,7 @@ def init_ledger(store: Path, global_cap, set_by: str, reason: str = "verificatio
         ledger = VerificationLedger(path, db)
         with ledger._transaction():
             for key, value in [("format", FORMAT), ("server_id", uuid.uuid4().hex),
-                               ("seed_hex", fresh_release_seed()), ("created_at", utc_now())]:
+                               ("seed_hex", ReleaseSeed.fresh().hex()), ("created_at", utc_now())]:
                 ledger._append("verification_info", {"key": key, "value": value})
             ledger._append("global_budgets", {"global_cap": epsilon_text(cap), "set_by": set_by,
                                               "reason": reason, "recorded_at": utc_now()})
