@@ -103,31 +103,31 @@ def test_mos_is_counted_apart_as_not_formal():
 def test_geometric_noise_refuses_another_sensitivity_or_shape():
     cells, counts = pd.DataFrame(index=range(2)), np.zeros((2, 3), np.int64)
     calibrated = geometric_statement("t", "p", "m", 1, 3)
-    assert measure_with_geometric_noise(SEED.encode(), calibrated, cells, counts).values.shape \
+    assert measure_with_geometric_noise(SEED.bits, calibrated, cells, counts).values.shape \
         == (2, 3)
     with pytest.raises(MeasurementRefused, match="sensitivity 2, but two-sided geometric noise "
                                                  "is calibrated to sensitivity 1"):
-        measure_with_geometric_noise(SEED.encode(), replace(calibrated, sensitivity=2), cells,
+        measure_with_geometric_noise(SEED.bits, replace(calibrated, sensitivity=2), cells,
                                      counts)
     with pytest.raises(MeasurementRefused, match=r"shape \(2, 4\), but the statement declares "
                                                  "cells x 3"):
-        measure_with_geometric_noise(SEED.encode(), calibrated, cells,
+        measure_with_geometric_noise(SEED.bits, calibrated, cells,
                                      np.zeros((2, 4), np.int64))
     with pytest.raises(MeasurementRefused, match="declares smooth Laplace"):
-        measure_with_geometric_noise(SEED.encode(), employer_statement(
+        measure_with_geometric_noise(SEED.bits, employer_statement(
             "t", "p", "m", SMOOTH_LAPLACE, 3, PrivacyNotion.WEAK), cells, counts)
 
 
 def test_employer_protection_refuses_another_sensitivity_or_shape():
     cells, counts = pd.DataFrame(index=range(2)), np.zeros((2, 3), np.int64)
     stated = employer_statement("t", "p", "m", SMOOTH_LAPLACE, 3, PrivacyNotion.WEAK)
-    entry = measure_with_employer_protection(SEED.encode(), stated, cells, counts, counts).entry
+    entry = measure_with_employer_protection(SEED.bits, stated, cells, counts, counts).entry
     assert (entry.delta, entry.statement.sampler) == (Fraction(1, 1000), Sampler.FLOATING_POINT)
     with pytest.raises(MeasurementRefused, match="sensitivity 2"):
-        measure_with_employer_protection(SEED.encode(), replace(stated, sensitivity=2), cells,
+        measure_with_employer_protection(SEED.bits, replace(stated, sensitivity=2), cells,
                                          counts, counts)
     with pytest.raises(MeasurementRefused, match="cells x 3"):
-        measure_with_employer_protection(SEED.encode(), stated, cells, counts[:, :2],
+        measure_with_employer_protection(SEED.bits, stated, cells, counts[:, :2],
                                          counts[:, :2])
 
 
@@ -162,7 +162,7 @@ def test_the_statement_read_from_the_store_is_the_one_the_mechanism_used(store, 
     pending = next(p for p in planned.pending if p.question.product == "earnings histograms")
     (statement,) = pending.question.statements(pending.measurement_id)
     n_cells = 4
-    measured = measure_with_geometric_noise(bytes.fromhex(SEED), statement,
+    measured = measure_with_geometric_noise(SEED.bits, statement,
                                             pd.DataFrame(index=range(n_cells)),
                                             np.zeros((n_cells, statement.columns), np.int64))
     assert measured_statements(store, pending.measurement_id) == (measured.entry.statement,)
@@ -207,7 +207,7 @@ def test_the_release_cap_refuses_the_plan_before_anything_is_recorded(store, fra
 
 def test_the_ledger_of_a_release_derives_its_guarantee_from_its_entries():
     entries = [measure_with_geometric_noise(
-        SEED.encode(), s, pd.DataFrame(index=range(1)), np.zeros((1, 21), np.int64)).entry
+        SEED.bits, s, pd.DataFrame(index=range(1)), np.zeros((1, 21), np.int64)).entry
         for s in GEOMETRIC]
     assert PrivacyLedger.of(9, entries).guarantee() == release_guarantee(GEOMETRIC)
 
@@ -218,7 +218,7 @@ def test_the_audit_reads_the_ledger_rows_as_statements():
     with release_summary.json's."""
     from pseo_das.tasks.audit.ledger_check import statement_findings
     entries = [measure_with_geometric_noise(
-        SEED.encode(), s, pd.DataFrame(index=range(1)), np.zeros((1, 21), np.int64)).entry
+        SEED.bits, s, pd.DataFrame(index=range(1)), np.zeros((1, 21), np.int64)).entry
         for s in GEOMETRIC]
     ledger = PrivacyLedger.of(9, entries).to_frame().astype(str)
     summary = {"guarantee": release_guarantee(GEOMETRIC).summary(FILES)}
@@ -234,3 +234,11 @@ def test_the_audit_reads_the_ledger_rows_as_statements():
         "statement says ('1')",
         "internal/release_summary.json: guarantee delta is '0.001', the ledger's statements "
         "give '0'"]
+    # with the cell statistics, the sensitivity column holds MOS's float chi and is written
+    # as floats: 1.0 is the declared 1, 2.0 is not
+    as_floats = ledger.assign(sensitivity=["1.0"] * len(ledger))
+    assert statement_findings(as_floats, summary)[0] == []
+    as_floats.loc[0, "sensitivity"] = "2.0"
+    assert statement_findings(as_floats, summary)[0] == [
+        "tabulation earnings.I.cip4.y1: sensitivity '2.0' is not what its two-sided geometric "
+        "statement says ('1')"]

@@ -107,6 +107,18 @@ def epsilon_findings(ledger: pd.DataFrame, settings: dict[str, object]) -> list[
     return out
 
 
+def _differs(column: str, stated: str, written: str) -> bool:
+    """Whether ledger.csv's `written` text differs from the statement's `stated` value. The
+    sensitivity column holds MOS's data-dependent chi beside the declared integers when the
+    cell statistics are measured, and is then written as floats ('1.0' for 1)."""
+    if column == "sensitivity":
+        try:
+            return float(stated) != float(written)
+        except ValueError:
+            pass
+    return stated != written
+
+
 def statement_findings(ledger: pd.DataFrame, summary: dict) -> tuple[list[str], dict]:
     """Each measured row of ledger.csv read back as the privacy statement it records (a row
     its mechanism cannot have, e.g. geometric noise at another sensitivity, is a finding),
@@ -120,7 +132,7 @@ def statement_findings(ledger: pd.DataFrame, summary: dict) -> tuple[list[str], 
             continue
         again = ledger_row(entry)
         for column in ledger.columns.drop("tabulation_id"):
-            if column != "epsilon" and str(again[column]) != row[column]:
+            if column != "epsilon" and _differs(column, str(again[column]), row[column]):
                 out.append(f"tabulation {row['tabulation_id']}: {column} {row[column]!r} is not "
                            f"what its {row['mechanism']} statement says ({str(again[column])!r})")
         statements.append(entry.statement)
