@@ -50,3 +50,22 @@ def test_a_store_of_54c8b3e_republishes_its_release_byte_for_byte(legacy_store, 
     assert len(expected) == 29
     written = {name: hashlib.sha256((out / name).read_bytes()).hexdigest() for name in expected}
     assert {name for name in expected if written[name] != expected[name]} == set()
+
+
+@pytest.mark.slow
+def test_a_new_release_of_the_same_inputs_and_seed_is_54c8b3e_s_byte_for_byte(tmp_path):
+    """The measurement half too: the fixture's synthetic inputs made again, released by this
+    version with the same seed and release id on a new store, give the data files 54c8b3e
+    wrote (version_pseo.txt aside: it names the time of its release)."""
+    from conftest import run_release
+    from pseo_das.synth import write_synthetic
+    inputs = tmp_path / "inputs"   # `pseo-das synth --graduates 1500`, as the README there says
+    write_synthetic(inputs, graduates=1500, progress=lambda _: None)
+    assert run_release(inputs, tmp_path / "release", "c3" * 32,
+                       f"sqlite:///{tmp_path / 'audit' / 'mlflow.db'}", RELEASE_ID) == 0
+    expected = {name: sha for name, sha in published_sha256().items()
+                if is_data_file(name) and not name.endswith("version_pseo.txt")}
+    assert len(expected) == 23
+    written = {name: hashlib.sha256((tmp_path / "release" / name).read_bytes()).hexdigest()
+               for name in expected}
+    assert {name for name in expected if written[name] != expected[name]} == set()
