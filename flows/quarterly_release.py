@@ -26,23 +26,13 @@ from pseo_das.tasks.audit.mlflow_run import (AuditRun, default_tracking_uri, rec
 from pseo_das.tasks.audit.store_witness import (HEAD_PARAMS, PUBLISHED_TAG, close_abandoned_runs,
                                                 witness_problems)
 from pseo_das.tasks.earnings.earnings_tables import build_publication_tables
-from pseo_das.tasks.earnings.cell_statistics import (cell_statistics_summary,
-                                                     measure_cell_statistics)
-from pseo_das.tasks.earnings.cell_statistics_plan import PRODUCT as CELL_STATISTICS_PRODUCT
-from pseo_das.tasks.earnings.cell_statistics_plan import cell_statistics_questions
-from pseo_das.tasks.measurements.stored_cell_statistics import (cell_statistics_from_record,
-                                                           stored_cell_statistics)
+from pseo_das.tasks.earnings.cell_statistics import cell_statistics_summary
+from pseo_das.tasks.measurements.stored_cell_statistics import cell_statistics_from_record
 from pseo_das.tasks.audit.mlflow_run import cell_statistics_parameters
-from pseo_das.tasks.earnings.noisy_histograms import PRODUCT as EARNINGS_PRODUCT
-from pseo_das.tasks.earnings.noisy_histograms import derive_earnings, measure_earnings
+from pseo_das.tasks.earnings.noisy_histograms import derive_earnings
 from pseo_das.tasks.employment_flows.division_flows import build_flows_tables
-from pseo_das.tasks.employment_flows.employer_table import PRODUCT as EMPLOYER_TABLE_PRODUCT
-from pseo_das.tasks.employment_flows.employer_table import (measure_employer_table,
-                                                            stored_employer_table)
 from pseo_das.tasks.employment_flows.flows_correction import correct_flows
-from pseo_das.tasks.employment_flows.noisy_flows import PRODUCT as FLOWS_PRODUCT
-from pseo_das.tasks.employment_flows.noisy_flows import TOTAL_PRODUCT as FLOWS_TOTAL_PRODUCT
-from pseo_das.tasks.employment_flows.noisy_flows import derive_all_flows, measure_flows
+from pseo_das.tasks.employment_flows.noisy_flows import derive_all_flows
 from pseo_das.tasks.cip_recast.recast import check_recastable, recast_context, recast_notes
 from pseo_das.tasks.cip_recast.recast_inputs import RecastInputs, load_recast
 from pseo_das.tasks.inputs.cells import CIP_2020
@@ -54,6 +44,9 @@ from pseo_das.tasks.inputs.ipeds_counts import load_ipeds_counts_inputs
 from pseo_das.tasks.inputs.reference_inputs import (ReferenceInputs, default_reference_dir,
                                                     demo_flows_inputs, load_reference)
 from pseo_das.tasks.privacy.mechanism import PrivacyLedger
+from pseo_das.tasks.measurements.products import (CELL_STATISTICS, EARNINGS, EMPLOYER_TABLE,
+                                                  FLOWS, StoreReading, measure_pending,
+                                                  planning_frames)
 from pseo_das.tasks.measurements.publication_record import (PublicationRecord, ReleaseIdentity,
                                                             read_publication_record)
 from pseo_das.tasks.measurements.release_plan import ReleasePlan, record_release_plan, recorded_plan
@@ -64,8 +57,7 @@ from pseo_das.tasks.privacy.store_integrity import StoreTampered, verify_store
 from pseo_das.tasks.measurements.stored_tables import (ipeds_awards_from_record, keep_measurements,
                                                   keep_publication_record,
                                                   recast_inputs_from_record,
-                                                  reference_from_record, stored_earnings,
-                                                  stored_flows)
+                                                  reference_from_record)
 from pseo_das.tasks.study.flows_release_accuracy import release_flows_accuracy
 from pseo_das.tasks.publication.assemble import (lifetime_figures, write_flows_files,
                                                  write_release)
@@ -121,14 +113,13 @@ def post_processing(store_path: Path, plan: ReleasePlan, cfg: ReleaseConfig,
     contexts = None if recast_inputs is None else {
         level: recast_context(recast_inputs, cfg.cells, level, cfg.cip.unseen_transition_weight)
         for level in cfg.measured_cip_levels()}
-    earnings_measured, _, earnings_read, earnings_recasts = stored_earnings(
-        store_path, plan.plan, cfg, contexts, (EARNINGS_PRODUCT,))
+    reading = StoreReading(store_path, plan.plan, cfg, contexts)
+    earnings_measured, _, earnings_read, earnings_recasts = EARNINGS.read(reading)
     tables, earnings_entries = derive_earnings(earnings_measured, cfg)
     with PrivacyStore.open(store_path) as privacy_store:
         ipeds = ipeds_awards_from_record(privacy_store, record)
     pseoe, pseoh, cells, checks = build_publication_tables(tables, cfg, record.dollars, ipeds)
-    _, flows_measured, flows_read, flows_recasts = stored_flows(
-        store_path, plan.plan, cfg, contexts, (FLOWS_PRODUCT, FLOWS_TOTAL_PRODUCT))
+    _, flows_measured, flows_read, flows_recasts = FLOWS.read(reading)
     measured_entries, recasts = earnings_read + flows_read, earnings_recasts + flows_recasts
     flows_tables, flows_entries = derive_all_flows(flows_measured, cfg)
     del flows_measured   # a national release's flows tables are large: one copy at a time
@@ -139,8 +130,8 @@ def post_processing(store_path: Path, plan: ReleasePlan, cfg: ReleaseConfig,
                                cfg.flows.division_unobserved_share_max)
     del corrected
     cell_statistics = (cell_statistics_from_record(store_path, record.cell_statistics)
-                       or stored_cell_statistics(store_path, plan.plan, cfg))
-    employer_table = stored_employer_table(store_path, plan.plan, cfg)
+                       or CELL_STATISTICS.read(reading))
+    employer_table = EMPLOYER_TABLE.read(reading)
     ledger = PrivacyLedger.of(cfg.privacy.epsilon_cap, measured_entries + earnings_entries
                               + flows_entries + correction_entries
                               + (cell_statistics.entries if cell_statistics else [])
@@ -243,14 +234,11 @@ def _measure_and_publish(data_dir: Path, out_dir: Path, given_seed: ReleaseSeed 
         fingerprints = {**counts.fingerprints, **reference.fingerprints,
                         **recast_inputs.fingerprints, **ipeds.fingerprints,
                         f"bls/{cpi.path.name}": cpi.sha256}
-        frames = counts.frames
-        moments = counts.moments
-        check_recastable(frames, recast_inputs)
+        check_recastable(counts.frames, recast_inputs)
         config_sha256 = fingerprint(cfg.model_dump(mode="json"))
         plan = record_release_plan(store_path, release_id, given_seed, fingerprint(fingerprints),
-                                   config_sha256, cfg, frames | (
-                                       {CELL_STATISTICS_PRODUCT: moments.frame} if moments else {}),
-                                   supersede, remeasure, tuple(cell_statistics_questions(cfg)))
+                                   config_sha256, cfg, planning_frames(counts), supersede,
+                                   remeasure)
         seed = plan.attempt.seed
         if published is not None:  # a rerun that finds its release complete: nothing to do
             if plan.new_spending:
@@ -261,17 +249,10 @@ def _measure_and_publish(data_dir: Path, out_dir: Path, given_seed: ReleaseSeed 
             return ReleaseResult(out_dir, release_id, audit.run_id, audit.tracking_uri,
                                  summary, True)
         audit.log_params(seed_parameters(seed, plan))
-        measured = (measure_earnings(plan.pending_for(EARNINGS_PRODUCT), counts, cfg)
-                    + measure_flows(plan.pending_for(FLOWS_PRODUCT, FLOWS_TOTAL_PRODUCT),
-                                    counts, cfg)
-                    + measure_employer_table(plan.pending_for(EMPLOYER_TABLE_PRODUCT),
-                                             counts, cfg)
-                    + (measure_cell_statistics(plan.pending_for(CELL_STATISTICS_PRODUCT),
-                                               moments, cfg) if moments is not None else []))
+        measured = measure_pending(plan.pending, counts, cfg)
         keep_measurements(store_path, measured)
         input_checks = counts.checks
         del measured, counts   # post-processing reads the store: the dense arrays can go
-        del moments
         with PrivacyStore.open(store_path) as privacy_store:
             store_chain = {"read": plan.chain_read.as_dict(),
                            "written": privacy_store.head().as_dict()}

@@ -15,10 +15,11 @@ from pseo_das.tasks.earnings.cell_statistics import measure_cell_statistics
 from pseo_das.tasks.earnings.cell_statistics_plan import (PRODUCT, StatisticSettings,
                                                           cell_statistics_questions)
 from pseo_das.tasks.inputs.cell_moments import CellMoments
-from pseo_das.tasks.inputs.true_counts import read_cell_moments
+from pseo_das.tasks.inputs.true_counts import TrueCounts, read_cell_moments
 from pseo_das.tasks.inputs.cells import CellFrame, cell_frame, cohort_attributes, in_populations
 from pseo_das.tasks.inputs.cpi import read_cpi
 from pseo_das.tasks.inputs.ingest import read_inputs
+from pseo_das.tasks.measurements.products import by_years_after
 from pseo_das.tasks.measurements.release_plan import plan_release
 from pseo_das.tasks.privacy.release_seed import ReleaseSeed
 from pseo_das.tasks.privacy.store import LifetimeBudgetExceeded, PrivacyStore, init_store
@@ -59,7 +60,13 @@ def store(tmp_path):
 
 def plan(store, frames, release_id, cfg=CFG, seed=None, **options):
     return plan_release(store, release_id, seed, "inputs", f"config-{id(cfg)}", cfg, frames,
-                        more_questions=tuple(cell_statistics_questions(cfg)), **options)
+                        **options)
+
+
+def pending_statistics(plan_) -> dict:
+    """The plan's cell statistics still to measure, by years after (as the flow's loop
+    gives them to their product)."""
+    return by_years_after(plan_.pending, (PRODUCT,))
 
 
 def mos_rows(plan_) -> pd.DataFrame:
@@ -103,14 +110,14 @@ def test_a_first_release_charges_the_cell_statistics_to_every_population_they_co
         .agg(lambda s: sum(s, Fraction(0)))
     assert first.new_epsilon == per_population.max() == Fraction(17, 2)
     assert per_population.loc[("00366900", "05", 2001)] == Fraction(17, 2)
-    assert first.pending_for(PRODUCT)                    # to measure, by years after
+    assert pending_statistics(first)                    # to measure, by years after
 
 
 def test_a_second_release_reuses_them_at_zero_epsilon_and_a_rerun_adds_nothing(store, frames):
     first = plan(store, frames, "R1", seed=SEED)
     again = plan(store, frames, "R1")                    # a rerun (a crash, a Prefect retry)
     assert not again.new_spending and again.attempt == first.attempt
-    pending = again.pending_for(PRODUCT)                 # never stored: drawn with R1's seed
+    pending = pending_statistics(again)                 # never stored: drawn with R1's seed
     assert {p.seed for group in pending.values() for p in group} == {SEED}
     assert {StatisticSettings.of(p.question).epsilon for g in pending.values() for p in g} == \
         {Fraction(1, 8)}                                 # the recorded question, as planned
@@ -172,12 +179,16 @@ def moments(synthetic_dir) -> CellMoments:
     return read_cell_moments(synthetic_dir, CFG, read_cpi(), lower, upper)
 
 
+def counted(moments: CellMoments) -> TrueCounts:
+    """The counting pass's result when it counted only the cell statistics' moments."""
+    return TrueCounts({}, {}, [], {}, moments)
+
+
 def measure_and_keep(store, moments, release_id, frames, cfg=CFG):
     """Plan a release, measure its pending cell statistics and keep them (as the flow)."""
     planned = plan_release(store, release_id, SEED if release_id == "R1" else None, "inputs",
-                           "config", cfg, frames,
-                           more_questions=tuple(cell_statistics_questions(cfg)))
-    measured = measure_cell_statistics.fn(planned.pending_for(PRODUCT), moments, cfg)
+                           "config", cfg, frames)
+    measured = measure_cell_statistics.fn(pending_statistics(planned), counted(moments), cfg)
     for m in measured:
         store.store_measurement(m.measurement_id, m.cells, m.values)
     return planned, measured
@@ -237,9 +248,9 @@ def test_a_retry_after_a_crash_draws_the_same_values_and_spends_nothing_twice(mo
     rerun reuses R1's plan and seed, draws the same values from the same streams, and the
     store's spends do not change."""
     store, frames = mos_store
-    first = plan_release(store, "R1", SEED, "inputs", "config", CFG, frames,
-                         more_questions=tuple(cell_statistics_questions(CFG)))
-    lost = measure_cell_statistics.fn(first.pending_for(PRODUCT), moments, CFG)   # never stored
+    first = plan_release(store, "R1", SEED, "inputs", "config", CFG, frames)
+    lost = measure_cell_statistics.fn(pending_statistics(first), counted(moments),
+                                      CFG)   # never stored
     spent = store.spends()
     retried, kept = measure_and_keep(store, moments, "R1", frames)
     assert not retried.new_spending and retried.attempt == first.attempt

@@ -19,6 +19,7 @@ from pseo_das.tasks.cip_recast.recast_inputs import load_recast_inputs
 from pseo_das.tasks.inputs.cells import POPULATION_KEYS, cell_frame, cohort_attributes
 from pseo_das.tasks.measurements.publication_record import read_publication_record
 from pseo_das.tasks.privacy.store import PrivacyStore, measurement_bytes, read_measurement
+from pseo_das.tasks.measurements.products import earnings_questions, flows_questions
 from pseo_das.tasks.measurements.stored_tables import stored_tables
 
 LABELS = Path(__file__).resolve().parent.parent / "pseo_das" / "reference" / \
@@ -57,15 +58,12 @@ def _tables(store: Path, release_id: str, recast: bool):
         contexts = {level: recast_context(inputs, cfg.cells, level,
                                           cfg.cip.unseen_transition_weight)
                     for level in ("4", "2")}
-    return stored_tables.fn(store, plan, cfg, contexts)
+    return stored_tables.fn(store, plan, contexts, earnings_questions(cfg) + flows_questions(cfg))
 
 
 def test_earnings_and_flows_read_apart_are_the_tables_read_together(releases):
     """The release reads the earnings and the flows measurements in two steps: together
     they are the one reading's tables, ledger entries and recast summaries, in order."""
-    from pseo_das.tasks.earnings.noisy_histograms import PRODUCT as EARNINGS
-    from pseo_das.tasks.employment_flows.noisy_flows import PRODUCT as FLOWS, TOTAL_PRODUCT
-
     root, uri = releases
     store = store_beside(uri)
     with PrivacyStore.open(store) as privacy_store:
@@ -75,9 +73,10 @@ def test_earnings_and_flows_read_apart_are_the_tables_read_together(releases):
     inputs = load_recast_inputs(None, cfg.cip.switch_year)
     contexts = {level: recast_context(inputs, cfg.cells, level, cfg.cip.unseen_transition_weight)
                 for level in ("4", "2")}
-    together = stored_tables.fn(store, plan, cfg, contexts)
-    earnings = stored_tables.fn(store, plan, cfg, contexts, (EARNINGS,))
-    flows = stored_tables.fn(store, plan, cfg, contexts, (FLOWS, TOTAL_PRODUCT))
+    earnings_asked, flows_asked = earnings_questions(cfg), flows_questions(cfg)
+    together = stored_tables.fn(store, plan, contexts, earnings_asked + flows_asked)
+    earnings = stored_tables.fn(store, plan, contexts, earnings_asked)
+    flows = stored_tables.fn(store, plan, contexts, flows_asked)
     assert earnings[1] == [] and flows[0] == [] and len(earnings[0]) == len(together[0]) > 0
     assert earnings[2] + flows[2] == together[2] and earnings[3] + flows[3] == together[3]
     for mine, theirs in zip(earnings[0], together[0]):

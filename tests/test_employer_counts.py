@@ -20,7 +20,7 @@ from pseo_das.tasks.inputs.ingest import InputValidationError, read_inputs
 from pseo_das.tasks.inputs.reference_inputs import default_reference_dir
 from pseo_das.tasks.inputs.true_counts import read_counts
 from pseo_das.tasks.privacy.mechanism import GEOMETRIC
-from pseo_das.tasks.measurements.release_plan import release_questions
+from pseo_das.tasks.measurements.products import flows_questions, planned_questions
 
 CPI = read_cpi(find_cpi(default_reference_dir()))
 
@@ -159,9 +159,9 @@ def test_infeasible_employer_parameters_are_refused_at_configuration(tmp_path, t
 
 
 def test_the_geometric_questions_are_unchanged_and_other_mechanisms_ask_another(tmp_path):
-    geometric = {q.tabulation_id: q for q in release_questions(load_config())}
-    gamma = {q.tabulation_id: q for q in release_questions(
-        config(tmp_path, '[flows]\nmechanism = "smooth-gamma"\nemployer_alpha = 0.05\n'))}
+    geometric = {q.tabulation_id: q for q in planned_questions(load_config(), {})}
+    gamma = {q.tabulation_id: q for q in planned_questions(
+        config(tmp_path, '[flows]\nmechanism = "smooth-gamma"\nemployer_alpha = 0.05\n'), {})}
     flows = "flows.I.cip2.y1"
     assert geometric[flows].as_dict()["mechanism"] == GEOMETRIC
     assert "alpha" not in geometric[flows].as_dict() and geometric[flows].protection() is None
@@ -213,7 +213,7 @@ def test_the_flows_task_measures_with_each_mechanism(employer_counts, tmp_path, 
     from pseo_das.tasks.privacy.release_seed import ReleaseSeed
     cfg = config(tmp_path, text)
     counts = employer_counts
-    questions = [q for q in release_questions(cfg) if q.years_after == 1]
+    questions = [q for q in flows_questions(cfg) if q.years_after == 1]
     seed = ReleaseSeed.from_hex("ab" * 32)
     pending = {1: [PendingMeasurement(f"m.{q.tabulation_id}", q, seed, None)
                    for q in questions if q.product.startswith(PRODUCT)]}

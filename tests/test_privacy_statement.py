@@ -13,9 +13,9 @@ import pytest
 
 from pseo_das.config import load_config
 from pseo_das.tasks.earnings.cell_statistics_plan import cell_statistics_questions
+from pseo_das.tasks.measurements.products import flows_questions, planned_questions
 from pseo_das.tasks.measurements.questions import measured_statements, read_statements
-from pseo_das.tasks.measurements.release_plan import (lifetime_budget_file, lifetime_table,
-                                                      release_questions)
+from pseo_das.tasks.measurements.release_plan import lifetime_budget_file, lifetime_table
 from pseo_das.tasks.privacy.establishment import (EmployerProtection, FlowsMechanism,
                                                   PrivacyNotion)
 from pseo_das.tasks.privacy.mechanism import (MeasurementRefused, PrivacyBudgetExceeded,
@@ -138,7 +138,7 @@ def test_every_question_states_its_measurements(tmp_path):
                             'employer_delta = 1e-3\n[mos]\nenabled = true\n'
                             'acknowledge_not_formally_dp = true\n')
     by_product = {}
-    for question in release_questions(cfg) + cell_statistics_questions(cfg):
+    for question in planned_questions(cfg, {}):
         stated = question.statements(f"{question.tabulation_id}@R/1")
         by_product.setdefault(question.product, set()).update(s.mechanism for s in stated)
         assert sum(s.epsilon for s in stated) == question.epsilon
@@ -148,7 +148,7 @@ def test_every_question_states_its_measurements(tmp_path):
                           "employment flows": {Mechanism.SMOOTH_LAPLACE},
                           "employment flows origin counts": {Mechanism.GEOMETRIC},
                           "cell statistics (MOS)": {Mechanism.LAPLACE, Mechanism.GEOMETRIC}}
-    flows = next(q for q in release_questions(cfg) if q.product == "employment flows")
+    flows = next(q for q in flows_questions(cfg) if q.product == "employment flows")
     assert flows.delta == Fraction(1, 1000)
     (values, counts) = cell_statistics_questions(cfg)[0].statements("mos.I.cipA.mean_y1@R/1")
     assert (values.formal, values.sensitivity, counts.stream_id) == \

@@ -31,6 +31,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -52,6 +53,9 @@ from pseo_das.tasks.privacy.mechanism import (LedgerEntry, NoisyMeasurement,
                                               measure_with_geometric_noise,
                                               measure_with_laplace_noise)
 from pseo_das.tasks.codes.official_codes import ALL_INDUSTRIES, NATIONAL, agg_level, official_cells
+
+if TYPE_CHECKING:
+    from pseo_das.tasks.inputs.true_counts import TrueCounts
 
 CELL_STATISTICS_FILE = "pseom_all.csv"
 COMPOSITION = ("parallel across the cells of this tabulation (each graduate one observation "
@@ -163,17 +167,18 @@ def measure_statistic(moments: CellMoments, question: CellStatisticsQuestion,
 
 
 @release_task("measure cell statistics (MOS)")
-def measure_cell_statistics(pending: dict[int, list], moments: CellMoments | None,
+def measure_cell_statistics(pending: dict[int, list], counts: TrueCounts,
                             cfg: ReleaseConfig) -> list[NoisyMeasurement]:
-    """The plan's pending cell-statistics measurements (`ReleasePlan.pending_for(PRODUCT)`:
-    populations never measured for the question), each over its own populations, noise
-    from the seed of the attempt that planned (and paid for) it. Returns the noisy values
-    to keep in the privacy store (cells x STORED_COLUMNS, float). Privacy cost: the
-    question's epsilon (2 x mos.epsilon) on each population measured, the values' part NOT
-    formally DP under the "mos" variant; nothing for populations already measured. True
-    values stay inside."""
+    """The plan's pending cell-statistics measurements (by years after; populations never
+    measured for the question), each over its own populations, from the
+    moments the counting pass counted (`counts.moments`), noise from the seed of the
+    attempt that planned (and paid for) it. Returns the noisy values to keep in the privacy
+    store (cells x STORED_COLUMNS, float). Privacy cost: the question's epsilon (2 x
+    mos.epsilon) on each population measured, the values' part NOT formally DP under the
+    "mos" variant; nothing for populations already measured. True values stay inside."""
     started = time.perf_counter()
     measured, said = [], []
+    moments = counts.moments
     for mine in pending.values():
         for measurement in mine:
             if moments is None:

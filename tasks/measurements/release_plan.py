@@ -9,26 +9,19 @@ bins or destinations, and the cohort definition.
 """
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from pseo_das.config import ReleaseConfig
-from pseo_das.schemas.cpi import CPI_U_SERIES
 from pseo_das.tasks import progress, release_task
-from pseo_das.tasks.codes.destinations import N_DESTINATIONS
-from pseo_das.tasks.employment_flows.noisy_flows import PRODUCT as FLOWS_PRODUCT
-from pseo_das.tasks.employment_flows.noisy_flows import TOTAL_PRODUCT as FLOWS_TOTAL_PRODUCT
-from pseo_das.tasks.employment_flows.noisy_flows import tabulation_id as flows_tabulation_id
-from pseo_das.tasks.employment_flows.noisy_flows import total_tabulation_id
-from pseo_das.tasks.earnings.noisy_histograms import PRODUCT as EARNINGS_PRODUCT
-from pseo_das.tasks.earnings.noisy_histograms import tabulation_id as earnings_tabulation_id
 from pseo_das.tasks.inputs.cells import CellFrame, observable_populations
-from pseo_das.tasks.privacy.establishment import MECHANISM_NAMES
+from pseo_das.tasks.measurements.products import PRODUCTS, Product, planned_questions
 from pseo_das.tasks.measurements.questions import QUESTION_KINDS
 from pseo_das.tasks.measurements.publication_record import PublicationRecord
 from pseo_das.tasks.privacy.mechanism import PrivacyBudgetExceeded
@@ -39,35 +32,6 @@ from pseo_das.tasks.privacy.store import (POPULATION_KEYS, ChainHead, LifetimeBu
                                           epsilon_text, exact_epsilon)
 from pseo_das.tasks.privacy.question import (PendingMeasurement, Question, lifetime_spends,
                                              stored_question)
-
-
-
-def release_questions(cfg: ReleaseConfig) -> list[Question]:
-    """Every measured tabulation of a release, in ledger order."""
-    cohorts = {"first_cohort_year": cfg.cells.first_cohort_year,
-               "default_cohort_years": cfg.cells.default_cohort_years,
-               "cohort_years_by_degree": dict(sorted(cfg.cells.cohort_years_by_degree.items()))}
-    dollars = f"{cfg.earnings.dollar_year} dollars (CPI-U {CPI_U_SERIES} annual averages)"
-    earnings = {"sample_floor": cfg.earnings.sample_floor,
-                "bin_edges": list(cfg.earnings.bin_edges), "cohorts": cohorts, "dollars": dollars}
-    flows = {"sample_floor": cfg.earnings.sample_floor, "cohorts": cohorts, "dollars": dollars}
-    totals = flows
-    protection = cfg.flows.employer_protection()
-    if protection is not None:   # another question: measurements are not reused across them
-        flows = {**flows, "mechanism": MECHANISM_NAMES[protection.mechanism],
-                 "flows_mechanism": protection.mechanism.value, "alpha": protection.alpha,
-                 "delta": protection.delta, "unbiased": protection.unbiased}
-    return ([Question(earnings_tabulation_id("I", level, k), EARNINGS_PRODUCT, level, k,
-                      exact_epsilon(cfg.privacy.epsilon_per_tabulation), cfg.earnings.n_bins,
-                      earnings)
-             for k in cfg.cells.years_after for level in cfg.privacy.measured_levels()]
-            + [Question(flows_tabulation_id(level, k), FLOWS_PRODUCT, level, k,
-                        exact_epsilon(cfg.flows.epsilon_per_tabulation), N_DESTINATIONS, flows)
-               for k in cfg.cells.years_after for level in cfg.flows.measured_levels()]
-            + [Question(total_tabulation_id(level, k), FLOWS_TOTAL_PRODUCT, level, k,
-                        exact_epsilon(cfg.flows.total_epsilon_per_tabulation), 1, totals)
-               for k in cfg.cells.years_after for level in cfg.flows.measured_levels()
-               if cfg.flows.measures_total])
 
 
 @dataclass(frozen=True)
@@ -85,14 +49,6 @@ class ReleasePlan:
     @property
     def lifetime_cap(self) -> Fraction:
         return self.policy.lifetime_cap
-
-    def pending_for(self, *products: str) -> dict[int, list[PendingMeasurement]]:
-        """The products' measurements still to draw, by years after (ascending)."""
-        grouped: dict[int, list[PendingMeasurement]] = {}
-        for pending in sorted(self.pending, key=lambda p: p.question.years_after):
-            if pending.question.product in products:
-                grouped.setdefault(pending.question.years_after, []).append(pending)
-        return grouped
 
     @property
     def new_epsilon(self) -> Fraction:
@@ -206,7 +162,7 @@ def release_cap_check(populations: pd.DataFrame, cfg: ReleaseConfig, release_id:
 def plan_release(store: PrivacyStore, release_id: str, seed: ReleaseSeed | None,
                  inputs_sha256: str, config_sha256: str, cfg: ReleaseConfig,
                  frames: dict[str, CellFrame], supersede: bool = False,
-                 remeasure: str | None = None, more_questions: tuple[Question, ...] = ()
+                 remeasure: str | None = None, products: Sequence[Product[Any]] = PRODUCTS
                  ) -> ReleasePlan:
     """Decide, record and return the release plan (or recognise a rerun) before any noise.
 
@@ -215,8 +171,9 @@ def plan_release(store: PrivacyStore, release_id: str, seed: ReleaseSeed | None,
     unless `supersede`. Populations already measured for a question reuse that
     measurement; new populations (and those named by `remeasure`) get one new measurement
     per question, refused if any population would pass the lifetime cap.
-    `more_questions`: the optional products' questions (the cell statistics), after those
-    of `release_questions`; `frames[question.product]`, when given, holds their populations.
+    The questions are the enabled `products`' (the registry's, in ledger order);
+    `frames[question.product]`, when given, holds a question's populations, otherwise
+    `frames[question.cip_level]`.
     """
     store.begin()
     try:
@@ -246,7 +203,7 @@ def plan_release(store: PrivacyStore, release_id: str, seed: ReleaseSeed | None,
                 "it again.")
         result = _new_plan(store, release_id, seed or ReleaseSeed.fresh(), inputs_sha256,
                            config_sha256, cfg, frames, remeasure, policy, head, len(known) + 1,
-                           latest.attempt if latest else None, more_questions)
+                           latest.attempt if latest else None, products)
         store.commit()
         return result
     except BaseException:
@@ -255,10 +212,8 @@ def plan_release(store: PrivacyStore, release_id: str, seed: ReleaseSeed | None,
 
 
 def _new_plan(store, release_id, seed, inputs_sha256, config_sha256, cfg, frames,
-              remeasure, policy, head, number, supersedes, more_questions=()) -> ReleasePlan:
-    from pseo_das.tasks.employment_flows.employer_table import employer_table_questions
-    questions = (release_questions(cfg) + employer_table_questions(cfg, frames)
-                 + list(more_questions))
+              remeasure, policy, head, number, supersedes, products) -> ReleasePlan:
+    questions = planned_questions(cfg, frames, products)
     check_against_policy(questions, policy)
     cap = policy.lifetime_cap
     parts, new_measurements = [], []
@@ -358,13 +313,12 @@ def _over_cap_message(release_id: str, over: pd.DataFrame, cap: Fraction) -> str
 def record_release_plan(store_path: Path, release_id: str, seed: ReleaseSeed | None,
                         inputs_sha256: str, config_sha256: str, cfg: ReleaseConfig,
                         frames: dict[str, CellFrame], supersede: bool,
-                        remeasure: str | None, more_questions: tuple[Question, ...] = ()
-                        ) -> ReleasePlan:
+                        remeasure: str | None) -> ReleasePlan:
     """Plan the release against the store and record it before any noise. Privacy cost:
     none."""
     with PrivacyStore.open(store_path) as store:
         plan = plan_release(store, release_id, seed, inputs_sha256, config_sha256, cfg,
-                            frames, supersede, remeasure, tuple(more_questions))
+                            frames, supersede, remeasure)
     figures = plan.summary()
     if plan.new_spending:
         progress(f"release plan: {figures['new_measurements']:,} tabulation x population units "

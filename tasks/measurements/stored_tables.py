@@ -11,7 +11,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pseo_das.config import ReleaseConfig
 from pseo_das.tasks import file_task, progress
 from pseo_das.tasks.earnings.noisy_histograms import PRODUCT as EARNINGS_PRODUCT
 from pseo_das.tasks.earnings.noisy_histograms import NoisyHistograms
@@ -33,7 +32,6 @@ from pseo_das.tasks.measurements.questions import read_statements
 from pseo_das.tasks.measurements.publication_record import (PublicationRecord,
                                                             StoredIpedsAwards,
                                                             StoredRecastInputs, StoredReference)
-from pseo_das.tasks.measurements.release_plan import release_questions
 from pseo_das.tasks.privacy.question import Question
 from pseo_das.tasks.privacy.store import PrivacyStore
 
@@ -132,14 +130,17 @@ def recast_summary(question: Question, recasts: list[RecastTable]) -> dict:
                                          if question.protection() is None else float("nan"))}
 
 
+# A release's measured tables as read back: institution histograms, flows (with their
+# measured origin counts), their ledger entries and the CIP recast's summaries.
+StoredTables = tuple[list[NoisyHistograms], list[NoisyFlows], list[LedgerEntry], list[dict]]
+
+
 @file_task("read the release's measurements from the store")
-def stored_tables(store_path: Path, plan: pd.DataFrame, cfg: ReleaseConfig,
-                  recast: dict[str, RecastContext | None] | None,
-                  products: tuple[str, ...] | None = None
-                  ) -> tuple[list[NoisyHistograms], list[NoisyFlows], list[LedgerEntry],
-                             list[dict]]:
-    """The measured noisy tables of a release (its plan's measurements, its populations
-    only; of `products` only, if given) in CIP-2020 codes (`recast`: the context of each
+def stored_tables(store_path: Path, plan: pd.DataFrame,
+                  recast: dict[str, RecastContext | None] | None, questions: list[Question]
+                  ) -> StoredTables:
+    """The measured noisy tables of a release's `questions` (its plan's measurements, its
+    populations only) in CIP-2020 codes (`recast`: the context of each
     CIP level; None publishes the codes as measured, as releases of earlier versions did),
     their ledger entries and the recast summaries, in ledger order. Reads no microdata.
     Privacy cost: none (the spends were recorded when the measurements were taken; the
@@ -147,9 +148,7 @@ def stored_tables(store_path: Path, plan: pd.DataFrame, cfg: ReleaseConfig,
     histograms, flows, entries, summaries = [], [], [], []
     totals: dict[tuple[str, int], tuple[pd.DataFrame, np.ndarray, tuple[str, ...]]] = {}
     with PrivacyStore.open(store_path) as store:
-        for question in release_questions(cfg):
-            if products is not None and question.product not in products:
-                continue
+        for question in questions:
             rows = plan[plan["tabulation_id"] == question.tabulation_id]
             cells, values, sources, found, summary = _question_table(store, question, rows,
                                                                      recast)
