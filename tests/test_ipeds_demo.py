@@ -2,7 +2,7 @@
 (pseo_das.ipeds_demo, pseo_das/reference/ipeds/, cip_hard_coded_transitions.csv)."""
 from __future__ import annotations
 
-import fnmatch
+import glob
 import tomllib
 from decimal import Decimal
 from pathlib import Path
@@ -68,10 +68,11 @@ def test_the_packaged_files_are_there_small_and_shipped():
     assert "SYNTHETIC" in (IPEDS / "README.md").read_text()
     globs = tomllib.loads((ROOT / "pyproject.toml").read_text()
                           )["tool"]["setuptools"]["package-data"]["pseo_das"]
+    # setuptools expands package-data globs as glob does, "**" recursively
+    shipped = {name for g in globs
+               for name in glob.glob(g, root_dir=ROOT / "pseo_das", recursive=True)}
     for path in [*IPEDS.iterdir(), REFERENCE / HARD_CODED_FILE]:
-        relative = path.relative_to(ROOT / "pseo_das").as_posix()
-        assert any(fnmatch.fnmatch(relative, g) and relative.count("/") == g.count("/")
-                   for g in globs), relative
+        assert path.relative_to(ROOT / "pseo_das").as_posix() in shipped, path
 
 
 def test_layouts_are_the_real_ipeds_columns():
