@@ -76,7 +76,10 @@ def internal_file_findings(release: AuditedRelease, store: PrivacyStore) -> list
     except (StoreError, TypeError) as exc:
         return [f"attempt {attempt_text} of the store cannot be read: {exc}"]
     findings = []
-    table = lifetime_table(store, plan, attempt.attempt)
+    try:
+        table = lifetime_table(store, plan, attempt.attempt)
+    except StoreError as exc:   # e.g. a measurement row forged around the store's checks
+        return [f"{LIFETIME} cannot be recomputed from the store: {exc}"]
     expected = lifetime_budget_file(table)
     path = release.release_dir / LIFETIME
     try:

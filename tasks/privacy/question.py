@@ -18,7 +18,7 @@ from pseo_das.tasks.privacy.mechanism import GEOMETRIC
 from pseo_das.tasks.privacy.statement import (PrivacyStatement, employer_statement,
                                               geometric_statement)
 from pseo_das.tasks.privacy.release_seed import ReleaseSeed
-from pseo_das.tasks.privacy.store import PrivacyStore, question_sha256
+from pseo_das.tasks.privacy.store import PrivacyStore, StoreError, question_sha256
 
 # How a measured tabulation codes fields: each cell carries the CIP vintage of its
 # graduates' codes (CIP-2010 before the switch year, CIP-2020 from it). Measurements of
@@ -104,16 +104,22 @@ def stored_question(store: PrivacyStore, measurement_id: str,
 
 
 def recorded_question(recorded: dict, kinds: Mapping[str, type[Question]] = {}) -> Question:
-    """A question from its recorded dict (Question.as_dict)."""
+    """A question from its recorded dict (Question.as_dict); StoreError when the record is
+    not one (a row written around the store's checks)."""
     fixed = {"tabulation_id", "product", "inst_level", "cip_level", "cip_vintage",
              "years_after", "mechanism", "epsilon", "columns"}
     # an employer-protecting mechanism's name is a parameter (Question.as_dict writes it
     # over the geometric default): kept, so that protection() and the SHA-256 round-trip
-    kind = kinds.get(recorded["product"], Question)
-    return kind(recorded["tabulation_id"], recorded["product"], recorded["cip_level"],
-                int(recorded["years_after"]), Fraction(recorded["epsilon"]),
-                int(recorded["columns"]), {k: v for k, v in recorded.items() if k not in fixed
-                                           or (k == "mechanism" and v != GEOMETRIC)})
+    try:
+        kind = kinds.get(recorded["product"], Question)
+        return kind(recorded["tabulation_id"], recorded["product"], recorded["cip_level"],
+                    int(recorded["years_after"]), Fraction(recorded["epsilon"]),
+                    int(recorded["columns"]), {k: v for k, v in recorded.items()
+                                               if k not in fixed
+                                               or (k == "mechanism" and v != GEOMETRIC)})
+    except (KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
+        raise StoreError(f"a stored question is not a question ({type(exc).__name__}: {exc}): "
+                         f"{json.dumps(recorded, sort_keys=True)[:200]}") from exc
 
 
 def lifetime_spends(store: PrivacyStore) -> pd.DataFrame:
