@@ -132,7 +132,7 @@ def count_chunk(chunk: PersonChunk, rules: CountingRules) -> ChunkCounts:
                                        cfg.earnings.sample_floor)
     records = {k: YearRecords.of(chunk.graduate_row, years_after == k, earnings, destination,
                                  cfg.earnings, rules.employers)
-               for k in cfg.cells.years_after}
+               for k in cfg.cells.years_after if rules.levels}   # none: only the moments
     attributes = cohort_attributes(chunk.graduates, cfg.cells, rules.cip_switch_year)
     if rules.employers:
         employer = outcomes[EMPLOYER_COLUMN]
