@@ -169,7 +169,7 @@ def _store(args: argparse.Namespace) -> int:
         with PrivacyStore.open(path) as store:
             policy = store.policy()
         print(f"created an empty privacy store in {path} (lifetime epsilon cap "
-              f"{epsilon_text(policy.lifetime_cap)} per population, at most epsilon "
+              f"{epsilon_text(policy.lifetime_cap)} per graduate, at most epsilon "
               f"{epsilon_text(policy.max_tabulation_epsilon)} per tabulation)")
     elif args.action == "set-policy":
         if not (args.lifetime_cap or args.max_tabulation_epsilon) or not args.by \
@@ -635,14 +635,14 @@ def parser() -> argparse.ArgumentParser:
                            "its policy")
     store.add_argument("action", choices=["init", "show", "verify", "set-policy"],
                        help="init: create an empty store; show: releases, measurements and "
-                       "epsilon spent per population; verify: check its hash chain, rows, "
+                       "epsilon spent per graduate and population; verify: check its hash chain, rows, "
                        "triggers and objects, and the chain heads MLflow runs recorded; "
                        "set-policy: record a new lifetime cap or largest epsilon per tabulation")
     store.add_argument("dir", nargs="?", metavar="DIR", help="the store folder (default: "
                        "$PSEO_DAS_STORE)")
-    store.add_argument("--top", type=int, default=10, help="show: populations to list (default 10)")
+    store.add_argument("--top", type=int, default=10, help="show: graduation years to list (default 10)")
     store.add_argument("--lifetime-cap", help="init, set-policy: lifetime epsilon cap per "
-                       "population (init default 30)")
+                       "graduate (init default 30)")
     store.add_argument("--max-tabulation-epsilon", help="init, set-policy: largest epsilon of "
                        "one tabulation (init default 10, at most 10)")
     store.add_argument("--by", help="init, set-policy: who sets the policy (recorded; init "

@@ -260,7 +260,7 @@ def test_store_show_says_what_the_store_holds_and_no_seed(store, frames):
     plan(store, frames, "R2", remeasure=institution)
     shown = store_summary(store.path, top=3)
     assert "releases: 2 recorded, 0 published" in shown
-    assert "policy 1: lifetime epsilon cap 30 per population, at most 10 per tabulation" in shown
+    assert "policy 1: lifetime epsilon cap 30 per graduate, at most 10 per tabulation" in shown
     assert "earnings.I.cip4.y1@R1/1: epsilon 1 on" in shown and "NOT STORED" in shown
     assert "earnings.I.cip4.y1@R2/1" in shown and "supersedes earnings.I.cip4.y1@R1/1" in shown
     assert "nan" not in shown and SEED.hex() not in shown
@@ -321,6 +321,33 @@ def test_an_added_cohort_is_the_only_thing_measured(synthetic_dir, tmp_path, tra
                                          "flows_total.I.cip2.y1"}
     assert summary["populations_measured"] == new[["institution", "degree_level",
                                                    "grad_cohort"]].drop_duplicates().shape[0]
+
+
+@pytest.mark.slow
+def test_a_release_realigning_the_cohorts_is_refused_by_the_cli_and_spends_nothing(
+        releases, synthetic_dir, tmp_path, tracking_uri, capsys):
+    """The shared releases' store (7.5 spent on the default windows), copied and capped at 10
+    by the DRB's command: a release with `first_cohort_year = 2000` measures the same
+    graduates under new populations and is refused, exit 2, nothing recorded."""
+    from pseo_das.cli import main
+    _, uri = releases
+    store = shutil.copytree(store_beside(uri), tmp_path / "store")
+    with pytest.raises(SystemExit) as stop:
+        main(["store", "set-policy", str(store), "--lifetime-cap", "10", "--by", "the DRB",
+              "--reason", "test"])
+    assert stop.value.code == 0
+    with PrivacyStore.open(store) as opened:
+        recorded = opened.head()
+    capsys.readouterr()
+    code = run_release(synthetic_dir, tmp_path / "out", None, tracking_uri, "R-2000",
+                       extra=("--config", str(_config(tmp_path, "[cells]\nfirst_cohort_year = "
+                                                                   "2000\n"))), store=store)
+    err = capsys.readouterr().err
+    assert code == 2 and "over the lifetime cap of epsilon 10" in err
+    assert "spent 7.5 + this release 7.5 = 15, 5 over" in err
+    with PrivacyStore.open(store) as opened:
+        assert opened.head() == recorded and opened.attempts("R-2000") == []
+    assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.slow
