@@ -62,6 +62,12 @@ def _release(args: argparse.Namespace) -> int:
         print("pseo-das release: --scheduler is for --engine dask; nothing was read or spent",
               file=sys.stderr)
         return EXIT_BAD_INPUT
+    from pseo_das.config import check_release_id, load_config
+    # A configuration that cannot make a release stops here: no Prefect server, no MLflow
+    # run, no privacy store touched (the flow loads it again, as scheduled runs do).
+    load_config(Path(args.config) if args.config else None)
+    if args.release_id:
+        check_release_id(args.release_id)
     _quiet_prefect_defaults()
     from pseo_das.prefect_runtime import hide_tracebacks_of, prefect_api
 
@@ -348,19 +354,20 @@ def _evaluate(args: argparse.Namespace) -> int:
 
 
 def _noise_sample(args: argparse.Namespace) -> int:
-    from fractions import Fraction
-
     import numpy as np
 
+    from pseo_das.epsilon import epsilon_from_text, epsilon_range_problem
     from pseo_das.tasks.privacy.mechanism import discrete_laplace_noise
 
     try:
-        epsilon = Fraction(args.epsilon)
-        if epsilon <= 0:
-            raise ValueError
-    except (ValueError, ZeroDivisionError):
+        epsilon = epsilon_from_text(args.epsilon)
+    except ValueError:
         print(f"pseo-das noise-sample: --epsilon {args.epsilon!r} is not a positive exact number "
               "(a decimal such as 1.5, or a fraction such as 3/2)", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    problem = epsilon_range_problem(epsilon)
+    if problem:
+        print(f"pseo-das noise-sample: --epsilon {args.epsilon}: {problem}", file=sys.stderr)
         return EXIT_BAD_INPUT
     if args.count < 1:
         print("pseo-das noise-sample: --count must be at least 1", file=sys.stderr)

@@ -374,6 +374,30 @@ def test_republish_without_microdata_gives_the_same_bytes(synthetic_dir, tmp_pat
         main(["republish", "--store", str(store_beside(tracking_uri)), "--release", "R9",
               "--out", str(tmp_path / "none")])
     assert stop.value.code == 2 and "release R9 was never published" in capsys.readouterr().err
+    republish_beside_a_running_release(store_beside(tracking_uri), tmp_path, capsys)
+
+
+def republish_beside_a_running_release(store: Path, tmp_path: Path, capsys) -> None:
+    """A release running into `running` holds its destination lock and has a staging
+    folder: republish to the same --out is refused (the lock), and so is an --out with
+    glob characters (which once matched, and deleted, the running release's staging);
+    the staging folder survives both (issue 31)."""
+    from pseo_das.cli import main
+    from pseo_das.tasks.publication.release_files import destination_lock, new_staging
+    running = tmp_path / "running"
+    with destination_lock(running):          # as `pseo-das release --out running` holds it
+        staging = new_staging(running)
+        (staging / "public" / "pseoe_all.csv").write_text("being written\n")
+        for out, says in [(running, f"the release folder {running} is in use by pseo-das (pid"),
+                          (tmp_path / "runn*", "may not contain *, ?, [ (glob characters)"),
+                          (tmp_path / "r?nning", "may not contain *, ?, [ (glob characters)")]:
+            with pytest.raises(SystemExit) as stop:
+                main(["republish", "--store", str(store), "--release", "R1", "--out", str(out)])
+            err = capsys.readouterr().err
+            assert stop.value.code == 2 and says in err, err
+            assert "pseo-das republish: FAILED, nothing was written." in err
+            assert (staging / "public" / "pseoe_all.csv").read_text() == "being written\n"
+        assert not running.exists()
 
 
 @pytest.mark.slow
