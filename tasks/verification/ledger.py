@@ -33,6 +33,7 @@ from pathlib import Path
 
 from pseo_das.errors import PseoDasError
 from pseo_das.epsilon import epsilon_text
+from pseo_das.tasks.privacy.file_modes import write_private
 from pseo_das.tasks.privacy.release_seed import ReleaseSeed
 from pseo_das.tasks.privacy.store import (CHAIN_TABLE, GENESIS, SHA, StoreError, _positive,
                                           append_only_triggers, chain_sha256,
@@ -311,6 +312,7 @@ def init_ledger(store: Path, global_cap, set_by: str, reason: str = "verificatio
     cap = positive_epsilon(global_cap, "global verification budget")
     temporary = path.with_name(f".{LEDGER}.tmp")
     temporary.unlink(missing_ok=True)
+    write_private(temporary, b"")        # holds the server seed: its owner's only
     db = sqlite3.connect(temporary, isolation_level=None)
     try:
         db.executescript("BEGIN;" + SCHEMA + TRIGGERS + "COMMIT;")
