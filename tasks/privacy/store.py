@@ -442,6 +442,19 @@ class PrivacyStore:
     def store_id(self) -> str:
         return self._db.execute("SELECT value FROM store_info WHERE key = 'store_id'").fetchone()[0]
 
+    def info(self, key: str) -> str | None:
+        """A value of store_info (format, store_id, created_at, verification_ledger, ...)."""
+        row = self._db.execute("SELECT value FROM store_info WHERE key = ?", (key,)).fetchone()
+        return None if row is None else row[0]
+
+    def record_info(self, key: str, value: str) -> None:
+        """Add a store_info value (an entry of the chain); a key is recorded once, ever."""
+        with self.writing():
+            if self.info(key) is not None:
+                raise StoreError(f"the privacy store {self.path} already records {key} = "
+                                 f"{self.info(key)}")
+            self._append("store_info", {"key": key, "value": value})
+
     # --- transactions -------------------------------------------------------------------
     def begin(self) -> None:
         self._db.execute("BEGIN IMMEDIATE")  # one writer at a time

@@ -25,7 +25,8 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pseo_das.epsilon import epsilon_text
 from pseo_das.reports.render import render_markdown
 from pseo_das.tasks.verification.groups import group_key, person_hashes
-from pseo_das.tasks.verification.ledger import (BudgetRefused, Outcome, VerificationLedger)
+from pseo_das.tasks.verification.ledger import (BudgetRefused, Outcome, VerificationLedger,
+                                               check_ledger_custody)
 from pseo_das.tasks.verification.measure import verify
 from pseo_das.tasks.verification.query import (DEFAULT_GROUPS, RegressionQuery, canonical_text,
                                                query_sha256)
@@ -55,6 +56,7 @@ class ServerState:
     _guard: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self):
+        check_ledger_custody(self.store)       # a deleted or re-initialised ledger: refused
         with VerificationLedger.open(self.store) as ledger:
             self.server_seed = ledger.server_seed
         self.person_hash = person_hashes(self.records.person_id, group_key(self.server_seed))
