@@ -96,22 +96,25 @@ def initialise_sqlite_store(tracking_uri: str) -> None:
                                  f"({exc.strerror or exc})") from exc
 
 
-def runs_of_store(client: MlflowClient, experiment_id: str, store_path: Path,
+def runs_of_store(client: MlflowClient, experiment_id: str, store_path: Path, store_id: str,
                   exclude_run: str | None = None) -> list:
     """Every run of the experiment (any status, deleted included) that used the privacy
-    store at `store_path`."""
+    store: a store at `store_path` (whatever its id: a store deleted and created again there
+    has another), or a store with the id `store_id` (wherever it was: a copy, or the store
+    before it was moved)."""
     runs, token = [], None
     while True:
         page = client.search_runs([experiment_id], run_view_type=ViewType.ALL,
                                   max_results=1000, page_token=token)
-        runs += [r for r in page if r.data.params.get("store") == str(store_path)
+        runs += [r for r in page if (r.data.params.get("store") == str(store_path)
+                                     or r.data.params.get("store_id") == store_id)
                  and r.info.run_id != exclude_run]
         token = page.token
         if not token:
             return runs
 
 
-def existing_runs_of_store(tracking_uri: str, store_path: Path) -> list | None:
+def existing_runs_of_store(tracking_uri: str, store_path: Path, store_id: str) -> list | None:
     """The runs of an existing tracking store that used the store (None if there is no
     tracking store or no pseo-das experiment there: nothing to compare with)."""
     tracking_uri = absolute_tracking_uri(tracking_uri)
@@ -125,7 +128,7 @@ def existing_runs_of_store(tracking_uri: str, store_path: Path) -> list | None:
         raise TrackingStoreError(f"MLflow tracking store {tracking_uri} cannot be read: "
                                  f"{str(exc).splitlines()[0]}") from exc
     return None if experiment is None else runs_of_store(client, experiment.experiment_id,
-                                                         store_path)
+                                                         store_path, store_id)
 
 
 class AuditRun:
@@ -153,9 +156,10 @@ class AuditRun:
                                      f"{str(exc).splitlines()[0]}") from exc
         self.run_id = run.info.run_id
 
-    def runs_of_store(self, store_path: Path) -> list:
-        """Every other run of the experiment that used the privacy store at `store_path`."""
-        return runs_of_store(self.client, self.experiment_id, store_path, self.run_id)
+    def runs_of_store(self, store_path: Path, store_id: str) -> list:
+        """Every other run of the experiment that used the privacy store (at `store_path`,
+        or with the id `store_id`)."""
+        return runs_of_store(self.client, self.experiment_id, store_path, store_id, self.run_id)
 
     def log_params(self, params: dict[str, object]) -> None:
         items = [Param(k, v if isinstance(v, str) else json.dumps(v)) for k, v in params.items()]

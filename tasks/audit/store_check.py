@@ -51,7 +51,7 @@ def check_store(release: AuditedRelease, client) -> CheckResult:
         findings += check_recorded_heads(store, manifest_heads or {}, "manifest.json")
         experiment = release.experiment_id
         findings += witness_problems(store, runs_of_store(client, experiment, store_path,
-                                                          release.run_id))
+                                                          store.store_id, release.run_id))
         findings += internal_file_findings(release, store)
     figures = {"chain entries": report.entries, "objects checked": report.objects_checked,
                "chain head": f"{report.head.seq} {report.head.sha256[:16]}…"}
