@@ -18,7 +18,7 @@ from pseo_das.tasks.verification.records import AnalysisRecords
 
 MAX_BODY_BYTES = 64 * 1024          # a query is a few hundred bytes; larger bodies: HTTP 413
 MAX_TERMS = 500                     # columns of the model (intercept, numeric, dummies)
-MAX_GROUP_CELLS = 10_000_000        # rows of a group x terms: 80 MB of design matrix per fit
+MAX_GROUP_CELLS = 5_000_000         # rows of a group x terms: 40 MB of design matrix per fit
 QUERY_SECONDS = 30.0                # answered or refused within (HTTP 503, nothing charged)
 CONCURRENT_QUERIES = 2              # new measurements computed at once (the others wait)
 RATE_LIMIT = "30/minute"            # authenticated requests per analyst (HTTP 429)
