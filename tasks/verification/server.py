@@ -168,6 +168,7 @@ class ServerState:
 
     def _reply(self, analyst: str, sha: str, charge: Charge, outcome: str) -> dict:
         answer = charge.stored_answer
+        assert answer is not None, "replied with an answer"
         with VerificationLedger.open(self.store) as ledger:
             self.log(ledger, analyst, sha, outcome, charge.charged, extra={
                 "canonical": answer["canonical"],
@@ -181,6 +182,19 @@ class ServerState:
 bearer = HTTPBearer(auto_error=False)
 
 
+class VerificationAPI(FastAPI):
+    def openapi(self) -> dict:
+        """FastAPI's schema with the query's: `query_of` reads the body after the token is
+        checked, so FastAPI does not see the query as the body."""
+        if self.openapi_schema is None:
+            schema = super().openapi()
+            query = RegressionQuery.model_json_schema(ref_template="#/components/schemas/{model}")
+            schemas = schema.setdefault("components", {}).setdefault("schemas", {})
+            schemas.update(query.pop("$defs", {}))
+            schemas["RegressionQuery"] = query
+        return super().openapi()
+
+
 def create_app(state: ServerState) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -192,8 +206,8 @@ def create_app(state: ServerState) -> FastAPI:
                            "global_cap": epsilon_text(ledger.global_cap())}
             state.session_log.close(summary)
 
-    app = FastAPI(title="pseo-das verification server", lifespan=lifespan,
-                  description=__doc__)
+    app = VerificationAPI(title="pseo-das verification server", lifespan=lifespan,
+                          description=__doc__)
     page = render_markdown("verify_page.html.j2", {
         "example_query": json.dumps(EXAMPLE_QUERY, indent=2), "default_groups": DEFAULT_GROUPS,
         "data_version": state.records.data_version})
@@ -264,16 +278,4 @@ def create_app(state: ServerState) -> FastAPI:
         """Verify one coefficient (or trend): the noisy count and the posterior of r."""
         return await state.answer(*asked)
 
-    def openapi() -> dict:
-        """FastAPI's schema, with the query's (the body is read by `query_of`, after the
-        token is checked, so FastAPI does not see it as the body)."""
-        if app.openapi_schema is None:
-            schema = FastAPI.openapi(app)
-            query = RegressionQuery.model_json_schema(ref_template="#/components/schemas/{model}")
-            schemas = schema.setdefault("components", {}).setdefault("schemas", {})
-            schemas.update(query.pop("$defs", {}))
-            schemas["RegressionQuery"] = query
-        return app.openapi_schema
-
-    app.openapi = openapi
     return app
