@@ -94,6 +94,7 @@ def test_the_queries_that_froze_the_server_are_refused_at_once_while_it_keeps_an
       "groups": 2}, "design matrix"),
     ({**TREND, "trend": [{"first": 2010, "last": 2030, "interval": {"lower": 0}}]},
      "outside the data's cohorts"),
+    ({"subset": {"years_after": [10**19]}}, "years_after"),
 ])
 def test_queries_outside_the_bounds_are_refused_before_any_charge(server, changes, field):
     response = ask(server, "big", query(**changes))

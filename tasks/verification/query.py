@@ -15,6 +15,7 @@ import math
 import re
 from enum import Enum
 from fractions import Fraction
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -111,18 +112,22 @@ class TrendPeriod(BaseModel):
         return self
 
 
+Year = Annotated[int, Field(ge=1000, le=9999)]         # a calendar year
+YearsAfter = Annotated[int, Field(ge=0, le=100)]
+
+
 class Subset(BaseModel):
     """Which outcome records enter the regression: each listed variable's allowed values
     (all when absent) and a range of graduation years."""
     model_config = ConfigDict(extra="forbid", frozen=True)
-    years_after: list[int] | None = None
+    years_after: list[YearsAfter] | None = None
     degree_level: list[str] | None = None
     institution: list[str] | None = None
     inst_state: list[str] | None = None
     cip2: list[str] | None = None
     industry: list[str] | None = None
-    grad_year_min: int | None = None
-    grad_year_max: int | None = None
+    grad_year_min: Year | None = None
+    grad_year_max: Year | None = None
 
 
 class RegressionQuery(BaseModel):
