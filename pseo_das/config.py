@@ -68,6 +68,13 @@ class CellsConfig(_Strict):
     def cohort_years(self, degree_level: str) -> int:
         return self.cohort_years_by_degree.get(degree_level, self.default_cohort_years)
 
+    def cohort_definition(self) -> dict:
+        """The cohort windows as every question records them (its `cohorts` parameter): the
+        privacy store charges a measurement to the graduation years of these windows."""
+        return {"first_cohort_year": self.first_cohort_year,
+                "default_cohort_years": self.default_cohort_years,
+                "cohort_years_by_degree": dict(sorted(self.cohort_years_by_degree.items()))}
+
 
 class EarningsConfig(_Strict):
     sample_floor: float = Field(ge=0)

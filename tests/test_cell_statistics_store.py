@@ -155,8 +155,8 @@ def test_a_plan_over_the_lifetime_cap_with_the_cell_statistics_is_refused_before
         plan(store, frames, "R1", seed=SEED)
     message = str(refused.value)
     assert "over the lifetime cap of epsilon 8" in message
-    assert "institution 00366900, degree 05, cohort 2001: spent 0 + this release 8.5 = 8.5, " \
-           "0.5 over" in message
+    assert "institution 00366900, degree 05, graduates of 2001 (cohort 2001): spent 0 + this " \
+           "release 8.5 = 8.5, 0.5 over" in message
     assert store.attempts("R1") == [] and store.spends().empty      # nothing recorded
     without = load_config()                                          # the same plan without them
     assert plan(store, frames, "R1", cfg=without, seed=SEED).new_epsilon == Fraction(15, 2)

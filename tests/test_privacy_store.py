@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import tempfile
 import sqlite3
 from fractions import Fraction
 from pathlib import Path
@@ -17,6 +18,7 @@ from pseo_das.config import load_config
 from pseo_das.tasks.inputs.cells import cell_frame, cohort_attributes
 from pseo_das.tasks.inputs.ingest import read_inputs
 from pseo_das.tasks.measurements.release_plan import plan_release
+from pseo_das.tasks.privacy.lifetime_budget import POPULATION_ATOM_KEYS, atoms, lifetime_budget
 from pseo_das.tasks.privacy.release_seed import ReleaseSeed
 from pseo_das.tasks.privacy.store import (LifetimeBudgetExceeded, PrivacyStore, ReleaseConflict,
                                           StoreError, epsilon_text, init_store)
@@ -158,7 +160,7 @@ def test_caps_compare_exactly_a_spend_of_one_in_ten_to_the_twenty_is_refused(sto
     store.begin()
     attempt = store.add_release("tiny", SEED, "inputs", "config", store.put_frame(one), None,
                                 store.policy().policy, store.head())
-    question = Question("tiny", "test", "4", 10, tiny, 1, {}).as_dict()
+    question = Question("tiny", "test", "4", 10, tiny, 1, {"cohorts": CFG.cells.cohort_definition()}).as_dict()
     store.add_measurement("tiny@tiny/1", attempt, "tiny", question, tiny, one, [])
     store.commit()
     assert store.spends()["epsilon"].tolist() == [tiny]           # kept exactly
@@ -166,6 +168,73 @@ def test_caps_compare_exactly_a_spend_of_one_in_ten_to_the_twenty_is_refused(sto
         plan(store, frames, "R1", SEED)
     assert "= 7.50000000000000000001, 0.00000000000000000001 over" in str(refused.value)
     assert float(Fraction(15, 2) + tiny) == 7.5                     # floats could not tell
+
+
+def _realigned(first_cohort_year: int):
+    """The default configuration with cohort windows aligned to another first year."""
+    cells = CFG.cells.model_copy(update={"first_cohort_year": first_cohort_year})
+    return CFG.model_copy(update={"cells": cells})
+
+
+def _frames_for(cfg) -> dict:
+    inputs = read_inputs(write(Path(tempfile.mkdtemp()), valid_graduates(), valid_outcomes()),
+                         2001, 2022)
+    attributes = cohort_attributes(inputs.graduates, cfg.cells)
+    return {level: cell_frame(attributes, level) for level in ("4", "2")}
+
+
+def test_atoms_are_the_graduation_years_of_each_population_window():
+    spends = pd.DataFrame({"institution": ["1", "2"], "degree_level": ["05", "02"],
+                           "grad_cohort": [2001, 2004], "cohort_years": [3, 1],
+                           "epsilon": [Fraction(1, 3), Fraction(2)]})
+    expanded = atoms(spends)
+    assert list(zip(expanded["institution"], expanded["grad_year"])) == \
+        [("1", 2001), ("1", 2002), ("1", 2003), ("2", 2004)]
+    assert expanded["epsilon"].tolist() == [Fraction(1, 3)] * 3 + [Fraction(2)]
+
+
+def test_the_lifetime_budget_is_exact_per_graduation_year_and_a_population_shows_its_worst():
+    """Two windows over one institution's bachelor's graduates, 2001-2005 (charged 1/3 twice)
+    and 2004-2006 (charged 1/2): 2004 and 2005 carry both."""
+    keys = {"institution": "1", "degree_level": "05"}
+    before = pd.DataFrame([{**keys, "grad_cohort": 2001, "cohort_years": 5,
+                            "epsilon": Fraction(1, 3), "delta": Fraction(0)}] * 2)
+    this = pd.DataFrame([{**keys, "grad_cohort": 2004, "cohort_years": 3,
+                          "epsilon": Fraction(1, 2), "delta": Fraction(1, 10 ** 9)}])
+    members = atoms(pd.DataFrame([{**keys, "grad_cohort": 2004, "cohort_years": 3}]))
+    budget = lifetime_budget(members[POPULATION_ATOM_KEYS], before, this)
+    assert budget.atoms["grad_year"].tolist() == [2004, 2005, 2006]
+    exact = budget.atoms_over(Fraction(0))
+    assert exact["after"].tolist() == [Fraction(7, 6), Fraction(7, 6), Fraction(1, 2)]
+    assert exact["delta_after"].tolist() == [Fraction(1, 10 ** 9)] * 3
+    (population,) = budget.populations().itertuples()
+    assert (population.before, population.this_release, population.after) == \
+        (Fraction(2, 3), Fraction(1, 2), Fraction(7, 6))
+    assert budget.atoms_over(Fraction(7, 6)).empty and len(budget.atoms_over(Fraction(1))) == 2
+
+
+def test_cohorts_realigned_over_measured_graduates_are_charged_to_the_same_graduates(store):
+    """A store capped at 10 has spent 7.5 on the default windows (2001-2005, ...). A release
+    whose windows start in 2002 asks new questions of new populations, but their graduates
+    are the same: refused before anything is recorded, naming the graduation years."""
+    store.set_policy("the DRB", "test: cap 10", lifetime_cap="10")
+    first = plan(store, _frames_for(CFG), "R1", SEED)
+    assert first.new_epsilon == Fraction(15, 2)
+    realigned = _realigned(2002)
+    recorded = store.head()
+    with pytest.raises(LifetimeBudgetExceeded) as refused:
+        plan(store, _frames_for(realigned), "R2", cfg=realigned)
+    message = str(refused.value)
+    assert "over the lifetime cap of epsilon 10" in message
+    assert "institution 00366900, degree 05, graduates of 2005 (cohort 2005): spent 7.5 + this " \
+           "release 7.5 = 15, 5 over" in message
+    assert store.head() == recorded and store.attempts("R2") == []
+    # with room for both, the overlap carries both spends and the populations show it
+    store.set_policy("the DRB", "test: cap 15", lifetime_cap="15")
+    second = plan(store, _frames_for(realigned), "R2", cfg=realigned)
+    assert second.new_epsilon == Fraction(15, 2)
+    assert second.populations["after"].max() == 15
+    assert second.populations["before"].max() == Fraction(15, 2)
 
 
 def test_the_ledger_sums_and_writes_epsilons_exactly():

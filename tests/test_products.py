@@ -99,7 +99,8 @@ class GraduatesPerCell:
 
     def questions(self, cfg: ReleaseConfig, frames: Mapping[str, CellFrame]) -> list[Question]:
         return [Question(f"test.graduates.cip4.y{k}", self.names[0], "4", k, Fraction(1, 4), 1,
-                         {"table": "graduates with earnings per cell"})
+                         {"table": "graduates with earnings per cell",
+                          "cohorts": cfg.cells.cohort_definition()})
                 for k in cfg.cells.years_after]
 
     def measure(self, pending: Pending, counts: TrueCounts, cfg: ReleaseConfig

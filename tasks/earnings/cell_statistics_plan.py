@@ -113,9 +113,7 @@ def cell_statistics_questions(cfg: ReleaseConfig) -> list[CellStatisticsQuestion
     settings = cfg.mos
     epsilon = exact_epsilon(settings.epsilon)
     lower, upper = settings.bounds(cfg.earnings)
-    cohorts = {"first_cohort_year": cfg.cells.first_cohort_year,
-               "default_cohort_years": cfg.cells.default_cohort_years,
-               "cohort_years_by_degree": dict(sorted(cfg.cells.cohort_years_by_degree.items()))}
+    cohorts = cfg.cells.cohort_definition()
     common = {"variant": settings.variant, "value_epsilon": epsilon_text(epsilon),
               "count_epsilon": epsilon_text(epsilon), "lower": lower, "upper": upper,
               "min_count": settings.min_count, "sample_floor": cfg.earnings.sample_floor,

@@ -82,9 +82,7 @@ def employer_table_questions(cfg: ReleaseConfig, frames: dict[str, "CellFrame"]
         return []
     level = cfg.flows.measured_levels()[0]   # any level holds every graduate once
     protection = cfg.employer_table.protection()
-    cohorts = {"first_cohort_year": cfg.cells.first_cohort_year,
-               "default_cohort_years": cfg.cells.default_cohort_years,
-               "cohort_years_by_degree": dict(sorted(cfg.cells.cohort_years_by_degree.items()))}
+    cohorts = cfg.cells.cohort_definition()
     common = {"table": "employed graduates by state x NAICS sector of the job",
               "sample_floor": cfg.earnings.sample_floor, "cohorts": cohorts,
               "dollars": f"{cfg.earnings.dollar_year} dollars (CPI-U {CPI_U_SERIES} annual "

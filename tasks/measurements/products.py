@@ -98,9 +98,7 @@ class Product(Protocol[Read]):
 def _common_parameters(cfg: ReleaseConfig) -> dict:
     """What every graduate-count question of the earnings and the flows states: the sample
     floor, the cohort definition and the dollars."""
-    cohorts = {"first_cohort_year": cfg.cells.first_cohort_year,
-               "default_cohort_years": cfg.cells.default_cohort_years,
-               "cohort_years_by_degree": dict(sorted(cfg.cells.cohort_years_by_degree.items()))}
+    cohorts = cfg.cells.cohort_definition()
     dollars = f"{cfg.earnings.dollar_year} dollars (CPI-U {CPI_U_SERIES} annual averages)"
     return {"sample_floor": cfg.earnings.sample_floor, "cohorts": cohorts, "dollars": dollars}
 

@@ -30,8 +30,10 @@ from pseo_das.tasks.privacy.store import (POPULATION_KEYS, ChainHead, LifetimeBu
                                           PrivacyStore, ReleaseAttempt, ReleaseConflict,
                                           StoreError, StorePolicy, StorePolicyError,
                                           epsilon_text, exact_epsilon)
+from pseo_das.tasks.privacy.lifetime_budget import (POPULATION_ATOM_KEYS, SPENT, SPENT_COLUMNS,
+                                                    LifetimeBudget, atoms, lifetime_budget)
 from pseo_das.tasks.privacy.question import (PendingMeasurement, Question, lifetime_spends,
-                                             stored_question)
+                                             spend_windows, stored_question)
 
 
 @dataclass(frozen=True)
@@ -99,44 +101,41 @@ def remeasure_mask(populations: pd.DataFrame, spec: str | None) -> np.ndarray:
     return mask
 
 
-SPENT = (("epsilon", ("before", "this_release", "after")),
-         ("delta", ("delta_before", "delta_this_release", "delta_after")))
-
-
-def lifetime_table(store: PrivacyStore, plan: pd.DataFrame, attempt: int | None,
-                   new_spends: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Per population of the plan: lifetime epsilon and delta before this attempt, in it,
-    after (exact; delta from each measurement's recorded question)."""
+def lifetime_of_plan(store: PrivacyStore, plan: pd.DataFrame, attempt: int | None,
+                     new_spends: pd.DataFrame | None = None) -> LifetimeBudget:
+    """The lifetime budget of the graduates of the plan's populations, per atom
+    (institution x degree level x graduation year: tasks/privacy/lifetime_budget.py): spent
+    before this attempt, in it and after (exact). `new_spends` (POPULATION_KEYS,
+    measurement_id, epsilon, delta, cohort_years) are the spends of an attempt about to be
+    recorded (`attempt` None)."""
     spends = lifetime_spends(store)
-    populations = plan[POPULATION_KEYS].drop_duplicates()
     if attempt is not None:                       # a recorded attempt
         before = spends[spends["attempt"] < attempt]
         this = spends[spends["attempt"] == attempt]
     else:                                         # an attempt about to be recorded
         before, this = spends, new_spends
-    table = populations
-    for value, (was, now, after) in SPENT:
-        table = table.merge(_sum(before, value, was), on=POPULATION_KEYS, how="left") \
-            .merge(_sum(this, value, now), on=POPULATION_KEYS, how="left")
-        for column in (was, now):
-            table[column] = table[column].map(lambda v: v if isinstance(v, Fraction)
-                                              else Fraction(0))
-        table[after] = table[was] + table[now]
-    columns = POPULATION_KEYS + [c for _, names in SPENT for c in names]
-    return table[columns].sort_values(POPULATION_KEYS).reset_index(drop=True)
+    charged = pd.concat([f[POPULATION_KEYS + ["measurement_id", "cohort_years"]]
+                         for f in (spends, new_spends) if f is not None and not f.empty]
+                        or [pd.DataFrame(columns=POPULATION_KEYS + ["measurement_id",
+                                                                    "cohort_years"])])
+    members = plan[POPULATION_KEYS + ["measurement_id"]].drop_duplicates() \
+        .merge(charged.drop_duplicates(), on=POPULATION_KEYS + ["measurement_id"], how="inner")
+    population_atoms = atoms(members)[POPULATION_ATOM_KEYS].drop_duplicates()
+    return lifetime_budget(population_atoms, before, this)
 
 
-def _sum(spends: pd.DataFrame, value: str, name: str) -> pd.DataFrame:
-    if spends is None or spends.empty:
-        return pd.DataFrame(columns=POPULATION_KEYS + [name])
-    grouped = spends.groupby(POPULATION_KEYS)[value].agg(lambda s: sum(s, Fraction(0)))
-    return grouped.rename(name).reset_index()
+def lifetime_table(store: PrivacyStore, plan: pd.DataFrame, attempt: int | None,
+                   new_spends: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per population of the plan: lifetime epsilon and delta before this attempt, in it,
+    after (exact; the largest of its graduation years; delta from each measurement's
+    recorded question)."""
+    return lifetime_of_plan(store, plan, attempt, new_spends).populations()
 
 
 def lifetime_budget_file(table: pd.DataFrame) -> pd.DataFrame:
     """lifetime_budget.csv: the lifetime table as exact text; the delta columns only when
     some population has a delta (the columns of earlier versions otherwise)."""
-    columns = [c for _, names in SPENT for c in names]
+    columns = SPENT_COLUMNS
     if not any(v != 0 for c in SPENT[1][1] for v in table[c]):
         table = table.drop(columns=list(SPENT[1][1]))
         columns = list(SPENT[0][1])
@@ -240,12 +239,15 @@ def _new_plan(store, release_id, seed, inputs_sha256, config_sha256, cfg, frames
     columns = ["tabulation_id"] + POPULATION_KEYS + ["measurement_id", "new"]
     plan = pd.concat(parts, ignore_index=True)[columns] if parts else pd.DataFrame(columns=columns)
     new_spends = pd.concat(
-        [p.assign(epsilon=[q.epsilon] * len(p), delta=[q.delta] * len(p))
-         for _, q, p, _ in new_measurements]
-        or [pd.DataFrame(columns=POPULATION_KEYS + ["epsilon", "delta"])], ignore_index=True)
-    populations = lifetime_table(store, plan, None, new_spends)
+        [p.assign(measurement_id=m, epsilon=[q.epsilon] * len(p), delta=[q.delta] * len(p),
+                  cohort_years=spend_windows(p.assign(measurement_id=m), {m: q}))
+         for m, q, p, _ in new_measurements]
+        or [pd.DataFrame(columns=POPULATION_KEYS + ["measurement_id", "epsilon", "delta",
+                                                    "cohort_years"])], ignore_index=True)
+    budget = lifetime_of_plan(store, plan, None, new_spends)
+    populations = budget.populations()
     release_cap_check(populations, cfg, release_id)
-    over = populations[populations["after"] > cap]
+    over = budget.atoms_over(cap)
     if len(over):
         raise LifetimeBudgetExceeded(_over_cap_message(release_id, over, cap))
     attempt_id = store.add_release(release_id, seed, inputs_sha256, config_sha256,
@@ -292,13 +294,18 @@ def _pending(store: PrivacyStore, plan: pd.DataFrame, skip: Collection[str] = fr
 
 
 def _over_cap_message(release_id: str, over: pd.DataFrame, cap: Fraction) -> str:
-    worst = over.assign(excess=over["after"] - cap).sort_values("excess", ascending=False)
-    lines = [f"release {release_id} refused before any noise was drawn: it would take "
-             f"{len(over):,} population(s) over the lifetime cap of epsilon {epsilon_text(cap)} "
-             f"(the privacy store's policy):"]
+    worst = over.assign(excess=over["after"] - cap).sort_values(
+        ["excess", *POPULATION_KEYS, "grad_year"], ascending=[False, True, True, True, True],
+        kind="stable")
+    populations = len(over[POPULATION_KEYS].drop_duplicates())
+    lines = [f"release {release_id} refused before any noise was drawn: it would take the "
+             f"graduates of {len(over):,} graduation year(s) of {populations:,} population(s) "
+             f"over the lifetime cap of epsilon {epsilon_text(cap)} (the privacy store's "
+             "policy; the cap is per graduate, whatever the cohort windows):"]
     for row in worst.head(10).itertuples():
-        lines.append(f"  institution {row.institution}, degree {row.degree_level}, cohort "
-                     f"{row.grad_cohort}: spent {epsilon_text(row.before)} + this release "
+        lines.append(f"  institution {row.institution}, degree {row.degree_level}, graduates of "
+                     f"{row.grad_year} (cohort {row.grad_cohort}): spent "
+                     f"{epsilon_text(row.before)} + this release "
                      f"{epsilon_text(row.this_release)} = {epsilon_text(row.after)}, "
                      f"{epsilon_text(row.excess)} over")
     if len(worst) > 10:

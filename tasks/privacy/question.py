@@ -10,10 +10,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 
+import numpy as np
 import pandas as pd
 
 from pseo_das.epsilon import epsilon_text
 from pseo_das.tasks.privacy.establishment import EmployerProtection, FlowsMechanism, PrivacyNotion
+from pseo_das.tasks.privacy.lifetime_budget import CohortDefinitionMissing, cohort_years
 from pseo_das.tasks.privacy.mechanism import GEOMETRIC
 from pseo_das.tasks.privacy.statement import (PrivacyStatement, employer_statement,
                                               geometric_statement)
@@ -124,12 +126,30 @@ def recorded_question(recorded: dict, kinds: Mapping[str, type[Question]] = {}) 
 
 def lifetime_spends(store: PrivacyStore) -> pd.DataFrame:
     """The store's spends (PrivacyStore.spends: every measurement's epsilon per population)
-    with each measurement's delta, derived from its recorded question, exactly. The
-    store's schema records epsilon only; delta is a function of the question (0 for every
-    pure mechanism)."""
+    with each measurement's delta and the length of its populations' cohort windows
+    (`cohort_years`: the atoms it is charged to), derived from its recorded question,
+    exactly. The store's schema records epsilon only; delta is a function of the question
+    (0 for every pure mechanism)."""
     spends = store.spends()
-    questions = store.table("SELECT measurement_id, question FROM measurements")
-    delta = {m: recorded_question(json.loads(q)).delta
-             for m, q in zip(questions["measurement_id"], questions["question"])}
-    return spends.assign(delta=spends["measurement_id"].map(delta)
-                         if len(spends) else pd.Series(dtype=object))
+    recorded = store.table("SELECT measurement_id, question FROM measurements")
+    questions = {m: recorded_question(json.loads(q))
+                 for m, q in zip(recorded["measurement_id"], recorded["question"])}
+    if spends.empty:
+        return spends.assign(delta=pd.Series(dtype=object), cohort_years=pd.Series(dtype="int64"))
+    return spends.assign(delta=spends["measurement_id"].map({m: q.delta
+                                                             for m, q in questions.items()}),
+                         cohort_years=spend_windows(spends, questions))
+
+
+def spend_windows(spends: pd.DataFrame, questions: Mapping[str, Question]) -> np.ndarray:
+    """Per spend (measurement_id, degree_level): the length of its population's cohort
+    window under its question's recorded cohort definition."""
+    pairs = spends[["measurement_id", "degree_level"]].drop_duplicates()
+    try:
+        windows = {(m, d): cohort_years(questions[m].parameters, d)
+                   for m, d in pairs.itertuples(index=False, name=None)}
+    except CohortDefinitionMissing as exc:
+        raise StoreError(f"a stored measurement cannot be charged to graduation years: {exc}") \
+            from exc
+    keys = zip(spends["measurement_id"], spends["degree_level"])
+    return np.fromiter((windows[k] for k in keys), dtype=np.int64, count=len(spends))

@@ -51,6 +51,7 @@ import pyarrow.parquet as pq
 from pseo_das.errors import PseoDasError
 from pseo_das.schemas.cells import CIP_2010, MEASURED_CELL_COLUMNS, POPULATION_KEYS
 from pseo_das.epsilon import epsilon_text, exact_epsilon
+from pseo_das.tasks.privacy.lifetime_budget import CohortDefinitionMissing, cohort_years
 from pseo_das.tasks.privacy.release_seed import ReleaseSeed
 
 STORE_ENV = "PSEO_DAS_STORE"
@@ -574,6 +575,10 @@ class PrivacyStore:
                         question: dict, epsilon: Fraction, populations: pd.DataFrame,
                         supersedes: list[str]) -> None:
         epsilon = positive_epsilon(epsilon, f"epsilon of {measurement_id}")
+        try:          # charged to its graduates' years: the question must say which
+            {cohort_years(question, d) for d in populations["degree_level"].astype(str).unique()}
+        except CohortDefinitionMissing as exc:
+            raise StoreError(f"measurement {measurement_id} not recorded: {exc}") from exc
         self._append("measurements", {
             "measurement_id": measurement_id, "attempt": attempt, "tabulation_id": tabulation_id,
             "question_sha256": question_sha256(question),
