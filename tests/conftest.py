@@ -94,7 +94,8 @@ def verification_server(data: Path, root: Path, analysts: dict[str, str], *optio
     store = init_store(root / "store")
     init_ledger(store, 8, "test")
     with VerificationLedger.open(store) as ledger:
-        tokens = {name: ledger.add_analyst(name, budget, "test") for name, budget in analysts.items()}
+        tokens = {name: ledger.add_analyst(name, budget, "test")
+                  for name, budget in analysts.items()}
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]

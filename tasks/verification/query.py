@@ -29,7 +29,7 @@ MAX_QUERY_EPSILON = Fraction(10)
 # An epsilon is written as a decimal (at most 20 digits each side of the point, an exponent
 # of at most 3 digits) or a fraction p/q (at most 20 digits each): its exact value is then
 # computed in microseconds. "1e-99999999" would ask for a 100-million-digit integer first.
-EPSILON_TEXT = re.compile(r"[0-9]{1,20}(\.[0-9]{0,20})?([eE][+-]?[0-9]{1,3})?|\.[0-9]{1,20}([eE][+-]?[0-9]{1,3})?"
+EPSILON_TEXT = re.compile(r"([0-9]{1,20}(\.[0-9]{0,20})?|\.[0-9]{1,20})([eE][+-]?[0-9]{1,3})?"
                           r"|[0-9]{1,20}/[0-9]{1,20}")
 
 

@@ -112,11 +112,12 @@ class ServerState:
                                      **(extra or {})})
 
     async def refuse(self, status: int, analyst, query_sha, outcome, detail: str,
-                     headers: dict | None = None) -> HTTPException:
-        """Log a refusal (nothing charged) and return the HTTP error to raise."""
+                     headers: dict | None = None, logged: str | None = None) -> HTTPException:
+        """Log a refusal (nothing charged; `logged` when the log says more than the
+        analyst is told) and return the HTTP error to raise."""
         def log():
             with VerificationLedger.open(self.store) as ledger:
-                self.log(ledger, analyst, query_sha, outcome, 0, detail)
+                self.log(ledger, analyst, query_sha, outcome, 0, logged or detail)
         await anyio.to_thread.run_sync(log)
         return HTTPException(status, detail, headers=headers)
 
@@ -141,9 +142,10 @@ class ServerState:
                     f"not answered within the server's time limit of {seconds:g} s (busy, or a "
                     "query too large): nothing was charged; ask again later, or with fewer "
                     "groups, covariates or cohorts"), {"Retry-After": "60"}) from None
-            except Exception as exc:
+            except Exception as exc:     # its message may hold confidential values: logged only
                 raise await self.refuse(500, analyst, sha, Outcome.FAILED, (
-                    f"the query failed ({exc!r}); nothing was charged")) from exc
+                    "the query failed on the server; nothing was charged"),
+                    logged=repr(exc)) from exc
             kept = KeptAnswer(measured.released_count, {
                 "query_sha256": sha, "canonical": canonical,
                 "posterior": measured.posterior.as_dict()}, measured.entry.noise_stream)
