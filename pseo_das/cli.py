@@ -432,8 +432,15 @@ def _positive_seconds(text: str) -> float:
     except ValueError:
         seconds = math.nan
     if not 0 < seconds <= 3600:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds from 0 to 3600")
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds above 0 and at "
+                                         "most 3600")
     return seconds
+
+
+def _concurrency(text: str) -> int:
+    if not (text.isascii() and text.isdigit() and 1 <= int(text) <= 64):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number from 1 to 64")
+    return int(text)
 
 
 def _rate_limit(text: str) -> str:
@@ -788,7 +795,7 @@ def parser() -> argparse.ArgumentParser:
     verify.add_argument("--query-seconds", type=_positive_seconds, help="serve: a query is "
                         "answered or refused (HTTP 503, nothing charged) within this many "
                         "seconds (default: the README's verification server limits)")
-    verify.add_argument("--concurrent-queries", type=int, choices=range(1, 65), metavar="N",
+    verify.add_argument("--concurrent-queries", type=_concurrency, metavar="N",
                         help="serve: new measurements computed at once, 1 to 64")
     verify.add_argument("--rate-limit", type=_rate_limit, help="serve: authenticated requests "
                         "per analyst, e.g. 30/minute or 100/hour (HTTP 429 beyond)")
