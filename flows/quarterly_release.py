@@ -299,7 +299,15 @@ def republish(store: Path, release_id: str, out_dir: Path, cip_vintage: str | No
     recasting its stored measurements with the recast inputs of `reference_dir` (default:
     the packaged ones)."""
     store_path = Path(store).resolve()
-    out_dir = Path(out_dir)
+    out_dir = Path(out_dir).expanduser().absolute()
+    check_destination_usable(out_dir)
+    with destination_lock(out_dir):   # as a release holds it: never beside a running one
+        return _republish(store_path, release_id, out_dir, cip_vintage, reference_dir)
+
+
+def _republish(store_path: Path, release_id: str, out_dir: Path, cip_vintage: str | None,
+               reference_dir: Path | None) -> ReleaseResult:
+    """The republication proper, with the destination locked."""
     with PrivacyStore.open(store_path) as privacy_store:
         attempt, record = read_publication_record(privacy_store, release_id)
         reference = reference_from_record(privacy_store, record)
@@ -312,7 +320,7 @@ def republish(store: Path, release_id: str, out_dir: Path, cip_vintage: str | No
         raise ValueError(f"--cip-vintage {cip_vintage}: releases are republished in CIP-2020 "
                          "codes or as they were published")
     identity = record.identity
-    staging = new_staging(out_dir)
+    staging = new_staging(out_dir, discard_stale=False)   # deletes nothing it did not create
     try:
         summary = post_processing(store_path, plan, cfg, reference, recast_inputs, identity,
                                   record, staging)[-1]

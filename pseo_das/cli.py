@@ -63,6 +63,12 @@ def _release(args: argparse.Namespace) -> int:
         print("pseo-das release: --scheduler is for --engine dask; nothing was read or spent",
               file=sys.stderr)
         return EXIT_BAD_INPUT
+    from pseo_das.config import check_release_id, load_config
+    # A configuration that cannot make a release stops here: no Prefect server, no MLflow
+    # run, no privacy store touched (the flow loads it again, as scheduled runs do).
+    load_config(Path(args.config) if args.config else None)
+    if args.release_id:
+        check_release_id(args.release_id)
     _quiet_prefect_defaults()
     from pseo_das.prefect_runtime import hide_tracebacks_of, prefect_api
 
@@ -170,7 +176,7 @@ def _store(args: argparse.Namespace) -> int:
         with PrivacyStore.open(path) as store:
             policy = store.policy()
         print(f"created an empty privacy store in {path} (lifetime epsilon cap "
-              f"{epsilon_text(policy.lifetime_cap)} per population, at most epsilon "
+              f"{epsilon_text(policy.lifetime_cap)} per graduate, at most epsilon "
               f"{epsilon_text(policy.max_tabulation_epsilon)} per tabulation)")
     elif args.action == "set-policy":
         if not (args.lifetime_cap or args.max_tabulation_epsilon) or not args.by \
@@ -349,19 +355,20 @@ def _evaluate(args: argparse.Namespace) -> int:
 
 
 def _noise_sample(args: argparse.Namespace) -> int:
-    from fractions import Fraction
-
     import numpy as np
 
+    from pseo_das.epsilon import epsilon_from_text, epsilon_range_problem
     from pseo_das.tasks.privacy.mechanism import discrete_laplace_noise
 
     try:
-        epsilon = Fraction(args.epsilon)
-        if epsilon <= 0:
-            raise ValueError
-    except (ValueError, ZeroDivisionError):
+        epsilon = epsilon_from_text(args.epsilon)
+    except ValueError:
         print(f"pseo-das noise-sample: --epsilon {args.epsilon!r} is not a positive exact number "
               "(a decimal such as 1.5, or a fraction such as 3/2)", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    problem = epsilon_range_problem(epsilon)
+    if problem:
+        print(f"pseo-das noise-sample: --epsilon {args.epsilon}: {problem}", file=sys.stderr)
         return EXIT_BAD_INPUT
     if args.count < 1:
         print("pseo-das noise-sample: --count must be at least 1", file=sys.stderr)
@@ -668,14 +675,14 @@ def parser() -> argparse.ArgumentParser:
                            "its policy")
     store.add_argument("action", choices=["init", "show", "verify", "set-policy"],
                        help="init: create an empty store; show: releases, measurements and "
-                       "epsilon spent per population; verify: check its hash chain, rows, "
+                       "epsilon spent per graduate and population; verify: check its hash chain, rows, "
                        "triggers and objects, and the chain heads MLflow runs recorded; "
                        "set-policy: record a new lifetime cap or largest epsilon per tabulation")
     store.add_argument("dir", nargs="?", metavar="DIR", help="the store folder (default: "
                        "$PSEO_DAS_STORE)")
-    store.add_argument("--top", type=int, default=10, help="show: populations to list (default 10)")
+    store.add_argument("--top", type=int, default=10, help="show: graduation years to list (default 10)")
     store.add_argument("--lifetime-cap", help="init, set-policy: lifetime epsilon cap per "
-                       "population (init default 30)")
+                       "graduate (init default 30)")
     store.add_argument("--max-tabulation-epsilon", help="init, set-policy: largest epsilon of "
                        "one tabulation (init default 10, at most 10)")
     store.add_argument("--by", help="init, set-policy: who sets the policy (recorded; init "

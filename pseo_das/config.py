@@ -7,13 +7,17 @@ import tomllib
 from decimal import Decimal
 from fractions import Fraction
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import (BaseModel, ConfigDict, Field, ValidationError, model_serializer,
-                      model_validator)
+from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, ValidationError,
+                      model_serializer, model_validator)
+from pydantic_core import PydanticCustomError
 
-from pseo_das.epsilon import epsilon_text, exact_epsilon
+from pseo_das.epsilon import (MAX_EPSILON, MAX_TOTAL_EPSILON, epsilon_range_problem,
+                              epsilon_text, exact_epsilon)
 from pseo_das.errors import PseoDasError
+from pseo_das.schemas.codes import DEGREE_LEVELS
+from pseo_das.schemas.pseo_layout import published_percentiles
 
 DEFAULT_CONFIG_PATH = Path(__file__).with_name("default_config.toml")
 
@@ -40,6 +44,22 @@ def check_release_id(release_id: str) -> str:
     return release_id
 
 
+def _epsilon_in_range(largest: Fraction) -> AfterValidator:
+    """An epsilon within [MIN_EPSILON, largest] (0 passes: "none measured", where the
+    field allows it)."""
+    def check(value: float) -> float:
+        problem = epsilon_range_problem(value, largest) if value else None
+        if problem:
+            raise PydanticCustomError("epsilon_range", problem)
+        return value
+    return AfterValidator(check)
+
+
+# The epsilon of one measurement, and a release's cap (pseo_das/epsilon.py).
+Epsilon = Annotated[float, Field(gt=0), _epsilon_in_range(MAX_EPSILON)]
+EpsilonCap = Annotated[float, Field(gt=0), _epsilon_in_range(MAX_TOTAL_EPSILON)]
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
@@ -63,6 +83,10 @@ class CellsConfig(_Strict):
         if bad:
             raise ValueError(f"cells.cohort_years_by_degree = {bad}: cohort windows are 1 to "
                              "10 years long")
+        unknown = sorted(set(self.cohort_years_by_degree) - set(DEGREE_LEVELS))
+        if unknown:
+            raise ValueError(f"cells.cohort_years_by_degree: {unknown} are not degree levels "
+                             f"(expected some of {', '.join(DEGREE_LEVELS)})")
         return self
 
     def cohort_years(self, degree_level: str) -> int:
@@ -96,8 +120,16 @@ class EarningsConfig(_Strict):
         if edges[0] != self.sample_floor:
             raise ValueError("earnings.bin_edges[0] must equal earnings.sample_floor "
                              "(the first bin starts at the floor of the earnings universe)")
-        if any(not 0 < p < 100 for p in self.percentiles):
-            raise ValueError("earnings.percentiles must lie strictly between 0 and 100")
+        listed = list(self.percentiles)
+        if len(set(listed)) != len(listed):
+            raise ValueError(f"earnings.percentiles = {listed}: each percentile may be "
+                             "listed once")
+        official = published_percentiles()
+        if set(listed) != set(official):
+            raise ValueError(
+                f"earnings.percentiles = {listed}: the official earnings file pseoe_all.csv "
+                f"has columns for the percentiles {list(official)} only (y1_p"
+                f"{official[0]}_earnings, ...); give exactly those")
         return self
 
     @property
@@ -111,8 +143,8 @@ class EarningsConfig(_Strict):
 
 
 class PrivacyConfig(_Strict):
-    epsilon_per_tabulation: float = Field(gt=0)
-    epsilon_cap: float = Field(gt=0)
+    epsilon_per_tabulation: Epsilon
+    epsilon_cap: EpsilonCap
     store: str = ""   # the privacy store folder, if neither --store nor PSEO_DAS_STORE names one
     cip_levels: dict[Literal["4", "2", "A"], Literal["measure", "derive"]]
 
@@ -141,14 +173,15 @@ EMPLOYER_KEYS = ("mechanism", "employer_alpha", "employer_delta", "log_laplace_u
 
 
 class FlowsConfig(_Strict):
-    epsilon_per_tabulation: float = Field(gt=0)
+    epsilon_per_tabulation: Epsilon
     cip_levels: dict[Literal["4", "2", "A"], Literal["measure", "derive"]] = Field(min_length=1)
     nonemployed_weight: float = Field(gt=0)
     division_unobserved_share_max: float = Field(ge=0, le=1)
     # Defaults: what releases of earlier versions did (their recorded configurations have
     # neither key); default_config.toml sets the measured total.
     correction: Literal["appendix", "measured-total"] = APPENDIX_CORRECTION
-    total_epsilon_per_tabulation: float = Field(default=0, ge=0)
+    total_epsilon_per_tabulation: Annotated[float, Field(ge=0),
+                                            _epsilon_in_range(MAX_EPSILON)] = 0
     # How the flows are measured (tasks/privacy/establishment.py): "geometric" protects the
     # graduates (epsilon-DP); "log-laplace", "smooth-gamma" and "smooth-laplace" protect the
     # employers too ((alpha, epsilon) employer-employee privacy, Haney et al. 2017), at
@@ -250,7 +283,7 @@ class MosConfig(_Strict):
     variant: Literal["mos", "mos-dp"] = "mos"
     # epsilon of each statistic's values and, again, of its noisy counts (2 x epsilon per
     # statistic; statistics add up: 4 statistics = 8 x epsilon)
-    epsilon: float = Field(default=0.1, gt=0)
+    epsilon: Epsilon = 0.1
     # public bounds of one graduate's earnings, in the bins' constant dollars; 0 = the
     # earnings floor (lower) and the histograms' interpolation bound (upper)
     lower: float = Field(default=0, ge=0)
@@ -296,7 +329,7 @@ class EmployerTableConfig(_Strict):
     enabled: bool = False
     mechanism: Literal["log-laplace", "smooth-gamma", "smooth-laplace"] = "smooth-laplace"
     alpha: float = Field(default=0.01, gt=0)
-    epsilon: float = Field(default=0.5, gt=0)
+    epsilon: Epsilon = 0.5
     delta: float = Field(default=1e-3, ge=0, lt=1)   # smooth-laplace only (ignored otherwise)
     unbiased: bool = False                           # log-laplace only
 

@@ -6,11 +6,13 @@ from __future__ import annotations
 import pandas as pd
 import pandera.pandas as pa
 
+from pseo_das.schemas.codes import code_matches
+
 CROSSWALK_COLUMNS = ("CIPCode2010", "CIPTitle2010", "Action", "TextChange", "CIPCode2020",
                      "CIPTitle2020")
 UNCHANGED, MOVED, NEW, DELETED = "No substantive changes", "Moved to", "New", "Deleted"
 ACTIONS = (UNCHANGED, MOVED, NEW, DELETED)
-CIP_ANY_LEVEL = r"^\d{2}(\.\d{2}(\d{2})?)?$"      # 2-digit 11, 4-digit 11.07, 6-digit 11.0701
+CIP_ANY_LEVEL = r"^[0-9]{2}(\.[0-9]{2}([0-9]{2})?)?$"   # 2-digit 11, 4-digit 11.07, 6-digit 11.0701
 
 CROSSWALK_CHECK_COLUMNS = {
     "new_rows_have_no_2010_code": "Action, CIPCode2010",
@@ -45,7 +47,7 @@ def crosswalk_schema() -> pa.DataFrameSchema:
             "CIPTitle2010": pa.Column(str),
             "Action": pa.Column(str, pa.Check.isin(list(ACTIONS))),
             "TextChange": pa.Column(str, pa.Check.isin(["yes", "no"])),
-            "CIPCode2020": pa.Column(str, pa.Check.str_matches(CIP_ANY_LEVEL)),
+            "CIPCode2020": pa.Column(str, code_matches(CIP_ANY_LEVEL)),
             "CIPTitle2020": pa.Column(str),
         },
         checks=[pa.Check(new_rows, name="new_rows_have_no_2010_code"),
@@ -57,7 +59,7 @@ def crosswalk_schema() -> pa.DataFrameSchema:
 
 HARD_CODED_CHECK_COLUMNS = {"shares_of_a_code_sum_to_1": "cip2010, share",
                             "a_crosswalk_transition": "cip2010, cip2020"}
-CIP_2_OR_4 = r"^\d{2}(\.\d{2})?$"
+CIP_2_OR_4 = r"^[0-9]{2}(\.[0-9]{2})?$"
 
 
 def hard_coded_schema(transitions: set[tuple[str, str]]) -> pa.DataFrameSchema:
@@ -77,8 +79,8 @@ def hard_coded_schema(transitions: set[tuple[str, str]]) -> pa.DataFrameSchema:
 
     return pa.DataFrameSchema(
         {
-            "cip2010": pa.Column(str, pa.Check.str_matches(CIP_2_OR_4)),
-            "cip2020": pa.Column(str, pa.Check.str_matches(CIP_2_OR_4)),
+            "cip2010": pa.Column(str, code_matches(CIP_2_OR_4)),
+            "cip2020": pa.Column(str, code_matches(CIP_2_OR_4)),
             "share": pa.Column(str, pa.Check(share_in_range, name="a number in (0, 1]")),
             "source": pa.Column(str, nullable=True),
         },

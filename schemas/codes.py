@@ -1,4 +1,14 @@
-"""Public code lists used by the input and output schemas."""
+"""Public code lists used by the input and output schemas, and the one way a code is
+matched against a pattern (`code_matches`).
+
+Codes are ASCII: every pattern spells digits `[0-9]`, never `\\d` (which in Python matches
+any Unicode digit: an OPEID in Arabic-Indic or full-width digits would pass `\\d{8}` and be
+measured as another institution), and a code matches its pattern whole (`re.fullmatch`:
+`$` alone also accepts a trailing newline). Nothing is stripped: a code with a space is
+refused, naming its rows."""
+from __future__ import annotations
+
+import pandera.pandas as pa
 
 # PSEO degree levels (IPEDS award levels as used in PSEO).
 DEGREE_LEVELS = {
@@ -20,9 +30,15 @@ NAICS_SECTORS = (
     "55", "56", "61", "62", "71", "72", "81", "92",
 )
 
-OPEID_PATTERN = r"^\d{8}$"
-STATE_FIPS_PATTERN = r"^\d{2}$"
-CIP2010_PATTERN = r"^\d{2}\.\d{4}$"
+OPEID_PATTERN = r"^[0-9]{8}$"
+STATE_FIPS_PATTERN = r"^[0-9]{2}$"
+CIP2010_PATTERN = r"^[0-9]{2}\.[0-9]{4}$"
+
+
+def code_matches(pattern: str, name: str | None = None) -> pa.Check:
+    """Each value (text) matches the ASCII `pattern` whole (re.fullmatch; null fails)."""
+    return pa.Check(lambda values: values.str.fullmatch(pattern, na=False),
+                    name=name or f"str_matches('{pattern}')")
 YEARS_AFTER = (1, 5, 10)
 
 # Status flags of the public files (LEHD public-use convention).

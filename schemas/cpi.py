@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import pandera.pandas as pa
 
+from pseo_das.schemas.codes import code_matches
+
 CPI_COLUMNS = ("series_id", "year", "period", "value")
 CPI_U_SERIES = "CUUR0000SA0"      # CPI-U, U.S. city average, all items, not seasonally adjusted
 ANNUAL_AVERAGE = "M13"            # the period code of the annual average
@@ -14,10 +16,10 @@ ANNUAL_AVERAGE = "M13"            # the period code of the annual average
 def cpi_schema() -> pa.DataFrameSchema:
     return pa.DataFrameSchema(
         {
-            "series_id": pa.Column(str, pa.Check.str_matches(r"^[A-Z0-9]{4,20}$")),
-            "year": pa.Column(str, pa.Check.str_matches(r"^(19|20)\d{2}$")),
-            "period": pa.Column(str, pa.Check.str_matches(r"^(M(0[1-9]|1[0-3])|S0[1-3])$")),
-            "value": pa.Column(str, pa.Check.str_matches(r"^\d+(\.\d+)?$",
+            "series_id": pa.Column(str, code_matches(r"^[A-Z0-9]{4,20}$")),
+            "year": pa.Column(str, code_matches(r"^(19|20)[0-9]{2}$")),
+            "period": pa.Column(str, code_matches(r"^(M(0[1-9]|1[0-3])|S0[1-3])$")),
+            "value": pa.Column(str, code_matches(r"^[0-9]+(\.[0-9]+)?$",
                                                          name="a positive decimal number")),
         },
         unique=["series_id", "year", "period"],

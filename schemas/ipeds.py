@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pandera.pandas as pa
 
+from pseo_das.schemas.codes import code_matches
+
 COMPLETIONS_COLUMNS = ("UNITID", "CIPCODE", "MAJORNUM", "AWLEVEL", "CTOTALT")
 DIRECTORY_COLUMNS = ("UNITID", "OPEID", "INSTNM", "STABBR")
 TOTAL_CIPCODE = "99"             # completions rows that total all programs
@@ -20,25 +22,25 @@ def completions_schema(codes: frozenset[str] | None = None,
                        vintage: str = "") -> pa.DataFrameSchema:
     """`codes`: the 6-digit CIP codes of the file's vintage (named `vintage`, e.g.
     CIP-2010), when CIPCODE must be one of them."""
-    cipcode = [pa.Check.str_matches(r"^\d{2}\.\d{4}$")]
+    cipcode = [code_matches(r"^[0-9]{2}\.[0-9]{4}$")]
     if codes is not None:
         cipcode.append(pa.Check(lambda s: s.isin(codes), element_wise=False,
                                 name=f"a {vintage} code"))
     return pa.DataFrameSchema(
         {
-            "UNITID": pa.Column(str, pa.Check.str_matches(r"^\d{6}$")),
+            "UNITID": pa.Column(str, code_matches(r"^[0-9]{6}$")),
             "CIPCODE": pa.Column(str, cipcode),
             "MAJORNUM": pa.Column(str, pa.Check.isin(["1", "2"])),
             "AWLEVEL": pa.Column(str, pa.Check.isin(list(AWLEVELS))),
-            "CTOTALT": pa.Column(str, pa.Check.str_matches(r"^\d+$")),
+            "CTOTALT": pa.Column(str, code_matches(r"^[0-9]+$")),
         }, name="IPEDS completions")
 
 
 def directory_schema() -> pa.DataFrameSchema:
     return pa.DataFrameSchema(
         {
-            "UNITID": pa.Column(str, pa.Check.str_matches(r"^\d{6}$")),
-            "OPEID": pa.Column(str, pa.Check.str_matches(r"^(\d{8}|-\d)$")),
+            "UNITID": pa.Column(str, code_matches(r"^[0-9]{6}$")),
+            "OPEID": pa.Column(str, code_matches(r"^([0-9]{8}|-[0-9])$")),
             "INSTNM": pa.Column(str),
-            "STABBR": pa.Column(str, pa.Check.str_matches(r"^[A-Z]{2}$")),
+            "STABBR": pa.Column(str, code_matches(r"^[A-Z]{2}$")),
         }, name="IPEDS directory")

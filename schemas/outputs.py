@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandera.pandas as pa
 
-from pseo_das.schemas.codes import YEARS_AFTER
+from pseo_das.schemas.codes import YEARS_AFTER, code_matches
 from pseo_das.schemas.pseo_layout import Product, layout
 
 
@@ -33,7 +33,7 @@ def pseoemp_schema(years_after: tuple[int, ...]) -> pa.DataFrameSchema:
     count (whole graduates, may be negative) and its status: 1 with a value, -1 without."""
     from pseo_das.schemas.codes import NAICS_SECTORS, STATE_FIPS
     columns = {
-        "grad_cohort": pa.Column(str, pa.Check.str_matches(r"^\d{4}$")),
+        "grad_cohort": pa.Column(str, code_matches(r"^[0-9]{4}$")),
         "geo_level": pa.Column(str, pa.Check.isin(["S"])),
         "geography": pa.Column(str, pa.Check.isin(list(STATE_FIPS))),
         "ind_level": pa.Column(str, pa.Check.isin(["S"])),

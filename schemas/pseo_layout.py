@@ -29,6 +29,7 @@ is not an integer). Rows are numbered from 0, the first data row.
 from __future__ import annotations
 
 import csv
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -73,11 +74,11 @@ UNCLASSIFIED_DIVISION = "Z"                # label_geography_division: not a PSE
 # label_institution.csv codes inst_level S by the 2-digit state FIPS
 # code of the 50 states and DC: label_fipsnum's states without these two.
 NO_INSTITUTION_STATE_ROWS = ("72", "78")
-OPEID = r"\d{8}"                           # institution at inst_level I: an 8-digit OPEID
-YEAR = r"\d{4}"
-COUNT = r"0|[1-9]\d*"                      # Units Count: a non-negative integer
-DOLLARS = r"0|-?[1-9]\d*"                  # Units Dollars: an integer
-POSITIVE_INTEGER = r"[1-9]\d*"
+OPEID = r"[0-9]{8}"                        # institution at inst_level I: an 8-digit OPEID
+YEAR = r"[0-9]{4}"
+COUNT = r"0|[1-9][0-9]*"                   # Units Count: a non-negative integer
+DOLLARS = r"0|-?[1-9][0-9]*"               # Units Dollars: an integer
+POSITIVE_INTEGER = r"[1-9][0-9]*"
 EXAMPLES = 5                               # example rows a problem shows
 
 
@@ -204,6 +205,14 @@ def layout(product: Product | str) -> ProductLayout:
         unchecked = set(levels[column]) - set(rules)
         assert not unchecked, f"no rule for {column} {unchecked} of {product.value}"
     return ProductLayout(product, identifiers, indicators, levels)
+
+
+def published_percentiles() -> tuple[int, ...]:
+    """The earnings percentiles the official earnings file has columns for (y1_p25_earnings,
+    ...: 25, 50, 75), in the order of its columns."""
+    found = (re.fullmatch(r"y[0-9]+_p([0-9]+)_earnings", indicator.name)
+             for indicator in layout(Product.PSEOE).indicators)
+    return tuple(dict.fromkeys(int(m.group(1)) for m in found if m))
 
 
 def expected_columns(product: Product | str) -> tuple[str, ...]:

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pandera.pandas as pa
 
-from pseo_das.schemas.codes import NAICS_SECTORS, STATE_FIPS, STATE_FIPS_PATTERN
+from pseo_das.schemas.codes import NAICS_SECTORS, STATE_FIPS, STATE_FIPS_PATTERN, code_matches
 
 # --- LEHD J2J origin-destination (j2jod) -------------------------------------------------
 # Identifiers of the j2jod layout (LEHD public-use schema, "Identifiers for j2jod"): the
@@ -60,7 +60,7 @@ TABLE_CHECK_COLUMNS = {
 
 
 def _state_code() -> list[pa.Check]:
-    return [pa.Check.str_matches(STATE_FIPS_PATTERN),
+    return [code_matches(STATE_FIPS_PATTERN),
             pa.Check(lambda s: s.isin(STATE_FIPS), name="isin(STATE_FIPS: 50 states + DC)")]
 
 
@@ -81,7 +81,7 @@ def _number(nullable: bool) -> pa.Column:
 
 
 def _year() -> pa.Column:
-    return pa.Column(str, pa.Check.str_matches(r"^\d{4}$"))
+    return pa.Column(str, code_matches(r"^[0-9]{4}$"))
 
 
 def _unique(columns: tuple[str, ...], name: str) -> pa.Check:
@@ -110,7 +110,7 @@ def qcew_layout_schema() -> pa.DataFrameSchema:
     return pa.DataFrameSchema(
         {
             "area_fips": pa.Column(str, [
-                pa.Check.str_matches(r"^\d{2}000$"),
+                code_matches(r"^[0-9]{2}000$"),
                 pa.Check(lambda s: s.str[:2].isin(STATE_FIPS),
                          name="state part isin(STATE_FIPS: 50 states + DC)")]),
             "industry_code": pa.Column(str, pa.Check(

@@ -23,7 +23,10 @@ from test_ingest import valid_graduates, valid_outcomes, write
 from pseo_das.tasks.privacy.store import PrivacyStore
 from pseo_das.tasks.inputs.reference_inputs import COVERAGE_FILE, J2J_FILE, default_reference_dir
 
-pytestmark = pytest.mark.slow  # system tests: real releases (make test-fast leaves them out)
+# Cases refused when the configuration or the release id is read, before Prefect, MLflow or
+# the privacy store (`pseo-das release` reads them first), are fast; the others go through a
+# release's first steps: system tests (make test-fast leaves them out).
+REFUSED_AT_LOAD = ("config-", "release-id-")
 
 SEED = "d4" * 32
 Make = Callable[[Path], dict[str, Path]]  # folder -> command-line options to the bad input
@@ -69,6 +72,14 @@ def replace(old: bytes, new: bytes) -> Breaks:
         data = path.read_bytes()
         assert old in data, f"{old!r} not in {path}"
         path.write_bytes(data.replace(old, new, 1))
+    return breaks
+
+
+def replace_every(old: bytes, new: bytes) -> Breaks:
+    def breaks(path: Path) -> None:
+        data = path.read_bytes()
+        assert old in data, f"{old!r} not in {path}"
+        path.write_bytes(data.replace(old, new))
     return breaks
 
 
@@ -152,6 +163,15 @@ def coded(row: int, cipcode: str) -> Breaks:
     return breaks
 
 
+def recoded(column: str, old: str, new: str) -> Breaks:
+    """Every row of a Parquet file with `old` in `column` gets `new`."""
+    def breaks(path: Path) -> None:
+        frame = pd.read_parquet(path)
+        frame[column] = frame[column].astype(str).replace(old, new)
+        frame.to_parquet(path, index=False)
+    return breaks
+
+
 def reference(**broken: Breaks) -> Make:
     """A copy of the packaged reference files, then each named file broken."""
     def make(root: Path) -> dict[str, Path]:
@@ -197,9 +217,41 @@ CASES = [
                  id="config-infinite-epsilon"),
     pytest.param(config("[privacy]\nepsilon_per_tabulation = 1e300\nepsilon_cap = 1e302\n"
                         "[flows]\nepsilon_per_tabulation = 1e300\n"),  # true counts if accepted
-                 ["the privacy store allows at most epsilon 10 per tabulation",
-                  "the configuration asks earnings.I.cip4.y1 1"],
+                 ["privacy.epsilon_per_tabulation = 1e+300: outside the accepted range 0.001 to 20",
+                  "privacy.epsilon_cap = 1e+302: outside the accepted range 0.001 to 1000",
+                  "flows.epsilon_per_tabulation = 1e+300: outside the accepted range 0.001 to 20"],
                  id="config-epsilon-1e300"),
+    pytest.param(config("[privacy]\nepsilon_per_tabulation = 15\nepsilon_cap = 1000\n"),
+                 ["the privacy store allows at most epsilon 10 per tabulation",
+                  "the configuration asks earnings.I.cip4.y1 15"],
+                 id="store-policy-caps-epsilon-per-tabulation"),
+    # limits checked when the configuration is read (issue 31): tiny epsilons would run the
+    # exact sampler for minutes with gigabytes; percentiles pseoe_all.csv has no column for
+    # crashed after spending
+    pytest.param(config("[privacy]\nepsilon_per_tabulation = 5e-324\n"),
+                 ["privacy.epsilon_per_tabulation = 5e-324: outside the accepted range 0.001 to "
+                  "20; below it the exact sampler's table grows without bound"],
+                 id="config-epsilon-5e-324"),
+    pytest.param(config("[flows]\nepsilon_per_tabulation = 1e-6\n"),
+                 ["flows.epsilon_per_tabulation = 1e-06: outside the accepted range 0.001 to 20"],
+                 id="config-epsilon-1e-6"),
+    pytest.param(config("[flows]\ncorrection = \"measured-total\"\n"
+                        "total_epsilon_per_tabulation = 0.0001\n"),
+                 ["flows.total_epsilon_per_tabulation = 0.0001: outside the accepted range"],
+                 id="config-flows-total-epsilon-tiny"),
+    pytest.param(config("[mos]\nepsilon = 21.0\n"),
+                 ["mos.epsilon = 21.0: outside the accepted range 0.001 to 20"],
+                 id="config-mos-epsilon-above-the-maximum"),
+    pytest.param(config("[earnings]\npercentiles = [10, 50, 90]\n"),
+                 ["earnings.percentiles = [10, 50, 90]: the official earnings file pseoe_all.csv "
+                  "has columns for the percentiles [25, 50, 75] only"],
+                 id="config-percentiles-without-columns"),
+    pytest.param(config("[earnings]\npercentiles = [25, 50, 50, 75]\n"),
+                 ["earnings.percentiles = [25, 50, 50, 75]: each percentile may be listed once"],
+                 id="config-percentiles-twice"),
+    pytest.param(config('[cells]\ncohort_years_by_degree = { "\u0660\u0665" = 3 }\n'),
+                 ["cells.cohort_years_by_degree: ['\u0660\u0665'] are not degree levels"],
+                 id="config-cohort-years-of-an-unknown-degree-level"),
     pytest.param(config("[privacy]\nepsilon_cap = 7.50000000000000000001\n"),  # read as 7.5
                  ["privacy.epsilon_cap = 7.50000000000000000001: more digits than a double holds"],
                  id="config-epsilon-beyond-double-precision"),
@@ -292,6 +344,24 @@ CASES = [
                  ["{root}/csv-data/graduates.csv: cannot read: not UTF-8 text: byte 0xe9 on line 5",
                   "save the file as UTF-8"],
                  id="csv-latin1-code"),
+    # codes are ASCII digits and letters, matched whole, nothing stripped (issue 31): the
+    # same institution in other digits would be measured again as a new population
+    pytest.param(data(graduates=recoded("institution", "00104800", "\u0660\u0660\u0661\u0660"
+                                        "\u0664\u0668\u0660\u0660")),
+                 ["{root}/parquet-data/graduates.parquet: input rejected",
+                  "column institution: check str_matches('^[0-9]{{8}}$') failed, 3 bad row(s); "
+                  "e.g. row 3: '\u0660\u0660\u0661\u0660\u0664\u0668\u0660\u0660'"],
+                 id="institution-in-arabic-indic-digits"),
+    pytest.param(data("csv", graduates=replace_every(b"00104800", "\uff10\uff10\uff11\uff10"
+                                                     "\uff14\uff18\uff10\uff10".encode())),
+                 ["{root}/csv-data/graduates.csv: input rejected",
+                  "column institution: check str_matches('^[0-9]{{8}}$') failed, 3 bad row(s)"],
+                 id="institution-in-full-width-digits"),
+    pytest.param(data("csv", graduates=replace(b"00104800", b"00104800 ")),
+                 ["{root}/csv-data/graduates.csv: input rejected",
+                  "column institution: check str_matches('^[0-9]{{8}}$') failed, 1 bad row(s); "
+                  "e.g. row 3: '00104800 '"],
+                 id="institution-with-a-space"),
     pytest.param(data("csv", outcomes=utf16),
                  ["{root}/csv-data/outcomes.csv: cannot read: the file is UTF-16 text"],
                  id="csv-utf16"),
@@ -353,6 +423,11 @@ CASES = [
                  ["{root}/reference/bls/cu.data.annual.AllItems.txt: no CPI-U annual average "
                   "(CUUR0000SA0, M13) for 2016"],
                  id="cpi-without-the-bins-dollar-year"),
+    pytest.param(reference(**{"bls/cu.data.annual.AllItems.txt": replace(b"     240.007",
+                                                                         b"       0.001")}),
+                 ["{root}/reference/bls/cu.data.annual.AllItems.txt: implausible CPI-U annual "
+                  "averages (CUUR0000SA0, M13): 2016 = 0.001 after 2015 = 237.017 (-100.0%)"],
+                 id="cpi-implausible-2016"),
     # employer-side protection of the flows (flows.mechanism)
     pytest.param(config('[flows]\nmechanism = "smooth-gamma"\nepsilon_per_tabulation = 0.3\n'),
                  ["{root}/release.toml: invalid configuration",
@@ -376,7 +451,13 @@ def audit_store(tmp_path_factory) -> str:
     return f"sqlite:///{tmp_path_factory.mktemp('audit') / 'mlflow.db'}"
 
 
-@pytest.mark.parametrize("make, expected", CASES)
+def speed(case):
+    """The case as it is if refused on load (fast), else marked slow."""
+    return case if case.id.startswith(REFUSED_AT_LOAD) else \
+        pytest.param(*case.values, id=case.id, marks=pytest.mark.slow)
+
+
+@pytest.mark.parametrize("make, expected", [speed(case) for case in CASES])
 def test_bad_input_is_refused_and_nothing_is_published_or_spent(make: Make, expected: list[str],
                                                                 tmp_path, audit_store, capsys,
                                                                 request):
@@ -407,6 +488,7 @@ def test_bad_input_is_refused_and_nothing_is_published_or_spent(make: Make, expe
             assert opened.attempts(release_id) == []
 
 
+@pytest.mark.slow
 def test_a_folder_as_tracking_store_is_refused_before_anything_is_created(tmp_path, capsys):
     """MLflow 3 no longer writes its file store: the release says what to use instead,
     before a privacy store, an MLflow run or a release folder exists."""

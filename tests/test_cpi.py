@@ -45,3 +45,30 @@ def test_bad_rows_and_missing_years_are_refused(tmp_path):
     path.write_text("year,value\n2016,240.007\n")
     with pytest.raises(InputValidationError, match="missing column"):
         read_cpi(path)
+
+
+@pytest.mark.parametrize("value, expected", [
+    ("0.001", ["2016 = 0.001 after 2015 = 237.017 (-100.0%)", "2017 = 245.120 after 2016 = 0.001"]),
+    ("0.000", ["2016 = 0.000: not positive"]),
+    ("24.0007", ["2016 = 24.0007 after 2015 = 237.017 (-89.9%)"]),     # a slipped decimal
+    ("290.007", ["2016 = 290.007 after 2015 = 237.017 (+22.4%)"]),
+])
+def test_an_implausible_annual_average_is_refused_before_anything(tmp_path, value, expected):
+    """The series is positive and, from 1950, moves by -1% to +15% a year (issue 31: a 2016
+    value of 0.001 published median earnings of $11 billion)."""
+    path = tmp_path / "cu.data.1.AllItems"
+    path.write_text(default_cpi_path().read_text().replace("     240.007", f"{value:>12}"))
+    with pytest.raises(InputValidationError) as refused:
+        read_cpi(path)
+    message = str(refused.value)
+    assert message.startswith(f"{path}: implausible CPI-U annual averages (CUUR0000SA0, M13): ")
+    for part in expected:
+        assert part in message, message
+
+
+def test_the_band_compounds_over_missing_years_and_holds_the_real_deflation_of_2009():
+    from pseo_das.tasks.inputs.cpi import implausible_values
+    real = read_cpi().annual
+    assert real[2009] < real[2008] and implausible_values(real) == []
+    assert implausible_values({2016: Decimal("240.007"), 2023: Decimal("304.702")}) == []
+    assert implausible_values({1920: Decimal("20.0"), 1921: Decimal("17.9")}) == []   # 1921

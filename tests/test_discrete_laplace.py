@@ -143,3 +143,28 @@ def test_the_vectorised_path_equals_the_scalar_path_including_threshold_hits():
     scalar = [value_of_index(exact_index(table, int(w), lambda: next(scalar_extra)))
               for w in words]
     assert vectorised.tolist() == scalar
+
+
+def test_the_sampler_is_bounded_at_the_smallest_and_largest_accepted_epsilon():
+    """Every epsilon a configuration accepts (pseo_das/epsilon.py; sensitivity is 1 for
+    every geometric measurement) builds its table in bounded time and memory, and its
+    draws stay on the vectorised path. Measured on the 2-core machine: at 0.001 the table
+    has 88,722 thresholds (3.9 MB), built in 0.1 s; 200,000 draws take 0.02 s (at 1e-6,
+    refused, the table would be 89 million thresholds: minutes and 4.6 GB)."""
+    import sys
+    import time
+
+    from pseo_das.epsilon import MAX_EPSILON, MIN_EPSILON
+    from pseo_das.tasks.privacy.mechanism import discrete_laplace_noise
+    started = time.perf_counter()
+    table = inversion_table.__wrapped__(MIN_EPSILON)        # not the cached one
+    seconds = time.perf_counter() - started
+    size = (sum(map(sys.getsizeof, table.thresholds)) + sys.getsizeof(table.thresholds)
+            + table.ascending.nbytes)
+    assert len(table.thresholds) == 88_722
+    assert seconds < 5 and size < 8 * 2 ** 20, (seconds, size)
+    assert len(inversion_table.__wrapped__(MAX_EPSILON).thresholds) >= 1   # a word decides
+    for epsilon in (MIN_EPSILON, MAX_EPSILON):
+        started = time.perf_counter()
+        noise = discrete_laplace_noise(b"\x01" * 32, "bounded", epsilon, (200_000,))
+        assert time.perf_counter() - started < 5 and noise.shape == (200_000,)

@@ -86,6 +86,20 @@ GRADUATE_VIOLATIONS = [
     ("bad state", lambda g: _set(g, "inst_state", [0], "CA"), "inst_state", "str_matches", 1),
     ("institution in two states", lambda g: _set(g, "inst_state", [0], "27"),
      "institution, inst_state", "one_inst_state_per_institution", 3),
+    # codes are ASCII digits, matched whole, nothing stripped (issue 31)
+    ("OPEID in Arabic-Indic digits", lambda g: _set(g, "institution", [3, 4, 5], "\u0660\u0660\u0661\u0660\u0664\u0668\u0660\u0660"),
+     "institution", "str_matches", 3),
+    ("OPEID in full-width digits", lambda g: _set(g, "institution", [3, 4, 5], "\uff10\uff10\uff11\uff10\uff14\uff18\uff10\uff10"),
+     "institution", "str_matches", 3),
+    ("OPEID with a trailing space", lambda g: _set(g, "institution", [0], "00366900 "),
+     "institution", "str_matches", 1),
+    ("OPEID with a trailing newline", lambda g: _set(g, "institution", [0], "00366900\n"),
+     "institution", "str_matches", 1),
+    ("CIP in full-width digits", lambda g: _set(g, "cipcode", [0], "\uff11\uff11.0701"), "cipcode", "str_matches", 1),
+    ("state with a leading space", lambda g: _set(g, "inst_state", [0, 1, 2], " 26"), "inst_state", "str_matches", 3),
+    ("state in Arabic-Indic digits", lambda g: _set(g, "inst_state", [0, 1, 2], "\u0662\u0666"),
+     "inst_state", "str_matches", 3),
+    ("degree level with a space", lambda g: _set(g, "degree_level", [0], "05 "), "degree_level", "isin", 1),
 ]
 
 
@@ -108,6 +122,8 @@ OUTCOME_VIOLATIONS = [
     ("duplicate person-year", lambda o: o.assign(years_after=[1, 5, 5, 1, 1, 1, 1]),
      "person_id, years_after", "unique_person_id_years_after", 2),
     ("unknown industry", lambda o: _set(o, "industry", [0], "99"), "industry", "isin", 1),
+    ("industry with a space", lambda o: _set(o, "industry", [0], " 54"), "industry", "isin", 1),
+    ("state in full-width digits", lambda o: _set(o, "emp_state", [0], "\uff12\uff16"), "emp_state", "str_matches", 1),
 ]
 
 

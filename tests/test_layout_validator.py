@@ -340,6 +340,20 @@ def test_the_command(valid, tmp_path, capsys):
     assert "no such folder" in captured.err and "Traceback" not in captured.err
 
 
+@pytest.mark.parametrize("column, value", [
+    ("institution", "\u0660\u0660\u0661\u0662\u0663\u0664\u0660\u0660"),   # Arabic-Indic digits
+    ("institution", "\uff10\uff10\uff11\uff12\uff13\uff14\uff10\uff10"),   # full-width digits
+    ("institution", "00123400 "), ("y1_grads_earn", "\uff11\uff12"), ("grad_cohort", "\u0662\u0660\u0661\u0666")])
+def test_codes_and_values_are_ascii_digits_through_the_command(valid, capsys, column, value):
+    """A code or value in other Unicode digits, or with a space, fails validate-layout
+    (issue 31: the official files published an OPEID in Arabic-Indic digits)."""
+    _corrupt(valid, PSEOE, lambda f: (f["inst_level"] == "I") & (f[column] != ""), column,
+             value)
+    assert _cli(str(valid)) == 1
+    out = capsys.readouterr().out
+    assert f"pseoe_all.csv: {column}" in out and f"{column}={value!r}" in out, out
+
+
 def test_every_level_of_both_products_is_in_the_valid_folder(valid):
     for product, name in [(Product.PSEOE, PSEOE), (Product.PSEOF, PSEOF)]:
         frame = _read(valid, name)

@@ -260,7 +260,7 @@ def test_store_show_says_what_the_store_holds_and_no_seed(store, frames):
     plan(store, frames, "R2", remeasure=institution)
     shown = store_summary(store.path, top=3)
     assert "releases: 2 recorded, 0 published" in shown
-    assert "policy 1: lifetime epsilon cap 30 per population, at most 10 per tabulation" in shown
+    assert "policy 1: lifetime epsilon cap 30 per graduate, at most 10 per tabulation" in shown
     assert "earnings.I.cip4.y1@R1/1: epsilon 1 on" in shown and "NOT STORED" in shown
     assert "earnings.I.cip4.y1@R2/1" in shown and "supersedes earnings.I.cip4.y1@R1/1" in shown
     assert "nan" not in shown and SEED.hex() not in shown
@@ -324,6 +324,33 @@ def test_an_added_cohort_is_the_only_thing_measured(synthetic_dir, tmp_path, tra
 
 
 @pytest.mark.slow
+def test_a_release_realigning_the_cohorts_is_refused_by_the_cli_and_spends_nothing(
+        releases, synthetic_dir, tmp_path, tracking_uri, capsys):
+    """The shared releases' store (7.5 spent on the default windows), copied and capped at 10
+    by the DRB's command: a release with `first_cohort_year = 2000` measures the same
+    graduates under new populations and is refused, exit 2, nothing recorded."""
+    from pseo_das.cli import main
+    _, uri = releases
+    store = shutil.copytree(store_beside(uri), tmp_path / "store")
+    with pytest.raises(SystemExit) as stop:
+        main(["store", "set-policy", str(store), "--lifetime-cap", "10", "--by", "the DRB",
+              "--reason", "test"])
+    assert stop.value.code == 0
+    with PrivacyStore.open(store) as opened:
+        recorded = opened.head()
+    capsys.readouterr()
+    code = run_release(synthetic_dir, tmp_path / "out", None, tracking_uri, "R-2000",
+                       extra=("--config", str(_config(tmp_path, "[cells]\nfirst_cohort_year = "
+                                                                   "2000\n"))), store=store)
+    err = capsys.readouterr().err
+    assert code == 2 and "over the lifetime cap of epsilon 10" in err
+    assert "spent 7.5 + this release 7.5 = 15, 5 over" in err
+    with PrivacyStore.open(store) as opened:
+        assert opened.head() == recorded and opened.attempts("R-2000") == []
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
 def test_republish_without_microdata_gives_the_same_bytes(synthetic_dir, tmp_path, tracking_uri,
                                                           capsys):
     from pseo_das.cli import main
@@ -347,6 +374,30 @@ def test_republish_without_microdata_gives_the_same_bytes(synthetic_dir, tmp_pat
         main(["republish", "--store", str(store_beside(tracking_uri)), "--release", "R9",
               "--out", str(tmp_path / "none")])
     assert stop.value.code == 2 and "release R9 was never published" in capsys.readouterr().err
+    republish_beside_a_running_release(store_beside(tracking_uri), tmp_path, capsys)
+
+
+def republish_beside_a_running_release(store: Path, tmp_path: Path, capsys) -> None:
+    """A release running into `running` holds its destination lock and has a staging
+    folder: republish to the same --out is refused (the lock), and so is an --out with
+    glob characters (which once matched, and deleted, the running release's staging);
+    the staging folder survives both (issue 31)."""
+    from pseo_das.cli import main
+    from pseo_das.tasks.publication.release_files import destination_lock, new_staging
+    running = tmp_path / "running"
+    with destination_lock(running):          # as `pseo-das release --out running` holds it
+        staging = new_staging(running)
+        (staging / "public" / "pseoe_all.csv").write_text("being written\n")
+        for out, says in [(running, f"the release folder {running} is in use by pseo-das (pid"),
+                          (tmp_path / "runn*", "may not contain *, ?, [ (glob characters)"),
+                          (tmp_path / "r?nning", "may not contain *, ?, [ (glob characters)")]:
+            with pytest.raises(SystemExit) as stop:
+                main(["republish", "--store", str(store), "--release", "R1", "--out", str(out)])
+            err = capsys.readouterr().err
+            assert stop.value.code == 2 and says in err, err
+            assert "pseo-das republish: FAILED, nothing was written." in err
+            assert (staging / "public" / "pseoe_all.csv").read_text() == "being written\n"
+        assert not running.exists()
 
 
 @pytest.mark.slow

@@ -235,6 +235,19 @@ BAD_FILES = {
     "coverage duplicate state": (
         dict(coverage=valid_coverage() + [{"state": "01", "first_year": "2011", "last_year": "2022"}]),
         [COVERAGE_FILE, "column state", "field_uniqueness", "2 bad row(s)", "row 0: '01'", "row 2: '01'"]),
+    # codes are ASCII digits, whole, nothing stripped (issue 31)
+    "j2j state in Arabic-Indic digits": (
+        dict(j2j=_set(valid_j2j(), 1, geography_orig="\u0660\u0666")),
+        [J2J_FILE, "column geography_orig", "1 bad row(s)", "row 1: '\u0660\u0666'"]),
+    "qcew area in full-width digits": (
+        dict(qcew=_set(valid_qcew(), 5, area_fips="\uff10\uff16000")),
+        [QCEW_FILE, "column area_fips", "row 5: '\uff10\uff16000'"]),
+    "coverage state with a space": (
+        dict(coverage=_set(valid_coverage(), 1, state="06 ")),
+        [COVERAGE_FILE, "column state", "row 1: '06 '"]),
+    "coverage year in Arabic-Indic digits": (
+        dict(coverage=_set(valid_coverage(), 1, first_year="\u0662\u0660\u0661\u0660")),
+        [COVERAGE_FILE, "column first_year", "row 1: '\u0662\u0660\u0661\u0660'"]),
     "coverage first year after last year": (
         dict(coverage=_set(valid_coverage(), 1, first_year="2023")),
         [COVERAGE_FILE, "column first_year, last_year", "first_year_le_last_year", "1 bad row(s)", "row 1"]),

@@ -22,7 +22,7 @@ from pseo_das.schemas.cip import (CROSSWALK_CHECK_COLUMNS, CROSSWALK_COLUMNS, DE
 from pseo_das.tasks.inputs.ingest import InputValidationError, describe_failures, read_csv, sha256_file
 
 CROSSWALK_FILE = "Crosswalk2010to2020.csv"
-REPORT_UNDER = re.compile(r"report under (\d{2}\.\d{4})")
+REPORT_UNDER = re.compile(r"report under ([0-9]{2}\.[0-9]{4})")
 FORMULA = re.compile(r'^="(.*)"$')       # the NCES download writes cells as ="01.0101"
 
 

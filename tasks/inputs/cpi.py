@@ -76,8 +76,45 @@ def read_cpi(path: Path | None = None) -> ConsumerPrices:
     if annual.empty:
         raise InputValidationError(f"{path}: no annual average ({ANNUAL_AVERAGE}) of series "
                                    f"{CPI_U_SERIES} (CPI-U, U.S. city average, all items)")
-    return ConsumerPrices({int(y): Decimal(v) for y, v in zip(annual["year"], annual["value"])},
-                          sha256_file(path), path)
+    values = {int(y): Decimal(v) for y, v in zip(annual["year"], annual["value"])}
+    implausible = implausible_values(values)
+    if implausible:
+        raise InputValidationError(
+            f"{path}: implausible CPI-U annual averages ({CPI_U_SERIES}, {ANNUAL_AVERAGE}): "
+            + "; ".join(implausible[:5]) + (" ..." if len(implausible) > 5 else "")
+            + ". The real series is positive and moves by "
+            + ", ".join(f"{_percent(low)} to {_percent(high)} a year from {first}"
+                        for first, low, high in YEAR_ON_YEAR)
+            + "; check the file (nothing was read or spent)")
+    return ConsumerPrices(dict(sorted(values.items())), sha256_file(path), path)
+
+
+# The year-over-year ratio of the real CPI-U annual averages (BLS, 1913-2024), by era: from
+# 1950 between 0.9963 (1955, 2009) and 1.135 (1980); before, between 0.895 (1921) and 1.18
+# (1918). A value outside its band (a slipped decimal, a value of another series or base)
+# is refused before it scales any earnings.
+YEAR_ON_YEAR = ((1950, Decimal("0.99"), Decimal("1.15")), (1913, Decimal("0.85"), Decimal("1.20")))
+
+
+def _percent(ratio: Decimal) -> str:
+    return f"{(ratio - 1) * 100:+.1f}%"
+
+
+def implausible_values(annual: dict[int, Decimal]) -> list[str]:
+    """The annual averages that are not positive, or that differ from the year before
+    (compounded over missing years) by more than the real series ever did in their era."""
+    problems = [f"{year} = {value}: not positive" for year, value in sorted(annual.items())
+                if value <= 0]
+    years = sorted(y for y, v in annual.items() if v > 0)
+    for before, year in zip(years, years[1:]):
+        low, high = next(((low, high) for first, low, high in YEAR_ON_YEAR if year >= first),
+                         YEAR_ON_YEAR[-1][1:])
+        gap = year - before
+        ratio = annual[year] / annual[before]
+        if not low ** gap <= ratio <= high ** gap:
+            problems.append(f"{year} = {annual[year]} after {before} = {annual[before]} "
+                            f"({_percent(ratio)})")
+    return problems
 
 
 

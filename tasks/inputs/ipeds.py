@@ -21,7 +21,7 @@ from pseo_das.schemas.ipeds import (AWLEVEL_DEGREE, COMPLETIONS_COLUMNS, DIRECTO
 from pseo_das.tasks import progress
 from pseo_das.tasks.inputs.ingest import InputValidationError, describe_failures
 
-YEAR_IN_NAME = re.compile(r"(?:C|HD)(\d{4})", re.IGNORECASE)
+YEAR_IN_NAME = re.compile(r"(?:C|HD)([0-9]{4})", re.IGNORECASE)
 
 
 def _read_text(path: Path, columns: tuple[str, ...], encoding: str) -> pd.DataFrame:
@@ -65,7 +65,7 @@ def read_completions(path: Path, codes: frozenset[str] | None = None,
         raise InputValidationError(f"{path}: IPEDS completions file not found")
     raw = _read_text(path, COMPLETIONS_COLUMNS, "utf-8")
     raw = raw[raw["CIPCODE"] != TOTAL_CIPCODE]
-    raw = raw.assign(CIPCODE=raw["CIPCODE"].str.replace(r"^(\d)\.", r"0\1.", regex=True))
+    raw = raw.assign(CIPCODE=raw["CIPCODE"].str.replace(r"^([0-9])\.", r"0\1.", regex=True))
     rows = _validated(path, raw, completions_schema(codes, vintage))
     kept = rows[(rows["MAJORNUM"] == "1") & rows["AWLEVEL"].isin(list(AWLEVEL_DEGREE))]
     return pd.DataFrame({"unitid": kept["UNITID"], "cipcode": kept["CIPCODE"],

@@ -11,12 +11,14 @@ taken, in one folder. Privacy cost: none (bookkeeping).
 
 A *measurement* answers one question (a tabulation: product, CIP level and vintage, years
 after, mechanism, epsilon, bins...) for a set of *populations* (institution x degree level
-x graduation cohort). It spends its epsilon once on each of its populations; every later
+x graduation cohort). It spends its epsilon once on each of its populations, charged to
+their graduates: to every graduation year of each population's cohort window (the budget's
+atoms, tasks/privacy/lifetime_budget.py, on which the lifetime cap is checked); every later
 release that asks the same question of the same population reuses it at zero epsilon.
 
 Tamper evidence: every row of the index is also an entry of `chain`, which carries the
 SHA-256 of the previous entry (a hash chain; a measurement's entry covers its population
-list by its SHA-256). The store's policy (lifetime epsilon cap per population, largest
+list by its SHA-256). The store's policy (lifetime epsilon cap per graduate, largest
 epsilon per tabulation) is part of the chain and changes only by a recorded command that
 names who and why. `store_integrity.verify_store` checks the chain, every row against it,
 the schema and triggers, and that every epsilon is a positive exact value; each release
@@ -256,7 +258,8 @@ def check_store_writable(path: Path) -> None:
 
 @dataclass(frozen=True)
 class StorePolicy:
-    """What the store allows: the lifetime epsilon cap per population and the largest
+    """What the store allows: the lifetime epsilon cap per graduate (checked per atom:
+    tasks/privacy/lifetime_budget.py) and the largest
     epsilon of one tabulation. Changed only by `pseo-das store set-policy`."""
     policy: int
     lifetime_cap: Fraction

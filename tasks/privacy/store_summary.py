@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from pseo_das.schemas.cells import POPULATION_KEYS
+from pseo_das.tasks.privacy.lifetime_budget import (ATOM_KEYS, POPULATION_ATOM_KEYS, atoms,
+                                                    lifetime_budget)
 from pseo_das.tasks.privacy.question import lifetime_spends, recorded_question
 from pseo_das.tasks.privacy.store import PrivacyStore, epsilon_text
 
@@ -34,7 +35,7 @@ def store_summary(path: Path, top: int = 10) -> str:
         policy, head = store.policy(), store.head()
     lines = [f"privacy store {path} (chain head {head.seq}, {head.sha256[:16]}...)",
              f"  policy {policy.policy}: lifetime epsilon cap {epsilon_text(policy.lifetime_cap)} "
-             f"per population, at most {epsilon_text(policy.max_tabulation_epsilon)} per "
+             f"per graduate, at most {epsilon_text(policy.max_tabulation_epsilon)} per "
              f"tabulation (set by {policy.set_by}, {policy.recorded_at}: {policy.reason})",
              f"  releases: {len(releases)} recorded, "
              f"{int((releases['publications'] > 0).sum())} published"]
@@ -54,16 +55,23 @@ def store_summary(path: Path, top: int = 10) -> str:
     if spends.empty:
         lines.append("  lifetime epsilon: nothing spent yet")
         return "\n".join(lines)
-    lifetime = spends.groupby(POPULATION_KEYS)["epsilon"].agg(lambda s: sum(s, Fraction(0)))
-    lines.append(f"  lifetime epsilon per population (institution x degree level x cohort): "
-                 f"{len(lifetime):,} populations, largest {epsilon_text(lifetime.max())}")
-    deltas = spends.groupby(POPULATION_KEYS)["delta"].agg(lambda s: sum(s, Fraction(0)))
-    if deltas.max() > 0:
-        lines.append(f"  lifetime delta per population: largest {epsilon_text(deltas.max())} "
-                     "(recorded, not capped: the store's policy caps epsilon only)")
-    lines.append(f"  top {min(top, len(lifetime))} populations by lifetime epsilon:")
-    ranked = lifetime.sort_values(ascending=False, kind="stable").head(top)
-    for (institution, degree, cohort), epsilon in ranked.items():
-        lines.append(f"    institution {institution}, degree {degree}, cohort {cohort}: "
-                     f"{epsilon_text(epsilon)}")
+    budget = lifetime_budget(atoms(spends)[POPULATION_ATOM_KEYS].drop_duplicates(), spends, None)
+    populations, per_atom = budget.populations(), budget.atoms_over(Fraction(-1))
+    per_atom = per_atom.drop_duplicates(ATOM_KEYS)
+    lines.append(f"  lifetime epsilon per graduate (institution x degree level x graduation year, "
+                 f"the unit the cap applies to): {len(per_atom):,} graduation years, largest "
+                 f"{epsilon_text(per_atom['after'].max())}")
+    lines.append(f"  lifetime epsilon per population (institution x degree level x cohort, its "
+                 f"most charged graduation year): {len(populations):,} populations, largest "
+                 f"{epsilon_text(populations['after'].max())}")
+    if per_atom["delta_after"].max() > 0:
+        lines.append(f"  lifetime delta per graduate: largest "
+                     f"{epsilon_text(per_atom['delta_after'].max())} (recorded, not capped: the "
+                     "store's policy caps epsilon only)")
+    ranked = per_atom.sort_values(["after", *ATOM_KEYS], ascending=[False, True, True, True],
+                                  kind="stable").head(top)
+    lines.append(f"  top {len(ranked)} graduation years by lifetime epsilon:")
+    for row in ranked.itertuples():
+        lines.append(f"    institution {row.institution}, degree {row.degree_level}, graduates "
+                     f"of {row.grad_year}: {epsilon_text(row.after)}")
     return "\n".join(lines)

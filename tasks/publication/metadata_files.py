@@ -29,9 +29,9 @@ VERSION_FILE_NAME = "version_pseo.txt"
 ALL_STATES = "all"        # lehd_csv_naming, geohi: "Collection of all available states"
 ALL_STATES_CODE = "00"    # the schema's custom code for a scope wider than one state
 STEM_PREFIX = "pseopu"    # the data file stem of the schema's example: pseopu_co_20190617_0839
-RELEASE_QUARTER = re.compile(r"R?(\d{4})Q([1-4])")
-OPEID = re.compile(r"\d{8}")
-COHORT = re.compile(r"\d{4}")
+RELEASE_QUARTER = re.compile(r"R?([0-9]{4})Q([1-4])")
+OPEID = re.compile(r"[0-9]{8}")
+COHORT = re.compile(r"[0-9]{4}")
 
 
 def institution_columns() -> tuple[str, ...]:
@@ -211,8 +211,8 @@ def _refuse_rows(bad: pd.Series, frame: pd.DataFrame, rule: str) -> None:
         raise ValueError(f"inst_level, institution: {rule}: {len(rows)} row(s), e.g. {shown}")
 
 
-TIMESTAMP_RELEASE_ID = re.compile(r"(\d{8}T\d{6})Z")      # as `make release` names releases
-QUARTER_RELEASE_ID = re.compile(r"(R?\d{4}Q[1-4])(?:[-_.].*)?")  # 2026Q4, R2026Q4, 2026Q4-test
+TIMESTAMP_RELEASE_ID = re.compile(r"([0-9]{8}T[0-9]{6})Z")  # as `make release` names releases
+QUARTER_RELEASE_ID = re.compile(r"(R?[0-9]{4}Q[1-4])(?:[-_.].*)?")  # 2026Q4, R2026Q4, 2026Q4-test
 
 
 def release_production(release_id: str) -> tuple[str, datetime] | None:

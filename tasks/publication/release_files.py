@@ -2,6 +2,7 @@
 fingerprints, then one atomic rename. A failed run leaves no partial release."""
 from __future__ import annotations
 
+import glob
 import json
 import os
 import shutil
@@ -35,11 +36,17 @@ def check_destination(out_dir: Path) -> None:
 
 
 MIN_FREE_BYTES = 256 * 2 ** 20   # a release of the default synthetic data takes a few MB
+GLOB_CHARACTERS = "*?["
 
 
 def check_destination_usable(out_dir: Path) -> None:
-    """Before anything is recorded: the release folder does not exist, its parent is (or
-    can be created as) a writable folder, with room for a release."""
+    """Before anything is recorded: the release folder's name is plain (no glob
+    characters), it does not exist, its parent is (or can be created as) a writable folder,
+    with room for a release."""
+    if any(c in str(out_dir) for c in GLOB_CHARACTERS):
+        raise DestinationUnusable(f"{out_dir}: a release folder's path may not contain "
+                                  f"{', '.join(GLOB_CHARACTERS)} (glob characters); choose a "
+                                  "plain --out")
     parent = out_dir.parent
     existing = parent
     while not existing.exists():
@@ -89,14 +96,17 @@ def published_release(out_dir: Path, release_id: str) -> dict | None:
 
 def discard_stale_staging(out_dir: Path) -> None:
     """Remove staging folders left by killed runs of this destination."""
-    for stale in out_dir.parent.glob(f".{out_dir.name}.staging-*"):
+    for stale in out_dir.parent.glob(f".{glob.escape(out_dir.name)}.staging-*"):
         shutil.rmtree(stale, ignore_errors=True)
 
 
-def new_staging(out_dir: Path) -> Path:
+def new_staging(out_dir: Path, discard_stale: bool = True) -> Path:
+    """A new staging folder beside `out_dir` (with its destination lock held); those of
+    killed runs of the destination are removed first unless `discard_stale` is False."""
     check_destination(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
-    discard_stale_staging(out_dir)
+    if discard_stale:
+        discard_stale_staging(out_dir)
     staging = out_dir.parent / f".{out_dir.name}.staging-{uuid.uuid4().hex[:8]}"
     (staging / "public").mkdir(parents=True)
     (staging / "internal").mkdir()
