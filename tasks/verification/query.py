@@ -19,13 +19,12 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from pseo_das.epsilon import epsilon_text, exact_epsilon
+from pseo_das.epsilon import MIN_EPSILON, epsilon_text, exact_epsilon
 from pseo_das.schemas.codes import DEGREE_LEVELS, NAICS_SECTORS, STATE_FIPS
 
 DEFAULT_GROUPS = 50
 MAX_GROUPS = 1000                      # M, the groups a query splits the graduates into
-MIN_QUERY_EPSILON = Fraction(1, 1000)  # below it the answer is noise, and the sampler's table grows
-MAX_QUERY_EPSILON = Fraction(10)
+MAX_QUERY_EPSILON = Fraction(10)       # the least is the releases' MIN_EPSILON (0.001)
 # An epsilon is written as a decimal (at most 20 digits each side of the point, an exponent
 # of at most 3 digits) or a fraction p/q (at most 20 digits each): its exact value is then
 # computed in microseconds. "1e-99999999" would ask for a 100-million-digit integer first.
@@ -156,9 +155,9 @@ class RegressionQuery(BaseModel):
             exact = exact_epsilon(text)
         except ZeroDivisionError as exc:
             raise ValueError(f"epsilon {text!r} divides by zero") from exc
-        if not MIN_QUERY_EPSILON <= exact <= MAX_QUERY_EPSILON:
+        if not MIN_EPSILON <= exact <= MAX_QUERY_EPSILON:
             raise ValueError(f"epsilon {text!r} must be at least "
-                             f"{epsilon_text(MIN_QUERY_EPSILON)} and at most "
+                             f"{epsilon_text(MIN_EPSILON)} and at most "
                              f"{epsilon_text(MAX_QUERY_EPSILON)}")
         return epsilon_text(exact)
 
