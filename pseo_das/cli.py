@@ -210,8 +210,10 @@ def _verify_store(path: Path, tracking_uri: str | None) -> int:
     from pseo_das.tasks.privacy.store import PrivacyStore
     from pseo_das.tasks.privacy.store_integrity import verify_store
 
-    report = verify_store(path, check_objects=True)
-    from pseo_das.tasks.verification.ledger import ledger_path, verify_ledger
+    from pseo_das.tasks.measurements.publication_record import record_objects
+    report = verify_store(path, check_objects=True, record_objects=record_objects)
+    from pseo_das.tasks.verification.ledger import ledger_custody, ledger_path, verify_ledger
+    report.problems += [f"verification ledger: {p}" for p in ledger_custody(path)]
     if ledger_path(path).is_file():     # the verification server's ledger, when the store has one
         report.problems += [f"verification ledger: {p}" for p in verify_ledger(path)]
     uri = tracking_uri or default_tracking_uri()

@@ -25,6 +25,7 @@ from pseo_das.epsilon import epsilon_text
 from pseo_das.version import package_versions
 from pseo_das.tasks import progress, release_task
 from pseo_das.tasks.employment_flows.division_flows import FlowsRelease
+from pseo_das.tasks.privacy.file_modes import private_folder, write_private
 from pseo_das.tasks.privacy.mechanism import PrivacyLedger
 from pseo_das.tasks.privacy.release_seed import ReleaseSeed
 from pseo_das.tasks.measurements.release_plan import ReleasePlan
@@ -77,11 +78,13 @@ def initialise_sqlite_store(tracking_uri: str) -> None:
         return
     path = Path(tracking_uri.removeprefix("sqlite:///"))
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.parent.exists():
+            private_folder(path.parent)
         if path.exists():
             return
         temporary = path.with_name(f".{path.name}.{os.getpid()}.init")
         temporary.unlink(missing_ok=True)
+        write_private(temporary, b"")     # run logs hold seeds and parameters: owner only
         MlflowClient(tracking_uri=f"sqlite:///{temporary}").search_experiments()
         try:
             os.link(temporary, path)          # never replaces a store created meanwhile

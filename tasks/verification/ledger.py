@@ -35,12 +35,15 @@ from pathlib import Path
 
 from pseo_das.errors import PseoDasError
 from pseo_das.epsilon import epsilon_text
+from pseo_das.tasks.privacy.file_modes import write_private
 from pseo_das.tasks.privacy.release_seed import ReleaseSeed
-from pseo_das.tasks.privacy.store import (CHAIN_TABLE, GENESIS, SHA, StoreError, _positive,
+from pseo_das.tasks.privacy.store import (CHAIN_TABLE, GENESIS, SHA, PrivacyStore, StoreError,
+                                          _positive,
                                           append_only_triggers, chain_sha256,
                                           positive_epsilon, row_content, store_exists, utc_now)
 
 LEDGER = "verification.sqlite"
+LEDGER_KEY = "verification_ledger"     # the store_info key recording the ledger's server id
 FORMAT = "pseo-das verification ledger v1"
 SCHEMA = f"""
 CREATE TABLE verification_info (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -338,15 +341,20 @@ def init_ledger(store: Path, global_cap, set_by: str, reason: str = "verificatio
     path = ledger_path(store)
     if path.exists():
         raise LedgerError(f"{path} already exists")
+    problems = ledger_custody(store)
+    if problems:
+        raise LedgerError(problems[0])
     cap = positive_epsilon(global_cap, "global verification budget")
     temporary = path.with_name(f".{LEDGER}.tmp")
     temporary.unlink(missing_ok=True)
+    write_private(temporary, b"")        # holds the server seed: its owner's only
     db = sqlite3.connect(temporary, isolation_level=None)
     try:
         db.executescript("BEGIN;" + SCHEMA + TRIGGERS + "COMMIT;")
         ledger = VerificationLedger(path, db)
+        server_id = uuid.uuid4().hex
         with ledger._transaction():
-            for key, value in [("format", FORMAT), ("server_id", uuid.uuid4().hex),
+            for key, value in [("format", FORMAT), ("server_id", server_id),
                                ("seed_hex", ReleaseSeed.fresh().hex()), ("created_at", utc_now())]:
                 ledger._append("verification_info", {"key": key, "value": value})
             ledger._append("global_budgets", {"global_cap": epsilon_text(cap), "set_by": set_by,
@@ -359,7 +367,45 @@ def init_ledger(store: Path, global_cap, set_by: str, reason: str = "verificatio
         raise LedgerError(f"{path} already exists (created meanwhile)") from exc
     finally:
         temporary.unlink()
+    with PrivacyStore.open(store) as opened:   # part of the store's chain from now on
+        opened.record_info(LEDGER_KEY, server_id)
     return path
+
+
+def ledger_custody(store: Path) -> list[str]:
+    """The verification ledger against the privacy store's record of it (store_info
+    `verification_ledger`: the server id, recorded in the store's chain when the ledger was
+    created): a ledger deleted, or deleted and initialised again (a fresh global budget and
+    server seed), disagrees. Empty when they agree, or when the store records no ledger and
+    has none."""
+    with PrivacyStore.open(store) as opened:
+        recorded = opened.info(LEDGER_KEY)
+    path = ledger_path(store)
+    if not path.is_file():
+        return [] if recorded is None else [
+            f"{path} is missing: the privacy store records verification ledger {recorded} "
+            "(its budgets, answers and server seed); restore it from the agency's backup. A new "
+            "ledger would reset the global budget and the seed, and answer stored queries with "
+            "fresh noise."]
+    with VerificationLedger.open(store) as ledger:
+        server_id = ledger.server_id
+    if recorded is not None and recorded != server_id:
+        return [f"{path} is ledger {server_id}, the privacy store records ledger {recorded}: it "
+                "was replaced (deleted and initialised again?); restore the recorded one"]
+    return []
+
+
+def check_ledger_custody(store: Path) -> None:
+    """Refuse (LedgerError) a ledger the store does not record as its own; a ledger of an
+    earlier version, which the store does not record yet, is recorded now."""
+    problems = ledger_custody(store)
+    if problems:
+        raise LedgerError(problems[0])
+    with PrivacyStore.open(store) as opened:
+        if opened.info(LEDGER_KEY) is None and ledger_path(store).is_file():
+            with VerificationLedger.open(store) as ledger:
+                server_id = ledger.server_id
+            opened.record_info(LEDGER_KEY, server_id)
 
 
 def verify_ledger(store: Path) -> list[str]:

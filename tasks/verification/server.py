@@ -45,7 +45,7 @@ from pseo_das.epsilon import epsilon_text
 from pseo_das.reports.render import render_markdown
 from pseo_das.tasks.verification.groups import group_key, person_hashes
 from pseo_das.tasks.verification.ledger import (BudgetRefused, Charge, KeptAnswer, Outcome,
-                                                VerificationLedger)
+                                                VerificationLedger, check_ledger_custody)
 from pseo_das.tasks.verification.limits import DataBounds, ServerLimits
 from pseo_das.tasks.verification.measure import verify
 from pseo_das.tasks.verification.query import (DEFAULT_GROUPS, RegressionQuery, canonical_text,
@@ -80,6 +80,7 @@ class ServerState:
         default_factory=lambda: MovingWindowRateLimiter(MemoryStorage()))
 
     def __post_init__(self):
+        check_ledger_custody(self.store)       # a deleted or re-initialised ledger: refused
         with VerificationLedger.open(self.store) as ledger:
             self.server_seed = ledger.server_seed
         self.person_hash = person_hashes(self.records.person_id, group_key(self.server_seed))
