@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import errno
 import json
+import math
 import os
 import sys
 import time
@@ -466,6 +467,34 @@ def _seed_hex(text: str) -> str:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _positive_seconds(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not 0 < seconds <= 3600:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds above 0 and at "
+                                         "most 3600")
+    return seconds
+
+
+def _concurrency(text: str) -> int:
+    if not (text.isascii() and text.isdigit() and 1 <= int(text) <= 64):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number from 1 to 64")
+    return int(text)
+
+
+def _rate_limit(text: str) -> str:
+    """A rate such as 30/minute or 100/hour (the `limits` package's notation)."""
+    from limits import parse
+    try:
+        if parse(text).amount >= 1:
+            return text
+    except ValueError:
+        pass
+    raise argparse.ArgumentTypeError(f"{text!r} is not a rate such as 30/minute or 100/hour")
+
+
 def release_seed(args: argparse.Namespace):
     """The seed from --seed-file, $PSEO_DAS_SEED or --seed (in that order; the first two do
     not show in `ps`), as the flow's masked parameter (a SecretStr); None if none is given."""
@@ -541,6 +570,7 @@ def _verify_server(args: argparse.Namespace) -> int:
 def _serve_verification(args, store: Path, years: tuple[int, int], default_tracking_uri) -> int:
     import uvicorn
 
+    from pseo_das.tasks.verification.limits import ServerLimits
     from pseo_das.tasks.verification.records import load_records
     from pseo_das.tasks.verification.server import ServerState, create_app
     from pseo_das.tasks.verification.session_log import SessionLog
@@ -551,7 +581,10 @@ def _serve_verification(args, store: Path, years: tuple[int, int], default_track
     uri = args.tracking_uri or default_tracking_uri()
     session = SessionLog(uri, {"store": str(store), "data_dir": str(Path(args.data).resolve()),
                                "data_version": records.data_version, "records": len(records)})
-    state = ServerState(store, records, session)
+    limits = ServerLimits(**{name: value for name, value in [
+        ("query_seconds", args.query_seconds), ("concurrent_queries", args.concurrent_queries),
+        ("rate_limit", args.rate_limit)] if value is not None})
+    state = ServerState(store, records, years, session, limits)
     print(f"verification server: {len(records):,} outcome records (data version "
           f"{records.data_version[:16]}), ledger {store}; audit: MLflow run {session.run_id} in "
           f"{session.tracking_uri}; http://{args.host}:{args.port}/ (API docs at /docs)",
@@ -803,6 +836,13 @@ def parser() -> argparse.ArgumentParser:
     verify.add_argument("--query", help="fit: the query, a JSON file")
     verify.add_argument("--tracking-uri", help="serve: MLflow tracking URI for the session's "
                         "audit run (default as for release)")
+    verify.add_argument("--query-seconds", type=_positive_seconds, help="serve: a query is "
+                        "answered or refused (HTTP 503, nothing charged) within this many "
+                        "seconds (default: the README's verification server limits)")
+    verify.add_argument("--concurrent-queries", type=_concurrency, metavar="N",
+                        help="serve: new measurements computed at once, 1 to 64")
+    verify.add_argument("--rate-limit", type=_rate_limit, help="serve: authenticated requests "
+                        "per analyst, e.g. 30/minute or 100/hour (HTTP 429 beyond)")
     verify.add_argument("--config", help="TOML configuration (the cohort years of the inputs)")
     verify.set_defaults(run=_verify_server)
 

@@ -9,8 +9,9 @@ import pytest
 
 from pseo_das.tasks.privacy.store import init_store
 from pseo_das.tasks.privacy.store_integrity import verify_store
-from pseo_das.tasks.verification.ledger import (BudgetRefused, LedgerError, VerificationLedger,
-                                                init_ledger, ledger_path, verify_ledger)
+from pseo_das.tasks.verification.ledger import (BudgetRefused, KeptAnswer, LedgerError,
+                                                VerificationLedger, init_ledger, ledger_path,
+                                                verify_ledger)
 
 SHA = [f"{i:064x}" for i in range(1, 10)]
 
@@ -41,11 +42,12 @@ def test_budgets_are_exact_and_a_charged_query_is_never_charged_again(store):
             assert ledger.charge("ana", sha, "{}", third).charged == third
         with pytest.raises(BudgetRefused, match="over the global budget 1"):
             ledger.charge("ana", SHA[3], "{}", Fraction(1, 10**20))  # floats could not see it
-        # charged but never answered (a crash): no new cost, and the answer is computed again
-        retry = ledger.charge("ana", SHA[0], "{}", third)
-        assert retry.charged == 0 and retry.stored_answer is None
-        kept = ledger.keep_answer(SHA[0], 7, {"posterior": {"mode": 0.1}}, "stream")
-        assert ledger.keep_answer(SHA[0], 8, {"other": 1}, "stream") == kept   # first one stays
+        # charged but never answered (an earlier server crashed): kept now at no new cost
+        kept = {"posterior": {"mode": 0.1}}
+        retry = ledger.charge("ana", SHA[0], "{}", third, KeptAnswer(7, kept, "stream"))
+        assert retry.charged == 0 and retry.stored_answer == kept
+        again = ledger.charge("ana", SHA[0], "{}", third, KeptAnswer(8, {"other": 1}, "stream"))
+        assert again.stored_answer == kept and again.charged == 0             # first one stays
         assert ledger.charge("ana", SHA[0], "{}", third).stored_answer == kept
         assert ledger.spent() == 1 and ledger.spent("ana") == 1
         outcomes = [r["outcome"] for r in ledger.table("requests")]

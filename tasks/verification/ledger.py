@@ -9,13 +9,15 @@ tamper-evident the same way (every row is an entry of a hash chain, `verify_ledg
     analysts            name, SHA-256 of their token (never the token), their epsilon budget
     queries             one row per distinct query: its canonical form and the epsilon
                         charged to the analyst who first asked it, recorded in the same
-                        transaction as the budget check and before any noise is drawn
+                        transaction as the budget check and the answer, before the answer
+                        leaves the server (a query that fails or times out costs nothing)
     answers             the released noisy count and posterior of each query
     requests            every request, answered, reused or refused, for auditors
 
 A query already recorded is never charged again: a repeat (by anyone) gets the stored
-answer; a query charged whose answer was never stored (a crash) is computed again from the
-same noise stream, at no new cost. Budgets are exact fractions, never exceeded: the check
+answer; a query charged whose answer was never stored (by a ledger of an earlier version that
+charged before computing, then crashed) is computed again from the same noise stream, at no
+new cost. Budgets are exact fractions, never exceeded: the check
 and the charge are one transaction (BEGIN IMMEDIATE: one writer at a time).
 """
 from __future__ import annotations
@@ -27,7 +29,7 @@ import os
 import sqlite3
 import uuid
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
 
@@ -103,7 +105,10 @@ class Outcome:
     RECOMPUTED = "answered: charged earlier, answer recomputed from the same stream (no new cost)"
     REFUSED_BUDGET = "refused: budget"
     REFUSED_AUTH = "refused: not authenticated"
-    FAILED = "failed"
+    REFUSED_RATE = "refused: rate limit"
+    REFUSED_LIMITS = "refused: not a query within the server's limits (nothing charged)"
+    TIMED_OUT = "not answered: time limit (nothing charged)"
+    FAILED = "failed (nothing charged)"
 
 
 def ledger_path(store: Path) -> Path:
@@ -112,6 +117,15 @@ def ledger_path(store: Path) -> Path:
 
 def token_sha256(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class KeptAnswer:
+    """A computed answer to keep with its charge: the released count, the answer (JSON)
+    and the noise stream it was drawn from."""
+    released_count: int
+    answer: dict
+    noise_stream: str
 
 
 @dataclass(frozen=True)
@@ -243,53 +257,69 @@ class VerificationLedger:
                                       "recorded_at": utc_now()})
         return token
 
-    def charge(self, analyst: str, query_sha: str, canonical: str, epsilon: Fraction) -> Charge:
-        """In one transaction: the stored answer if there is one (no cost); else no new cost
-        if the query was charged before; else check both budgets and record the charge
-        (before any noise). BudgetRefused (logged) when a budget would be exceeded."""
+    def check(self, analyst: str, query_sha: str, epsilon: Fraction) -> Charge:
+        """What `charge` would do, charging nothing: the stored answer (no cost); no new
+        cost if the query was charged before; BudgetRefused (logged) when charging it would
+        exceed a budget; else the charge it would record."""
         with self._transaction():
-            stored = self.answer(query_sha)
-            known = self._db.execute("SELECT 1 FROM queries WHERE query_sha256 = ?",
-                                     (query_sha,)).fetchone()
-            budget, cap = self.analyst_budget(analyst), self.global_cap()
-            mine, everyone = self.spent(analyst), self.spent()
-            if stored is not None or known:
-                return Charge(stored, Fraction(0), mine, budget, everyone, cap)
-            problems = []
-            if mine + epsilon > budget:
-                problems.append(f"analyst {analyst}: spent {epsilon_text(mine)} + this query "
-                                f"{epsilon_text(epsilon)} = {epsilon_text(mine + epsilon)}, over "
-                                f"the budget {epsilon_text(budget)}")
-            if everyone + epsilon > cap:
-                problems.append(f"the server: spent {epsilon_text(everyone)} + this query "
-                                f"{epsilon_text(epsilon)} = {epsilon_text(everyone + epsilon)}, "
-                                f"over the global budget {epsilon_text(cap)}")
-            if problems:
-                message = ("refused: answering would exceed the epsilon budget ("
-                           + "; ".join(problems) + "). Nothing was spent; a query already "
-                           "answered is still free to repeat.")
-                refused = BudgetRefused(message)
-                refused.request = self._append("requests", {
-                    "analyst": analyst, "query_sha256": query_sha,
-                    "outcome": Outcome.REFUSED_BUDGET, "epsilon_charged": "0", "detail": message,
-                    "recorded_at": utc_now()})
-            else:
-                self._append("queries", {"query_sha256": query_sha, "analyst": analyst,
-                                         "canonical": canonical, "epsilon": epsilon_text(epsilon),
-                                         "recorded_at": utc_now()})
-                return Charge(None, epsilon, mine + epsilon, budget, everyone + epsilon, cap)
-        raise refused      # after the refusal's log entry is committed
+            assessed = self._assess(analyst, query_sha, epsilon)
+        if isinstance(assessed, BudgetRefused):
+            raise assessed     # after the refusal's log entry is committed
+        return assessed
 
-    def keep_answer(self, query_sha: str, released: int, answer: dict, noise_stream: str) -> dict:
-        """Store a query's answer (a no-op returning the stored one if already there)."""
+    def charge(self, analyst: str, query_sha: str, canonical: str, epsilon: Fraction,
+               answer: KeptAnswer | None = None) -> Charge:
+        """In one transaction: the stored answer if there is one (no cost); else no new cost
+        if the query was charged before; else check both budgets and record the charge; and
+        `answer`, when given, kept with it (the server charges a computed answer before it
+        leaves, so a query that fails or times out costs nothing). BudgetRefused (logged)
+        when a budget would be exceeded."""
         with self._transaction():
-            stored = self.answer(query_sha)
-            if stored is not None:
-                return stored
-            self._append("answers", {"query_sha256": query_sha, "released_count": released,
-                                     "answer": json.dumps(answer, sort_keys=True),
-                                     "noise_stream": noise_stream, "recorded_at": utc_now()})
-        return answer
+            assessed = self._assess(analyst, query_sha, epsilon)
+            if isinstance(assessed, Charge) and assessed.stored_answer is None:
+                if assessed.charged:
+                    self._append("queries", {"query_sha256": query_sha, "analyst": analyst,
+                                             "canonical": canonical,
+                                             "epsilon": epsilon_text(epsilon),
+                                             "recorded_at": utc_now()})
+                if answer is not None:
+                    self._keep(query_sha, answer)
+                    assessed = replace(assessed, stored_answer=answer.answer)
+        if isinstance(assessed, BudgetRefused):
+            raise assessed     # after the refusal's log entry is committed
+        return assessed
+
+    def _assess(self, analyst: str, query_sha: str, epsilon: Fraction) -> Charge | BudgetRefused:
+        stored = self.answer(query_sha)
+        known = self._db.execute("SELECT 1 FROM queries WHERE query_sha256 = ?",
+                                 (query_sha,)).fetchone()
+        budget, cap = self.analyst_budget(analyst), self.global_cap()
+        mine, everyone = self.spent(analyst), self.spent()
+        if stored is not None or known:
+            return Charge(stored, Fraction(0), mine, budget, everyone, cap)
+        problems = []
+        if mine + epsilon > budget:
+            problems.append(f"analyst {analyst}: spent {epsilon_text(mine)} + this query "
+                            f"{epsilon_text(epsilon)} = {epsilon_text(mine + epsilon)}, over "
+                            f"the budget {epsilon_text(budget)}")
+        if everyone + epsilon > cap:
+            problems.append(f"the server: spent {epsilon_text(everyone)} + this query "
+                            f"{epsilon_text(epsilon)} = {epsilon_text(everyone + epsilon)}, "
+                            f"over the global budget {epsilon_text(cap)}")
+        if not problems:
+            return Charge(None, epsilon, mine + epsilon, budget, everyone + epsilon, cap)
+        message = ("refused: answering would exceed the epsilon budget (" + "; ".join(problems)
+                   + "). Nothing was spent; a query already answered is still free to repeat.")
+        refused = BudgetRefused(message)
+        refused.request = self._append("requests", {
+            "analyst": analyst, "query_sha256": query_sha, "outcome": Outcome.REFUSED_BUDGET,
+            "epsilon_charged": "0", "detail": message, "recorded_at": utc_now()})
+        return refused
+
+    def _keep(self, query_sha: str, answer: KeptAnswer) -> None:
+        self._append("answers", {"query_sha256": query_sha, "released_count": answer.released_count,
+                                 "answer": json.dumps(answer.answer, sort_keys=True),
+                                 "noise_stream": answer.noise_stream, "recorded_at": utc_now()})
 
     def log_request(self, analyst: str | None, query_sha: str | None, outcome: str,
                     charged: Fraction, detail: str = "") -> int:
