@@ -282,7 +282,8 @@ def read_csv(path: Path, columns: tuple[str, ...] | None = None, **options) -> p
     the header (a ragged or truncated file) is an error, not missing values. `columns`:
     read only those of them that the file has (the caller names the missing ones).
     An unreadable file raises InputValidationError saying why (csv_problem)."""
-    _refuse_duplicated_header(path)
+    if options.get("header", "infer") is not None:   # header=None: the caller reads it
+        _refuse_duplicated_header(path)
     try:
         if columns is not None:
             header, wanted = pd.read_csv(path, nrows=0).columns, set(columns)
