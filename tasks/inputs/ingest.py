@@ -286,7 +286,8 @@ def read_csv(path: Path, columns: tuple[str, ...] | None = None, **options) -> p
         _refuse_duplicated_header(path)
     try:
         if columns is not None:
-            header, wanted = pd.read_csv(path, nrows=0).columns, set(columns)
+            header = pd.read_csv(path, nrows=0, encoding=options.get("encoding")).columns
+            wanted = set(columns)
             options["usecols"] = [c for c in header if c in wanted]
             if not options["usecols"]:
                 return pd.DataFrame()
