@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import errno
 import json
+import math
 import os
 import sys
 import time
@@ -196,8 +197,38 @@ def _store(args: argparse.Namespace) -> int:
               f"{after.reason})")
     elif args.action == "verify":
         return _verify_store(path, args.tracking_uri)
+    elif args.action == "adopt":
+        return _adopt_store(path, args.tracking_uri, args.by, args.reason)
     else:
         print(store_summary(path, args.top))
+    return 0
+
+
+def _adopt_store(path: Path, tracking_uri: str | None, by: str | None, reason: str | None) -> int:
+    """`store adopt`: the agency names this store as the one of its id (a copy or fork of it
+    diverged); the other's runs are disowned, and the adoption recorded in the store."""
+    from mlflow.tracking import MlflowClient
+
+    from pseo_das.tasks.audit.mlflow_run import (absolute_tracking_uri, default_tracking_uri,
+                                                 existing_runs_of_store)
+    from pseo_das.tasks.audit.store_witness import adopt_store
+    from pseo_das.tasks.privacy.store import PrivacyStore, StoreError, store_lock
+    from pseo_das.tasks.privacy.store_integrity import verify_store
+
+    if not by or not reason:
+        raise StoreError("adopt needs --by WHO and --reason WHY (both are recorded in the store)")
+    uri = absolute_tracking_uri(tracking_uri or default_tracking_uri())
+    with store_lock(path):
+        verify_store(path, check_objects=True).raise_if_failed()
+        with PrivacyStore.open(path) as store:
+            runs = existing_runs_of_store(uri, path, store.store_id) or []
+            disowned = adopt_store(store, MlflowClient(tracking_uri=uri), runs, by, reason)
+    if not disowned:
+        print(f"privacy store {path}: no copy of it with another history in {uri}; nothing "
+              "to adopt, nothing recorded")
+    else:
+        print(f"privacy store {path} adopted as the store of its id (by {by}: {reason}); "
+              f"{len(disowned)} run(s) of its diverged copy disowned: {', '.join(disowned)}")
     return 0
 
 
@@ -206,16 +237,20 @@ def _verify_store(path: Path, tracking_uri: str | None) -> int:
     from pseo_das.tasks.audit.mlflow_run import (TrackingStoreError, default_tracking_uri,
                                                  existing_runs_of_store)
     from pseo_das.tasks.audit.store_witness import witness_problems
+    from pseo_das.tasks.measurements.publication_record import record_objects
     from pseo_das.tasks.privacy.store import PrivacyStore
     from pseo_das.tasks.privacy.store_integrity import verify_store
+    from pseo_das.tasks.verification.ledger import ledger_custody, ledger_path, verify_ledger
 
-    report = verify_store(path, check_objects=True)
-    from pseo_das.tasks.verification.ledger import ledger_path, verify_ledger
+    report = verify_store(path, check_objects=True, record_objects=record_objects)
+    report.problems += [f"verification ledger: {p}" for p in ledger_custody(path)]
     if ledger_path(path).is_file():     # the verification server's ledger, when the store has one
         report.problems += [f"verification ledger: {p}" for p in verify_ledger(path)]
     uri = tracking_uri or default_tracking_uri()
     try:
-        runs = existing_runs_of_store(uri, path)
+        with PrivacyStore.open(path) as store:
+            store_id = store.store_id
+        runs = existing_runs_of_store(uri, path, store_id)
     except TrackingStoreError as exc:
         report.problems.append(str(exc))
         runs = None
@@ -432,6 +467,34 @@ def _seed_hex(text: str) -> str:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _positive_seconds(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not 0 < seconds <= 3600:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds above 0 and at "
+                                         "most 3600")
+    return seconds
+
+
+def _concurrency(text: str) -> int:
+    if not (text.isascii() and text.isdigit() and 1 <= int(text) <= 64):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number from 1 to 64")
+    return int(text)
+
+
+def _rate_limit(text: str) -> str:
+    """A rate such as 30/minute or 100/hour (the `limits` package's notation)."""
+    from limits import parse
+    try:
+        if parse(text).amount >= 1:
+            return text
+    except ValueError:
+        pass
+    raise argparse.ArgumentTypeError(f"{text!r} is not a rate such as 30/minute or 100/hour")
+
+
 def release_seed(args: argparse.Namespace):
     """The seed from --seed-file, $PSEO_DAS_SEED or --seed (in that order; the first two do
     not show in `ps`), as the flow's masked parameter (a SecretStr); None if none is given."""
@@ -507,6 +570,7 @@ def _verify_server(args: argparse.Namespace) -> int:
 def _serve_verification(args, store: Path, years: tuple[int, int], default_tracking_uri) -> int:
     import uvicorn
 
+    from pseo_das.tasks.verification.limits import ServerLimits
     from pseo_das.tasks.verification.records import load_records
     from pseo_das.tasks.verification.server import ServerState, create_app
     from pseo_das.tasks.verification.session_log import SessionLog
@@ -517,7 +581,10 @@ def _serve_verification(args, store: Path, years: tuple[int, int], default_track
     uri = args.tracking_uri or default_tracking_uri()
     session = SessionLog(uri, {"store": str(store), "data_dir": str(Path(args.data).resolve()),
                                "data_version": records.data_version, "records": len(records)})
-    state = ServerState(store, records, session)
+    limits = ServerLimits(**{name: value for name, value in [
+        ("query_seconds", args.query_seconds), ("concurrent_queries", args.concurrent_queries),
+        ("rate_limit", args.rate_limit)] if value is not None})
+    state = ServerState(store, records, years, session, limits)
     print(f"verification server: {len(records):,} outcome records (data version "
           f"{records.data_version[:16]}), ledger {store}; audit: MLflow run {session.run_id} in "
           f"{session.tracking_uri}; http://{args.host}:{args.port}/ (API docs at /docs)",
@@ -642,11 +709,13 @@ def parser() -> argparse.ArgumentParser:
 
     store = sub.add_parser("store", parents=[common], help="create, inspect, verify a privacy store or change "
                            "its policy")
-    store.add_argument("action", choices=["init", "show", "verify", "set-policy"],
+    store.add_argument("action", choices=["init", "show", "verify", "set-policy", "adopt"],
                        help="init: create an empty store; show: releases, measurements and "
                        "epsilon spent per graduate and population; verify: check its hash chain, rows, "
                        "triggers and objects, and the chain heads MLflow runs recorded; "
-                       "set-policy: record a new lifetime cap or largest epsilon per tabulation")
+                       "set-policy: record a new lifetime cap or largest epsilon per tabulation; "
+                       "adopt: name this store the one of its id when a copy of it has "
+                       "diverged (the copy's MLflow runs are disowned)")
     store.add_argument("dir", nargs="?", metavar="DIR", help="the store folder (default: "
                        "$PSEO_DAS_STORE)")
     store.add_argument("--top", type=int, default=10, help="show: graduation years to list (default 10)")
@@ -654,10 +723,11 @@ def parser() -> argparse.ArgumentParser:
                        "graduate (init default 30)")
     store.add_argument("--max-tabulation-epsilon", help="init, set-policy: largest epsilon of "
                        "one tabulation (init default 10, at most 10)")
-    store.add_argument("--by", help="init, set-policy: who sets the policy (recorded; init "
+    store.add_argument("--by", help="init, set-policy, adopt: who decides (recorded; init "
                        "default: the login name)")
-    store.add_argument("--reason", help="set-policy: why (recorded; e.g. the DRB decision)")
-    store.add_argument("--tracking-uri", help="verify: the MLflow tracking store whose runs "
+    store.add_argument("--reason", help="set-policy, adopt: why (recorded; e.g. the DRB "
+                       "decision)")
+    store.add_argument("--tracking-uri", help="verify, adopt: the MLflow tracking store whose runs "
                        "recorded the store's chain heads (default as for release)")
     store.set_defaults(run=_store)
 
@@ -768,6 +838,13 @@ def parser() -> argparse.ArgumentParser:
     verify.add_argument("--query", help="fit: the query, a JSON file")
     verify.add_argument("--tracking-uri", help="serve: MLflow tracking URI for the session's "
                         "audit run (default as for release)")
+    verify.add_argument("--query-seconds", type=_positive_seconds, help="serve: a query is "
+                        "answered or refused (HTTP 503, nothing charged) within this many "
+                        "seconds (default: the README's verification server limits)")
+    verify.add_argument("--concurrent-queries", type=_concurrency, metavar="N",
+                        help="serve: new measurements computed at once, 1 to 64")
+    verify.add_argument("--rate-limit", type=_rate_limit, help="serve: authenticated requests "
+                        "per analyst, e.g. 30/minute or 100/hour (HTTP 429 beyond)")
     verify.add_argument("--config", help="TOML configuration (the cohort years of the inputs)")
     verify.set_defaults(run=_verify_server)
 

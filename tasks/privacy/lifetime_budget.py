@@ -18,6 +18,7 @@ from fractions import Fraction
 import numpy as np
 import pandas as pd
 
+from pseo_das.errors import PseoDasError
 from pseo_das.schemas.cells import POPULATION_KEYS
 
 ATOM_KEYS = ["institution", "degree_level", "grad_year"]
@@ -27,7 +28,7 @@ SPENT = (("epsilon", ("before", "this_release", "after")),
 SPENT_COLUMNS = [column for _, names in SPENT for column in names]
 
 
-class CohortDefinitionMissing(ValueError):
+class CohortDefinitionMissing(PseoDasError, ValueError):
     """A question that records no cohort definition: its atoms cannot be named."""
 
 

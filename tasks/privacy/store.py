@@ -53,6 +53,7 @@ import pyarrow.parquet as pq
 from pseo_das.errors import PseoDasError
 from pseo_das.schemas.cells import CIP_2010, MEASURED_CELL_COLUMNS, POPULATION_KEYS
 from pseo_das.epsilon import epsilon_text, exact_epsilon
+from pseo_das.tasks.privacy.file_modes import private_folder, write_private
 from pseo_das.tasks.privacy.lifetime_budget import CohortDefinitionMissing, cohort_years
 from pseo_das.tasks.privacy.release_seed import ReleaseSeed
 
@@ -325,12 +326,14 @@ def init_store(path: Path, lifetime_cap=DEFAULT_LIFETIME_CAP,
         raise StoreError(f"{path} already holds a privacy store")
     values = _policy_values(lifetime_cap, max_tabulation_epsilon, set_by or _user(), reason)
     try:
-        (path / "objects").mkdir(parents=True, exist_ok=True)
+        private_folder(path)
+        private_folder(path / "objects")
     except OSError as exc:
         raise StoreError(f"cannot create a privacy store in {path}: {exc.strerror or exc}"
                          + (f" ({exc.filename})" if exc.filename else "")) from exc
     temporary = path / f".{INDEX}.{os.getpid()}.tmp"
     temporary.unlink(missing_ok=True)
+    write_private(temporary, b"")          # an empty file is an empty SQLite database
     db = sqlite3.connect(temporary, isolation_level=None)
     try:
         db.executescript("BEGIN;" + SCHEMA + TRIGGERS + "COMMIT;")
@@ -439,6 +442,19 @@ class PrivacyStore:
     def store_id(self) -> str:
         return self._db.execute("SELECT value FROM store_info WHERE key = 'store_id'").fetchone()[0]
 
+    def info(self, key: str) -> str | None:
+        """A value of store_info (format, store_id, created_at, verification_ledger, ...)."""
+        row = self._db.execute("SELECT value FROM store_info WHERE key = ?", (key,)).fetchone()
+        return None if row is None else row[0]
+
+    def record_info(self, key: str, value: str) -> None:
+        """Add a store_info value (an entry of the chain); a key is recorded once, ever."""
+        with self.writing():
+            if self.info(key) is not None:
+                raise StoreError(f"the privacy store {self.path} already records {key} = "
+                                 f"{self.info(key)}")
+            self._append("store_info", {"key": key, "value": value})
+
     # --- transactions -------------------------------------------------------------------
     def begin(self) -> None:
         self._db.execute("BEGIN IMMEDIATE")  # one writer at a time
@@ -527,7 +543,7 @@ class PrivacyStore:
         target = self.path / "objects" / f"{sha}.{ext}"
         if not target.exists():
             temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-            temporary.write_bytes(data)
+            write_private(temporary, data)
             os.replace(temporary, target)
         return sha
 
@@ -677,7 +693,9 @@ class PrivacyStore:
         was planned: the chain up to the head that attempt read, and the rows it covers
         (for an audit replay, which then plans and measures that attempt again)."""
         destination = Path(destination)
-        (destination / "objects").mkdir(parents=True, exist_ok=True)
+        private_folder(destination)
+        private_folder(destination / "objects")
+        write_private(destination / INDEX, b"")
         db = sqlite3.connect(destination / INDEX, isolation_level=None)
         try:
             db.executescript("BEGIN;" + SCHEMA + "COMMIT;")
