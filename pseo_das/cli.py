@@ -669,8 +669,10 @@ def parser() -> argparse.ArgumentParser:
                          "recorded seed, else 256 fresh random bits); visible to other users in "
                          "`ps`: prefer --seed-file or $PSEO_DAS_SEED")
     release.add_argument("--seed-file", help="file holding the release seed (64 hex digits)")
-    release.add_argument("--reference", help="folder with the public reference files j2j_state_flows.csv, "
-                         "qcew_state_sector.csv, state_coverage.csv (default: the packaged demo files)")
+    release.add_argument("--reference", help="folder with the public reference files j2j_state_flows.csv "
+                         "(or j2jod/, the per-state downloads), qcew_state_sector.csv (or qcew/, the "
+                         "annual CSVs by area or industry), state_coverage.csv (default: the packaged "
+                         "demo files)")
     release.add_argument("--release-id", help="release identifier (default: UTC timestamp); "
                          "running a recorded release id again with the same inputs reuses its seed "
                          "and spends nothing")
