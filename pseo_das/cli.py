@@ -243,7 +243,7 @@ def _verify_store(path: Path, tracking_uri: str | None) -> int:
     """The store's own integrity, then what the MLflow runs that used it recorded."""
     from pseo_das.tasks.audit.mlflow_run import (TrackingStoreError, default_tracking_uri,
                                                  existing_runs_of_store)
-    from pseo_das.tasks.audit.store_witness import witness_problems
+    from pseo_das.tasks.audit.store_witness import plaintext_seed_runs, witness_problems
     from pseo_das.tasks.measurements.publication_record import record_objects
     from pseo_das.tasks.privacy.store import PrivacyStore
     from pseo_das.tasks.privacy.store_integrity import verify_store
@@ -264,6 +264,7 @@ def _verify_store(path: Path, tracking_uri: str | None) -> int:
     if runs is not None and report.ok:
         with PrivacyStore.open(path) as store:
             report.problems += witness_problems(store, runs)
+        report.exposures += plaintext_seed_runs(runs)
     print(report.message(limit=50), file=sys.stdout if report.ok else sys.stderr)
     if report.ok:
         print(f"  recorded heads: {len(runs)} MLflow run(s) in {uri} used this store; all agree"
