@@ -370,6 +370,9 @@ class TrueCounts:
     checks: list[dict]
     rows: dict[str, int]                   # graduates, outcomes
     moments: CellMoments | None = None     # the cell statistics' (mos.enabled)
+    # the contribution bound k the counts were taken with: each person in at most k degree
+    # records (the measurements' sensitivity; degree_records.py)
+    max_degrees_per_person: int = 1
 
     @property
     def frames(self) -> dict[str, CellFrame]:
