@@ -200,3 +200,41 @@ def test_outcomes_and_jobs_together_are_ambiguous(tmp_path):
         (tmp_path / f"{name}.csv").write_text("x\n1\n")
     with pytest.raises(InputValidationError, match="both outcomes and jobs"):
         count_inputs.fn(tmp_path, config(1), None, CPI)
+
+
+def test_synth_jobs_writes_the_agency_layout(tmp_path):
+    """`pseo-das synth --jobs`: degree rows with second degrees, jobs with split years,
+    still marked synthetic; the default files are untouched by the option's absence."""
+    from pseo_das.cli import main
+    from pseo_das.synth import is_synthetic
+    with pytest.raises(SystemExit) as stop:
+        main(["synth", "--out", str(tmp_path), "--graduates", "3000", "--jobs"])
+    assert stop.value.code == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["graduates.parquet", "jobs.parquet"]
+    assert is_synthetic(tmp_path)
+    graduates = pd.read_parquet(tmp_path / "graduates.parquet")
+    jobs = pd.read_parquet(tmp_path / "jobs.parquet")
+    assert graduates["person_id"].nunique() == 3000 and graduates["person_id"].duplicated().any()
+    assert jobs.duplicated(["person_id", "year"]).any()
+    counted = count_inputs.fn(tmp_path, config(2), None, CPI)
+    assert "0 degree record(s) dropped" in counted.checks[-1]["result"]
+
+
+@pytest.mark.slow
+def test_release_of_the_jobs_layout_says_sensitivity_k(tmp_path, tracking_uri):
+    """A release of two-degree persons with multi-job years at k = 2: every geometric
+    row of ledger.csv at sensitivity 2, the release notes say so."""
+    from conftest import SEED_A, run_release
+    from pseo_das.cli import main
+    data = tmp_path / "data"
+    with pytest.raises(SystemExit):
+        main(["synth", "--out", str(data), "--graduates", "20000", "--jobs"])
+    (tmp_path / "k2.toml").write_text("[privacy]\nmax_degrees_per_person = 2\n")
+    assert run_release(data, tmp_path / "out", SEED_A, tracking_uri,
+                       extra=("--config", str(tmp_path / "k2.toml"))) == 0
+    ledger = pd.read_csv(tmp_path / "out" / "internal" / "ledger.csv")
+    geometric = ledger[ledger["mechanism"] == "two-sided geometric"]
+    assert len(geometric) == 9 and (geometric["sensitivity"] == 2).all()
+    assert (ledger.loc[ledger["mechanism"] != "two-sided geometric", "sensitivity"] == 0).all()
+    notes = (tmp_path / "out" / "public" / "release_notes.md").read_text()
+    assert "a tabulation has sensitivity 2" in notes and "q = exp(-epsilon / 2)" in notes
