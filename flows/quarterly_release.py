@@ -203,12 +203,13 @@ def _measure_and_publish(data_dir: Path, out_dir: Path, given_seed: ReleaseSeed 
     reference_dir = Path(reference_dir or default_reference_dir())
     staging = None
     try:
-        earlier_runs = audit.runs_of_store(store_path)
-        for line in close_abandoned_runs(audit.client, earlier_runs, audit.run_id):
-            progress(line)
         with PrivacyStore.open(store_path) as privacy_store:
-            problems = witness_problems(privacy_store, earlier_runs)
             store_id = privacy_store.store_id
+            earlier_runs = audit.runs_of_store(store_path, store_id)
+            for line in close_abandoned_runs(audit.client, earlier_runs, audit.run_id,
+                                             store_path):
+                progress(line)
+            problems = witness_problems(privacy_store, earlier_runs)
         if problems:
             raise StoreTampered("the privacy store disagrees with what earlier releases "
                                 "recorded in the MLflow tracking store; nothing may be released "

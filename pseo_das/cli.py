@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import errno
 import json
+import math
 import os
 import sys
 import time
@@ -123,7 +124,7 @@ def guarantee_line(summary: dict) -> str:
         return ""
     delta = "" if said["delta"] == "0" else (
         f"\n  lifetime delta:  largest {summary['max_lifetime_delta']} of any population "
-        "(recorded in the privacy store, not capped)")
+        "(recorded in the privacy store and capped by its policy when it has a delta cap)")
     return (f"\n  guarantee:       {said['graduates']}\n  sampling:        {said['sampling']}"
             f"\n  employers:       {said['employers']}{delta}")
 
@@ -169,7 +170,7 @@ def _republish(args: argparse.Namespace) -> int:
 
 
 def _store(args: argparse.Namespace) -> int:
-    from pseo_das.tasks.privacy.store import (DEFAULT_LIFETIME_CAP,
+    from pseo_das.tasks.privacy.store import (DEFAULT_LIFETIME_CAP, DEFAULT_LIFETIME_DELTA_CAP,
                                               DEFAULT_MAX_TABULATION_EPSILON, PrivacyStore,
                                               StoreError, epsilon_text, init_store,
                                               resolve_store, store_lock)
@@ -180,16 +181,18 @@ def _store(args: argparse.Namespace) -> int:
     if args.action == "init":
         init_store(path, args.lifetime_cap or DEFAULT_LIFETIME_CAP,
                    args.max_tabulation_epsilon or DEFAULT_MAX_TABULATION_EPSILON,
-                   args.by, args.reason or "store created")
+                   args.by, args.reason or "store created",
+                   args.lifetime_delta_cap or DEFAULT_LIFETIME_DELTA_CAP)
         with PrivacyStore.open(path) as store:
             policy = store.policy()
         print(f"created an empty privacy store in {path} (lifetime epsilon cap "
-              f"{epsilon_text(policy.lifetime_cap)} per graduate, at most epsilon "
+              f"{epsilon_text(policy.lifetime_cap)} and delta cap "
+              f"{epsilon_text(policy.lifetime_delta_cap or 0)} per graduate, at most epsilon "
               f"{epsilon_text(policy.max_tabulation_epsilon)} per tabulation)")
     elif args.action == "set-policy":
-        if not (args.lifetime_cap or args.max_tabulation_epsilon) or not args.by \
-                or not args.reason:
-            raise StoreError("set-policy needs --lifetime-cap and/or "
+        if not (args.lifetime_cap or args.max_tabulation_epsilon or args.lifetime_delta_cap) \
+                or not args.by or not args.reason:
+            raise StoreError("set-policy needs --lifetime-cap, --lifetime-delta-cap and/or "
                              "--max-tabulation-epsilon, and --by WHO and --reason WHY "
                              "(both are recorded in the store)")
         with store_lock(path):
@@ -197,16 +200,51 @@ def _store(args: argparse.Namespace) -> int:
             with PrivacyStore.open(path) as store:
                 before = store.policy()
                 after = store.set_policy(args.by, args.reason, args.lifetime_cap,
-                                         args.max_tabulation_epsilon)
+                                         args.max_tabulation_epsilon, args.lifetime_delta_cap)
         print(f"privacy store {path}: policy {after.policy} recorded (lifetime cap "
               f"{epsilon_text(before.lifetime_cap)} -> {epsilon_text(after.lifetime_cap)}, "
+              f"lifetime delta cap {_delta_cap(before)} -> {_delta_cap(after)}, "
               f"largest epsilon per tabulation {epsilon_text(before.max_tabulation_epsilon)} "
               f"-> {epsilon_text(after.max_tabulation_epsilon)}; by {after.set_by}: "
               f"{after.reason})")
     elif args.action == "verify":
         return _verify_store(path, args.tracking_uri)
+    elif args.action == "adopt":
+        return _adopt_store(path, args.tracking_uri, args.by, args.reason)
     else:
         print(store_summary(path, args.top))
+    return 0
+
+
+def _delta_cap(policy) -> str:
+    return "none" if policy.lifetime_delta_cap is None else epsilon_text(policy.lifetime_delta_cap)
+
+
+def _adopt_store(path: Path, tracking_uri: str | None, by: str | None, reason: str | None) -> int:
+    """`store adopt`: the agency names this store as the one of its id (a copy or fork of it
+    diverged); the other's runs are disowned, and the adoption recorded in the store."""
+    from mlflow.tracking import MlflowClient
+
+    from pseo_das.tasks.audit.mlflow_run import (absolute_tracking_uri, default_tracking_uri,
+                                                 existing_runs_of_store)
+    from pseo_das.tasks.audit.store_witness import adopt_store
+    from pseo_das.tasks.privacy.store import PrivacyStore, StoreError, store_lock
+    from pseo_das.tasks.privacy.store_integrity import verify_store
+
+    if not by or not reason:
+        raise StoreError("adopt needs --by WHO and --reason WHY (both are recorded in the store)")
+    uri = absolute_tracking_uri(tracking_uri or default_tracking_uri())
+    with store_lock(path):
+        verify_store(path, check_objects=True).raise_if_failed()
+        with PrivacyStore.open(path) as store:
+            runs = existing_runs_of_store(uri, path, store.store_id) or []
+            disowned = adopt_store(store, MlflowClient(tracking_uri=uri), runs, by, reason)
+    if not disowned:
+        print(f"privacy store {path}: no copy of it with another history in {uri}; nothing "
+              "to adopt, nothing recorded")
+    else:
+        print(f"privacy store {path} adopted as the store of its id (by {by}: {reason}); "
+              f"{len(disowned)} run(s) of its diverged copy disowned: {', '.join(disowned)}")
     return 0
 
 
@@ -215,16 +253,20 @@ def _verify_store(path: Path, tracking_uri: str | None) -> int:
     from pseo_das.tasks.audit.mlflow_run import (TrackingStoreError, default_tracking_uri,
                                                  existing_runs_of_store)
     from pseo_das.tasks.audit.store_witness import witness_problems
+    from pseo_das.tasks.measurements.publication_record import record_objects
     from pseo_das.tasks.privacy.store import PrivacyStore
     from pseo_das.tasks.privacy.store_integrity import verify_store
+    from pseo_das.tasks.verification.ledger import ledger_custody, ledger_path, verify_ledger
 
-    report = verify_store(path, check_objects=True)
-    from pseo_das.tasks.verification.ledger import ledger_path, verify_ledger
+    report = verify_store(path, check_objects=True, record_objects=record_objects)
+    report.problems += [f"verification ledger: {p}" for p in ledger_custody(path)]
     if ledger_path(path).is_file():     # the verification server's ledger, when the store has one
         report.problems += [f"verification ledger: {p}" for p in verify_ledger(path)]
     uri = tracking_uri or default_tracking_uri()
     try:
-        runs = existing_runs_of_store(uri, path)
+        with PrivacyStore.open(path) as store:
+            store_id = store.store_id
+        runs = existing_runs_of_store(uri, path, store_id)
     except TrackingStoreError as exc:
         report.problems.append(str(exc))
         runs = None
@@ -441,6 +483,34 @@ def _seed_hex(text: str) -> str:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _positive_seconds(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not 0 < seconds <= 3600:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds above 0 and at "
+                                         "most 3600")
+    return seconds
+
+
+def _concurrency(text: str) -> int:
+    if not (text.isascii() and text.isdigit() and 1 <= int(text) <= 64):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number from 1 to 64")
+    return int(text)
+
+
+def _rate_limit(text: str) -> str:
+    """A rate such as 30/minute or 100/hour (the `limits` package's notation)."""
+    from limits import parse
+    try:
+        if parse(text).amount >= 1:
+            return text
+    except ValueError:
+        pass
+    raise argparse.ArgumentTypeError(f"{text!r} is not a rate such as 30/minute or 100/hour")
+
+
 def release_seed(args: argparse.Namespace):
     """The seed from --seed-file, $PSEO_DAS_SEED or --seed (in that order; the first two do
     not show in `ps`), as the flow's masked parameter (a SecretStr); None if none is given."""
@@ -516,6 +586,7 @@ def _verify_server(args: argparse.Namespace) -> int:
 def _serve_verification(args, store: Path, years: tuple[int, int], default_tracking_uri) -> int:
     import uvicorn
 
+    from pseo_das.tasks.verification.limits import ServerLimits
     from pseo_das.tasks.verification.records import load_records
     from pseo_das.tasks.verification.server import ServerState, create_app
     from pseo_das.tasks.verification.session_log import SessionLog
@@ -526,7 +597,10 @@ def _serve_verification(args, store: Path, years: tuple[int, int], default_track
     uri = args.tracking_uri or default_tracking_uri()
     session = SessionLog(uri, {"store": str(store), "data_dir": str(Path(args.data).resolve()),
                                "data_version": records.data_version, "records": len(records)})
-    state = ServerState(store, records, session)
+    limits = ServerLimits(**{name: value for name, value in [
+        ("query_seconds", args.query_seconds), ("concurrent_queries", args.concurrent_queries),
+        ("rate_limit", args.rate_limit)] if value is not None})
+    state = ServerState(store, records, years, session, limits)
     print(f"verification server: {len(records):,} outcome records (data version "
           f"{records.data_version[:16]}), ledger {store}; audit: MLflow run {session.run_id} in "
           f"{session.tracking_uri}; http://{args.host}:{args.port}/ (API docs at /docs)",
@@ -609,8 +683,10 @@ def parser() -> argparse.ArgumentParser:
                          "recorded seed, else 256 fresh random bits); visible to other users in "
                          "`ps`: prefer --seed-file or $PSEO_DAS_SEED")
     release.add_argument("--seed-file", help="file holding the release seed (64 hex digits)")
-    release.add_argument("--reference", help="folder with the public reference files j2j_state_flows.csv, "
-                         "qcew_state_sector.csv, state_coverage.csv (default: the packaged demo files)")
+    release.add_argument("--reference", help="folder with the public reference files j2j_state_flows.csv "
+                         "(or j2jod/, the per-state downloads), qcew_state_sector.csv (or qcew/, the "
+                         "annual CSVs by area or industry), state_coverage.csv (default: the packaged "
+                         "demo files)")
     release.add_argument("--release-id", help="release identifier (default: UTC timestamp); "
                          "running a recorded release id again with the same inputs reuses its seed "
                          "and spends nothing")
@@ -654,22 +730,27 @@ def parser() -> argparse.ArgumentParser:
 
     store = sub.add_parser("store", parents=[common], help="create, inspect, verify a privacy store or change "
                            "its policy")
-    store.add_argument("action", choices=["init", "show", "verify", "set-policy"],
+    store.add_argument("action", choices=["init", "show", "verify", "set-policy", "adopt"],
                        help="init: create an empty store; show: releases, measurements and "
                        "epsilon spent per graduate and population; verify: check its hash chain, rows, "
                        "triggers and objects, and the chain heads MLflow runs recorded; "
-                       "set-policy: record a new lifetime cap or largest epsilon per tabulation")
+                       "set-policy: record a new lifetime cap or largest epsilon per tabulation; "
+                       "adopt: name this store the one of its id when a copy of it has "
+                       "diverged (the copy's MLflow runs are disowned)")
     store.add_argument("dir", nargs="?", metavar="DIR", help="the store folder (default: "
                        "$PSEO_DAS_STORE)")
     store.add_argument("--top", type=int, default=10, help="show: graduation years to list (default 10)")
     store.add_argument("--lifetime-cap", help="init, set-policy: lifetime epsilon cap per "
                        "graduate (init default 30)")
+    store.add_argument("--lifetime-delta-cap", help="init, set-policy: lifetime delta cap per "
+                       "graduate (init default 0.01; below 1)")
     store.add_argument("--max-tabulation-epsilon", help="init, set-policy: largest epsilon of "
                        "one tabulation (init default 10, at most 10)")
-    store.add_argument("--by", help="init, set-policy: who sets the policy (recorded; init "
+    store.add_argument("--by", help="init, set-policy, adopt: who decides (recorded; init "
                        "default: the login name)")
-    store.add_argument("--reason", help="set-policy: why (recorded; e.g. the DRB decision)")
-    store.add_argument("--tracking-uri", help="verify: the MLflow tracking store whose runs "
+    store.add_argument("--reason", help="set-policy, adopt: why (recorded; e.g. the DRB "
+                       "decision)")
+    store.add_argument("--tracking-uri", help="verify, adopt: the MLflow tracking store whose runs "
                        "recorded the store's chain heads (default as for release)")
     store.set_defaults(run=_store)
 
@@ -780,6 +861,13 @@ def parser() -> argparse.ArgumentParser:
     verify.add_argument("--query", help="fit: the query, a JSON file")
     verify.add_argument("--tracking-uri", help="serve: MLflow tracking URI for the session's "
                         "audit run (default as for release)")
+    verify.add_argument("--query-seconds", type=_positive_seconds, help="serve: a query is "
+                        "answered or refused (HTTP 503, nothing charged) within this many "
+                        "seconds (default: the README's verification server limits)")
+    verify.add_argument("--concurrent-queries", type=_concurrency, metavar="N",
+                        help="serve: new measurements computed at once, 1 to 64")
+    verify.add_argument("--rate-limit", type=_rate_limit, help="serve: authenticated requests "
+                        "per analyst, e.g. 30/minute or 100/hour (HTTP 429 beyond)")
     verify.add_argument("--config", help="TOML configuration (the cohort years of the inputs)")
     verify.set_defaults(run=_verify_server)
 

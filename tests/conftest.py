@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -73,3 +74,49 @@ def releases(synthetic_dir, tmp_path_factory):
 def _new_store(path: Path) -> Path:
     from pseo_das.tasks.privacy.store import init_store
     return init_store(path)
+
+
+@contextmanager
+def verification_server(data: Path, root: Path, analysts: dict[str, str], *options: str):
+    """`pseo-das verify-server` serving `data` as its own process on a free port of
+    127.0.0.1, with a new store, ledger (global budget 8) and the analysts given (name:
+    budget). Yields base URL, store, tokens, process, tracking URI and log; stops it (SIGINT)."""
+    import signal
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    import httpx
+
+    from pseo_das.tasks.privacy.store import init_store
+    from pseo_das.tasks.verification.ledger import VerificationLedger, init_ledger
+    store = init_store(root / "store")
+    init_ledger(store, 8, "test")
+    with VerificationLedger.open(store) as ledger:
+        tokens = {name: ledger.add_analyst(name, budget, "test")
+                  for name, budget in analysts.items()}
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    uri, base = f"sqlite:///{root / 'audit' / 'mlflow.db'}", f"http://127.0.0.1:{port}"
+    with open(root / "server.log", "w") as log:
+        process = subprocess.Popen([str(Path(sys.executable).with_name("pseo-das")),
+                                    "verify-server", "--data", str(data), "--store", str(store),
+                                    "--host", "127.0.0.1", "--port", str(port), "--tracking-uri",
+                                    uri, *options], stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 180
+        while True:
+            try:
+                if httpx.get(f"{base}/openapi.json", timeout=5).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert process.poll() is None, (root / "server.log").read_text()
+            assert time.monotonic() < deadline, "the server did not start"
+            time.sleep(0.5)
+        yield {"base": base, "store": store, "tokens": tokens, "process": process, "uri": uri,
+               "log": root / "server.log", "port": port}
+        if process.poll() is None:
+            process.send_signal(signal.SIGINT)
+            process.wait(60)

@@ -137,6 +137,40 @@ def test_a_store_rewound_to_a_backup_is_caught(published, capsys, tmp_path):
     assert cli("store", "verify", store, "--tracking-uri", uri) == 1
 
 
+def test_a_copied_store_that_diverges_is_refused_until_the_agency_adopts_one(published, capsys,
+                                                                             tmp_path):
+    """Two copies of one store (one id) cannot each spend a budget: once the original has
+    released again, the copy disagrees with that run and is refused by `release` and `store
+    verify` (runs are found by the store's id, not its path). `store adopt` on the copy
+    (recorded in its chain, with who and why) disowns the original's later run; the
+    original is refused from then on. A store moved without diverging releases on."""
+    data, uri, store, r1 = published
+    copy = Path(shutil.copytree(store, tmp_path / "copy"))
+    assert run_release(data, tmp_path / "R2", None, uri, "R2", store=store) == 0
+    capsys.readouterr()
+    assert run_release(data, tmp_path / "R3", None, uri, "R3", store=copy) == 2
+    err = capsys.readouterr().err
+    assert f"used a store with this store's id" in err and f"at {store}" in err
+    assert "the two have diverged" in err and "pseo-das store adopt" in err
+    assert not (tmp_path / "R3").exists()
+    assert cli("store", "verify", copy, "--tracking-uri", uri) == 1
+    assert cli("store", "adopt", copy, "--tracking-uri", uri) == 2        # who and why needed
+    capsys.readouterr()
+    assert cli("store", "adopt", copy, "--tracking-uri", uri, "--by", "the DRB",
+               "--reason", "the copy is the agency's store") == 0
+    assert "1 run(s) of its diverged copy disowned" in capsys.readouterr().out
+    with PrivacyStore.open(copy) as opened:
+        (adoption,) = opened.table("SELECT value FROM store_info WHERE key LIKE 'adoption.%'")["value"]
+    assert json.loads(adoption)["by"] == "the DRB"
+    assert cli("store", "verify", copy, "--tracking-uri", uri) == 0
+    capsys.readouterr()
+    assert cli("store", "verify", store, "--tracking-uri", uri) == 1      # the other is refused
+    assert f"of this store was disowned: the agency adopted the copy at {copy}" in \
+        capsys.readouterr().err
+    moved = Path(shutil.move(copy, tmp_path / "moved"))                   # a move: same history
+    assert run_release(data, tmp_path / "R3", None, uri, "R3", store=moved) == 0
+
+
 def test_a_history_rewritten_with_a_fresh_chain_is_caught_by_the_recorded_heads(published,
                                                                                 capsys):
     data, uri, store, r1 = published

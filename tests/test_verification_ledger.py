@@ -9,8 +9,9 @@ import pytest
 
 from pseo_das.tasks.privacy.store import init_store
 from pseo_das.tasks.privacy.store_integrity import verify_store
-from pseo_das.tasks.verification.ledger import (BudgetRefused, LedgerError, VerificationLedger,
-                                                init_ledger, ledger_path, verify_ledger)
+from pseo_das.tasks.verification.ledger import (BudgetRefused, KeptAnswer, LedgerError,
+                                                VerificationLedger, init_ledger, ledger_path,
+                                                verify_ledger)
 
 SHA = [f"{i:064x}" for i in range(1, 10)]
 
@@ -41,11 +42,12 @@ def test_budgets_are_exact_and_a_charged_query_is_never_charged_again(store):
             assert ledger.charge("ana", sha, "{}", third).charged == third
         with pytest.raises(BudgetRefused, match="over the global budget 1"):
             ledger.charge("ana", SHA[3], "{}", Fraction(1, 10**20))  # floats could not see it
-        # charged but never answered (a crash): no new cost, and the answer is computed again
-        retry = ledger.charge("ana", SHA[0], "{}", third)
-        assert retry.charged == 0 and retry.stored_answer is None
-        kept = ledger.keep_answer(SHA[0], 7, {"posterior": {"mode": 0.1}}, "stream")
-        assert ledger.keep_answer(SHA[0], 8, {"other": 1}, "stream") == kept   # first one stays
+        # charged but never answered (an earlier server crashed): kept now at no new cost
+        kept = {"posterior": {"mode": 0.1}}
+        retry = ledger.charge("ana", SHA[0], "{}", third, KeptAnswer(7, kept, "stream"))
+        assert retry.charged == 0 and retry.stored_answer == kept
+        again = ledger.charge("ana", SHA[0], "{}", third, KeptAnswer(8, {"other": 1}, "stream"))
+        assert again.stored_answer == kept and again.charged == 0             # first one stays
         assert ledger.charge("ana", SHA[0], "{}", third).stored_answer == kept
         assert ledger.spent() == 1 and ledger.spent("ana") == 1
         outcomes = [r["outcome"] for r in ledger.table("requests")]
@@ -85,3 +87,36 @@ def test_store_verify_checks_the_verification_ledger_too(store, tmp_path, capsys
         main(["store", "verify", str(store), "--tracking-uri", uri])
     assert stop.value.code == 1
     assert "verification ledger: trigger answers_no_delete was dropped" in capsys.readouterr().err
+
+
+def test_a_deleted_or_reinitialised_ledger_is_caught_and_refused(store, tmp_path, capsys):
+    """The store records its ledger's server id in its chain: deleting verification.sqlite
+    and initialising a new one (a fresh global budget and server seed) is refused by `init`,
+    caught by `store verify`, and refused by the server at start (check_ledger_custody)."""
+    from pseo_das.cli import main
+    from pseo_das.tasks.privacy.store import PrivacyStore
+    from pseo_das.tasks.verification.ledger import check_ledger_custody, ledger_custody
+    with VerificationLedger.open(store) as ledger:
+        original = ledger.server_id
+    with PrivacyStore.open(store) as opened:
+        assert opened.info("verification_ledger") == original
+    check_ledger_custody(store)                                      # intact: no complaint
+    saved = ledger_path(store).read_bytes()
+    ledger_path(store).unlink()
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    with pytest.raises(SystemExit) as stop:
+        main(["store", "verify", str(store), "--tracking-uri", uri])
+    assert stop.value.code == 1 and "verification.sqlite is missing: the privacy store " \
+        f"records verification ledger {original}" in capsys.readouterr().err
+    with pytest.raises(LedgerError, match="restore it from the agency's backup"):
+        init_ledger(store, "1", "test")
+    assert not ledger_path(store).exists()
+    other = init_store(tmp_path / "other")                           # a ledger made elsewhere,
+    init_ledger(other, "5", "test")                                  # copied in its place
+    ledger_path(store).write_bytes(ledger_path(other).read_bytes())
+    (problem,) = ledger_custody(store)
+    assert f"the privacy store records ledger {original}: it was replaced" in problem
+    with pytest.raises(LedgerError, match="it was replaced"):
+        check_ledger_custody(store)
+    ledger_path(store).write_bytes(saved)                            # restored from a backup
+    assert ledger_custody(store) == [] and verify_store(store).ok

@@ -3,6 +3,7 @@ person-level groups, the per-group regressions and the noisy count."""
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 import pandas as pd
@@ -11,9 +12,9 @@ from pydantic import ValidationError
 from scipy import stats
 
 from pseo_das.tasks.privacy.mechanism import discrete_laplace_noise
-from pseo_das.tasks.verification.estimates import (group_estimate, group_indicators,
-                                                   least_squares_coefficient, ols_slope,
-                                                   selected_rows)
+from pseo_das.tasks.verification.estimates import (QueryTimeout, group_estimate,
+                                                   group_indicators, least_squares_coefficient,
+                                                   ols_slope, selected_rows)
 from pseo_das.tasks.verification.groups import group_key, person_groups, person_hashes
 from pseo_das.tasks.verification.measure import measurement_id, noisy_count, verify
 from pseo_das.tasks.verification.posterior import cdf, count_weights, posterior
@@ -151,6 +152,19 @@ def test_a_coefficient_and_a_trend_are_counted_in_every_group_when_the_data_say_
     assert ols_slope(np.array([1, 2, 3]), np.array([2.0, 4.0, 6.0])) == pytest.approx(2.0)
 
 
+def test_a_computation_past_its_deadline_stops_before_any_noise():
+    records = toy_records({2010 + k: 0.02 * k for k in range(6)})
+    hashes = person_hashes(records.person_id, group_key(SEED))
+    model = dict(outcome="log_earnings", covariates=["degree_level"],
+                 coefficient="degree_level[07]", groups=20)
+    for asked in (RegressionQuery(**model, interval={"lower": 0.0}), RegressionQuery(
+            **model, trend=[{"first": 2010, "last": 2015, "interval": {"lower": 0.0}}])):
+        with pytest.raises(QueryTimeout):
+            noisy_count(records, hashes, asked, "0" * 64, SEED, time.monotonic() - 1)
+        released, _ = noisy_count(records, hashes, asked, "0" * 64, SEED, time.monotonic() + 60)
+        assert released == noisy_count(records, hashes, asked, "0" * 64, SEED)[0]
+
+
 def test_one_graduate_changes_the_count_by_at_most_one(synthetic_dir):
     records = load_records(synthetic_dir, 2001, 2022)
     query = RegressionQuery(outcome="log_earnings", covariates=["degree_level", "grad_year"],
@@ -195,6 +209,9 @@ def test_queries_are_validated_and_their_canonical_form_ignores_order():
     for bad in [dict(base, coefficient="cip2[11]"), dict(base, trend=[]),
                 {k: v for k, v in base.items() if k != "interval"},
                 dict(base, interval={}), dict(base, epsilon="0"), dict(base, epsilon="11"),
+                dict(base, epsilon="1/1001"), dict(base, epsilon="1e-99999999"),
+                dict(base, epsilon="1e-400"), dict(base, epsilon="5e-324"),
+                dict(base, epsilon=5e-324), dict(base, epsilon="1/0"), dict(base, epsilon="١"),
                 dict(base, groups=1), dict(base, interval={"lower": 1, "upper": 0}),
                 dict(base, coefficient="degree_level[7]"),                 # not a degree code
                 dict(base, references={"degree_level": "99"})]:

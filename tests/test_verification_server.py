@@ -7,10 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 import signal
-import socket
 import subprocess
-import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
 from fractions import Fraction
 from pathlib import Path
@@ -18,17 +15,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from pseo_das.tasks.privacy.store import init_store
-from pseo_das.tasks.verification.ledger import VerificationLedger, init_ledger, verify_ledger
+from conftest import verification_server
+from pseo_das.tasks.verification.ledger import VerificationLedger, verify_ledger
 
 pytestmark = pytest.mark.slow  # a system test: the CLI serving in its own process
 GLOBAL_CAP = 8
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def query(lower: float = 0.0, epsilon: str = "1", **changes) -> dict:
@@ -40,36 +31,10 @@ def query(lower: float = 0.0, epsilon: str = "1", **changes) -> dict:
 
 @pytest.fixture(scope="module")
 def server(synthetic_dir, tmp_path_factory):
-    root = tmp_path_factory.mktemp("verification")
-    store = init_store(root / "store")
-    init_ledger(store, GLOBAL_CAP, "test")
-    with VerificationLedger.open(store) as ledger:
-        tokens = {name: ledger.add_analyst(name, budget, "test")
-                  for name, budget in [("alice", 2), ("bob", 3), ("carol", 100)]}
-    port, uri = free_port(), f"sqlite:///{root / 'audit' / 'mlflow.db'}"
-    log = open(root / "server.log", "w")
-    process = subprocess.Popen([str(Path(sys.executable).with_name("pseo-das")), "verify-server",
-                                "--data", str(synthetic_dir), "--store", str(store), "--host",
-                                "127.0.0.1", "--port", str(port), "--tracking-uri", uri],
-                               stdout=log, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 180
-    while True:
-        try:
-            if httpx.get(f"{base}/openapi.json", timeout=5).status_code == 200:
-                break
-        except httpx.TransportError:
-            pass
-        assert process.poll() is None, (root / "server.log").read_text()
-        assert time.monotonic() < deadline, "the server did not start"
-        time.sleep(0.5)
-    info = {"base": base, "store": store, "tokens": tokens, "process": process, "uri": uri,
-            "log": root / "server.log"}
-    yield info
-    if process.poll() is None:
-        process.send_signal(signal.SIGINT)
-        process.wait(60)
-    log.close()
+    with verification_server(synthetic_dir, tmp_path_factory.mktemp("verification"),
+                             {"alice": "2", "bob": "3", "carol": "100"},
+                             "--rate-limit", "1000/minute") as info:
+        yield info
 
 
 def ask(server, who: str | None, body: dict, token: str | None = None) -> httpx.Response:

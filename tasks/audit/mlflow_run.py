@@ -25,6 +25,7 @@ from pseo_das.epsilon import epsilon_text
 from pseo_das.version import package_versions
 from pseo_das.tasks import progress, release_task
 from pseo_das.tasks.employment_flows.division_flows import FlowsRelease
+from pseo_das.tasks.privacy.file_modes import private_folder, write_private
 from pseo_das.tasks.privacy.mechanism import PrivacyLedger
 from pseo_das.tasks.privacy.release_seed import ReleaseSeed
 from pseo_das.tasks.measurements.release_plan import ReleasePlan
@@ -77,11 +78,13 @@ def initialise_sqlite_store(tracking_uri: str) -> None:
         return
     path = Path(tracking_uri.removeprefix("sqlite:///"))
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.parent.exists():
+            private_folder(path.parent)
         if path.exists():
             return
         temporary = path.with_name(f".{path.name}.{os.getpid()}.init")
         temporary.unlink(missing_ok=True)
+        write_private(temporary, b"")     # run logs hold seeds and parameters: owner only
         MlflowClient(tracking_uri=f"sqlite:///{temporary}").search_experiments()
         try:
             os.link(temporary, path)          # never replaces a store created meanwhile
@@ -93,22 +96,25 @@ def initialise_sqlite_store(tracking_uri: str) -> None:
                                  f"({exc.strerror or exc})") from exc
 
 
-def runs_of_store(client: MlflowClient, experiment_id: str, store_path: Path,
+def runs_of_store(client: MlflowClient, experiment_id: str, store_path: Path, store_id: str,
                   exclude_run: str | None = None) -> list:
     """Every run of the experiment (any status, deleted included) that used the privacy
-    store at `store_path`."""
+    store: a store at `store_path` (whatever its id: a store deleted and created again there
+    has another), or a store with the id `store_id` (wherever it was: a copy, or the store
+    before it was moved)."""
     runs, token = [], None
     while True:
         page = client.search_runs([experiment_id], run_view_type=ViewType.ALL,
                                   max_results=1000, page_token=token)
-        runs += [r for r in page if r.data.params.get("store") == str(store_path)
+        runs += [r for r in page if (r.data.params.get("store") == str(store_path)
+                                     or r.data.params.get("store_id") == store_id)
                  and r.info.run_id != exclude_run]
         token = page.token
         if not token:
             return runs
 
 
-def existing_runs_of_store(tracking_uri: str, store_path: Path) -> list | None:
+def existing_runs_of_store(tracking_uri: str, store_path: Path, store_id: str) -> list | None:
     """The runs of an existing tracking store that used the store (None if there is no
     tracking store or no pseo-das experiment there: nothing to compare with)."""
     tracking_uri = absolute_tracking_uri(tracking_uri)
@@ -122,7 +128,7 @@ def existing_runs_of_store(tracking_uri: str, store_path: Path) -> list | None:
         raise TrackingStoreError(f"MLflow tracking store {tracking_uri} cannot be read: "
                                  f"{str(exc).splitlines()[0]}") from exc
     return None if experiment is None else runs_of_store(client, experiment.experiment_id,
-                                                         store_path)
+                                                         store_path, store_id)
 
 
 class AuditRun:
@@ -150,9 +156,10 @@ class AuditRun:
                                      f"{str(exc).splitlines()[0]}") from exc
         self.run_id = run.info.run_id
 
-    def runs_of_store(self, store_path: Path) -> list:
-        """Every other run of the experiment that used the privacy store at `store_path`."""
-        return runs_of_store(self.client, self.experiment_id, store_path, self.run_id)
+    def runs_of_store(self, store_path: Path, store_id: str) -> list:
+        """Every other run of the experiment that used the privacy store (at `store_path`,
+        or with the id `store_id`)."""
+        return runs_of_store(self.client, self.experiment_id, store_path, store_id, self.run_id)
 
     def log_params(self, params: dict[str, object]) -> None:
         items = [Param(k, v if isinstance(v, str) else json.dumps(v)) for k, v in params.items()]

@@ -18,6 +18,7 @@ from pseo_das.tasks.audit.store_witness import recorded_heads, witness_problems
 from pseo_das.tasks.audit.verification import FAILED, PASSED, CheckResult
 from pseo_das.tasks.measurements.release_plan import lifetime_budget_file, lifetime_table
 from pseo_das.tasks.privacy.store import PrivacyStore, StoreError, epsilon_text, store_exists
+from pseo_das.tasks.measurements.publication_record import record_objects
 from pseo_das.tasks.privacy.store_integrity import check_recorded_heads, verify_store
 
 LIFETIME = "internal/lifetime_budget.csv"
@@ -32,7 +33,7 @@ def check_store(release: AuditedRelease, client) -> CheckResult:
         return CheckResult("privacy store", FAILED, f"the release's privacy store {store_path} is "
                            "not here", findings=[f"no privacy store at {store_path}"])
     try:
-        report = verify_store(store_path, check_objects=True)
+        report = verify_store(store_path, check_objects=True, record_objects=record_objects)
     except StoreError as exc:       # e.g. a store of an earlier version, without a chain
         return CheckResult("privacy store", FAILED, f"the release's privacy store cannot be "
                            f"checked: {exc}", findings=[str(exc)])
@@ -50,7 +51,7 @@ def check_store(release: AuditedRelease, client) -> CheckResult:
         findings += check_recorded_heads(store, manifest_heads or {}, "manifest.json")
         experiment = release.experiment_id
         findings += witness_problems(store, runs_of_store(client, experiment, store_path,
-                                                          release.run_id))
+                                                          store.store_id, release.run_id))
         findings += internal_file_findings(release, store)
     figures = {"chain entries": report.entries, "objects checked": report.objects_checked,
                "chain head": f"{report.head.seq} {report.head.sha256[:16]}…"}

@@ -6,16 +6,19 @@ Also closes runs left RUNNING by a killed release. Privacy cost: none.
 from __future__ import annotations
 
 import json
+import uuid
 from pathlib import Path
 
 from mlflow.entities import RunTag
 
-from pseo_das.tasks.privacy.store import PrivacyStore, StoreBusy, store_exists, store_lock
+from pseo_das.tasks.privacy.store import (PrivacyStore, StoreBusy, store_exists, store_lock,
+                                          utc_now)
 from pseo_das.tasks.privacy.store_integrity import check_recorded_heads
 from pseo_das.tasks.publication.release_files import MANIFEST
 
 HEAD_PARAMS = {"read": "store_chain.read", "written": "store_chain.written"}
 PUBLISHED_TAG = "store_chain.published"
+DISOWNED_TAG = "store_chain.disowned"      # set by `pseo-das store adopt` on a fork's runs
 
 
 def recorded_heads(params: dict[str, str], tags: dict[str, str]) -> dict[str, dict]:
@@ -27,30 +30,78 @@ def recorded_heads(params: dict[str, str], tags: dict[str, str]) -> dict[str, di
 
 
 def witness_problems(store: PrivacyStore, runs: list) -> list[str]:
-    """What the earlier runs of this store recorded that the store contradicts."""
+    """What the earlier runs of this store (runs_of_store: at its path, or with its id)
+    recorded that the store contradicts. A run of a store with the same id elsewhere (a copy,
+    or the store before a move) must agree with it too: two stores of one id that have
+    diverged are a fork, refused until the agency adopts one (`pseo-das store adopt`, which
+    marks the other's runs DISOWNED_TAG)."""
     problems, store_id = [], store.store_id
     for run in runs:
         params, tags = run.data.params, run.data.tags
         recorded_id = params.get("store_id")
-        if recorded_id is None:       # a run that failed before it reached the store
-            continue
         who = f"MLflow run {run.info.run_id} (release {params.get('release_id', '?')})"
+        if DISOWNED_TAG in tags and recorded_id == store_id \
+                and params.get("store") == str(store.path):
+            adoption = json.loads(tags[DISOWNED_TAG])
+            problems.append(f"{who} of this store was disowned: the agency adopted the copy at "
+                            f"{adoption['store']} as the store of id {store_id} (by "
+                            f"{adoption['by']}, {adoption['at']}: {adoption['reason']})")
+            continue
+        if recorded_id is None or DISOWNED_TAG in tags:   # failed before the store; disowned
+            continue
         if recorded_id != store_id:
             problems.append(f"{who} used the privacy store with id {recorded_id}; the store now at "
                             f"{store.path} has id {store_id}: it was replaced (deleted and "
                             "created again?)")
             continue
-        problems += check_recorded_heads(store, recorded_heads(params, tags), who)
+        disagree = check_recorded_heads(store, recorded_heads(params, tags), who)
+        elsewhere = params.get("store", str(store.path)) != str(store.path)
+        if disagree and elsewhere:
+            problems.append(
+                f"{who} used a store with this store's id {store_id} at {params['store']}, and "
+                f"the two have diverged ({disagree[0].split(': ', 1)[-1]}): a copy or fork of "
+                "one store, each spending its own budget. Nothing is released from either "
+                "until the agency names the store: `pseo-das store adopt DIR --by WHO "
+                "--reason WHY` (recorded) disowns the runs of the other")
+        else:
+            problems += disagree
     return problems
 
 
-def close_abandoned_runs(client, runs: list, closed_by: str) -> list[str]:
-    """Runs of this store still RUNNING while the caller holds the store's lock belong to
-    killed releases: a run whose release folder was published (its manifest names the run)
-    is closed FINISHED, any other FAILED. Returns what was done, one line per run."""
+def fork_runs(store: PrivacyStore, runs: list) -> list:
+    """The runs of a copy of this store elsewhere whose heads disagree with it."""
+    return [run for run in runs
+            if run.data.params.get("store_id") == store.store_id
+            and DISOWNED_TAG not in run.data.tags
+            and run.data.params.get("store", str(store.path)) != str(store.path)
+            and check_recorded_heads(store, recorded_heads(run.data.params, run.data.tags), "")]
+
+
+def adopt_store(store: PrivacyStore, client, runs: list, by: str, reason: str) -> list[str]:
+    """The agency names `store` as the store of its id: the runs of its diverged copies are
+    tagged DISOWNED_TAG (the witness skips them from now on), and the adoption (who, why,
+    where, the chain head, the runs disowned) is recorded in the store's chain. Returns the
+    disowned run ids (nothing is recorded when no copy has diverged)."""
+    forks = fork_runs(store, runs)
+    if not forks:
+        return []
+    disowned = sorted(run.info.run_id for run in forks)
+    adoption = {"by": by, "reason": reason, "at": utc_now(), "store": str(store.path),
+                "head": store.head().as_dict(), "disowned_runs": disowned}
+    store.record_info(f"adoption.{uuid.uuid4().hex}", json.dumps(adoption, sort_keys=True))
+    for run_id in disowned:
+        client.set_tag(run_id, DISOWNED_TAG, json.dumps({k: v for k, v in adoption.items()
+                                                         if k != "disowned_runs"}))
+    return disowned
+
+
+def close_abandoned_runs(client, runs: list, closed_by: str, store_path: Path) -> list[str]:
+    """Runs of the store at `store_path` still RUNNING while the caller holds its lock belong
+    to killed releases: a run whose release folder was published (its manifest names the
+    run) is closed FINISHED, any other FAILED. Returns what was done, one line per run."""
     done = []
     for run in runs:
-        if run.info.status != "RUNNING":
+        if run.info.status != "RUNNING" or run.data.params.get("store") != str(store_path):
             continue
         run_id, out_dir = run.info.run_id, Path(run.data.params.get("out_dir", ""))
         try:
@@ -81,7 +132,8 @@ def repair_if_abandoned(client, release_run_id: str, store_path: Path | None) ->
         return None
     try:
         with store_lock(store_path):
-            done = close_abandoned_runs(client, [client.get_run(release_run_id)], "pseo-das audit")
+            done = close_abandoned_runs(client, [client.get_run(release_run_id)], "pseo-das audit",
+                                        store_path)
     except StoreBusy:
         return None       # a release is running against the store now: leave its run alone
     return done[0] if done else None

@@ -99,6 +99,14 @@ class PublicationRecord(_Recorded):
     # NoisyCellStatistics.record() and stored table); None for every other release.
     cell_statistics: dict[str, Any] | None = None
 
+    def objects(self) -> list[tuple[str, str]]:
+        """The store objects (SHA-256, extension) the record names: the tables it read."""
+        tables = list(self.reference.tables.values())
+        tables += list(self.recast.tables.values()) if self.recast else []
+        tables += [self.ipeds.awards] if self.ipeds else []
+        tables += [self.cell_statistics["table"]] if self.cell_statistics else []
+        return [(sha, "parquet") for sha in tables]
+
     def stored(self) -> dict:
         """The record as it is kept in the store (JSON values, in field order)."""
         return self.model_dump(mode="json")
@@ -193,3 +201,9 @@ MIGRATIONS: dict[int, Callable[[dict], dict]] = {
     1: v1_to_v2_no_recast_inputs, 2: v2_to_v3_no_dollar_conversion,
     3: v3_to_v4_no_demo_inputs_recorded, 4: v4_to_v5_no_ipeds_counts,
     5: v5_to_v6_tables_grouped}
+
+
+def record_objects(stored: dict) -> list[tuple[str, str]]:
+    """The objects a stored publication record (of any version) names, for the store's
+    integrity check."""
+    return PublicationRecord.from_stored(stored, "a publication record").objects()

@@ -10,7 +10,10 @@ A store passes when:
     table, and every entry has its row (a deleted, rewritten or unchained row is named);
   - each measurement's population list has the SHA-256 its chain entry holds;
   - every epsilon and cap is a positive exact number;
-  - optionally, every object the index names is on disk with its SHA-256.
+  - optionally, every object file's content has the SHA-256 its name says, and every object
+    the index and the publication records name is on disk;
+  - the store's files are readable by their owner only (wider permissions are reported
+    as warnings: `IntegrityReport.exposures`).
 A store rewritten with a freshly computed chain passes these; it is caught by the chain
 heads recorded outside the store (manifests, MLflow runs), see `check_recorded_heads`.
 """
@@ -19,13 +22,15 @@ from __future__ import annotations
 import hashlib
 import sqlite3
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 
 import pandas as pd
 
-from pseo_das.tasks.privacy.store import (CHAINED, GENESIS, SCHEMA, TRIGGERS, ChainHead,
+from pseo_das.tasks.privacy.file_modes import exposures
+from pseo_das.tasks.privacy.store import (CHAINED, GENESIS, INDEX, SCHEMA, TRIGGERS, ChainHead,
                                           PrivacyStore, StoreError, chain_sha256,
                                           populations_sha256, row_content)
 
@@ -45,23 +50,26 @@ class IntegrityReport:
     entries: int
     problems: list[str] = field(default_factory=list)
     objects_checked: int = 0
+    exposures: list[str] = field(default_factory=list)   # files others can read (warnings)
 
     @property
     def ok(self) -> bool:
         return not self.problems
 
     def message(self, limit: int = 12) -> str:
+        warnings = [f"  WARNING {line}" for line in self.exposures]
         if self.ok:
             checked = f", {self.objects_checked:,} objects" if self.objects_checked else ""
-            return (f"privacy store {self.path}: intact ({self.entries:,} chain entries{checked}; "
-                    f"head {self.head.seq} {self.head.sha256[:16]}...)")
+            return "\n".join([f"privacy store {self.path}: intact ({self.entries:,} chain "
+                              f"entries{checked}; head {self.head.seq} "
+                              f"{self.head.sha256[:16]}...)"] + warnings)
         lines = [f"privacy store {self.path} FAILS its integrity check ({len(self.problems)} "
                  "problem(s)); nothing may be released from it until the agency restores it "
                  "from a trusted copy:"]
         lines += [f"  {p}" for p in self.problems[:limit]]
         if len(self.problems) > limit:
             lines.append(f"  ... and {len(self.problems) - limit} more")
-        return "\n".join(lines)
+        return "\n".join(lines + warnings)
 
     def raise_if_failed(self) -> "IntegrityReport":
         if not self.ok:
@@ -83,8 +91,16 @@ def _schema(db: sqlite3.Connection) -> set[tuple[str, str, str]]:
         "SELECT type, name, sql FROM sqlite_master WHERE sql IS NOT NULL")}
 
 
-def verify_store(path: Path, check_objects: bool = False) -> IntegrityReport:
-    """The integrity of the store in `path` (StoreError if there is no store there)."""
+# The objects a stored record names (its JSON -> (SHA-256, extension)): given by the layer
+# that reads publication records (tasks/measurements/publication_record.record_objects).
+RecordObjects = Callable[[dict], list[tuple[str, str]]]
+
+
+def verify_store(path: Path, check_objects: bool = False,
+                 record_objects: RecordObjects | None = None) -> IntegrityReport:
+    """The integrity of the store in `path` (StoreError if there is no store there). With
+    `check_objects`, every object file is re-hashed and every object the index (and, with
+    `record_objects`, every publication record) names must be there."""
     with PrivacyStore.open(path) as store:
         db = store.connection()
         db.execute("BEGIN")          # one consistent snapshot for the whole check
@@ -96,7 +112,8 @@ def verify_store(path: Path, check_objects: bool = False) -> IntegrityReport:
             _check_populations(db, report)
             _check_epsilons(db, report)
             if check_objects:
-                _check_objects(store, db, report)
+                _check_objects(store, db, report, record_objects)
+            report.exposures = _exposures(store.path)
         finally:
             db.execute("ROLLBACK")
     return report
@@ -180,19 +197,56 @@ def _check_epsilons(db: sqlite3.Connection, report: IntegrityReport) -> None:
                 if not ok:
                     report.problems.append(f"{table}.{column} = {value!r}: not a positive exact "
                                            "epsilon")
+    for key, value in db.execute("SELECT key, value FROM store_info WHERE key GLOB "
+                                 "'policy.*.lifetime_delta_cap'"):
+        try:
+            ok = 0 < Fraction(str(value)) < 1
+        except (ValueError, ZeroDivisionError):
+            ok = False
+        if not ok:
+            report.problems.append(f"store_info {key} = {value!r}: not an exact delta in (0, 1)")
 
 
-def _check_objects(store: PrivacyStore, db: sqlite3.Connection, report: IntegrityReport) -> None:
+def _check_objects(store: PrivacyStore, db: sqlite3.Connection, report: IntegrityReport,
+                   record_objects: RecordObjects | None) -> None:
+    """Every file of objects/ re-hashed against its name; every object the index names (and
+    the records name) present."""
+    intact = set()
+    for file in sorted((store.path / "objects").iterdir()):
+        if file.name.startswith("."):         # a write in progress (or left by a kill)
+            continue
+        sha = file.name.partition(".")[0]
+        if hashlib.sha256(file.read_bytes()).hexdigest() == sha:
+            intact.add(file.name)
+        else:
+            report.problems.append(f"{file}: content does not match its SHA-256 (changed on disk)")
+        report.objects_checked += 1
     named = [(sha, "parquet") for (sha,) in db.execute(
         "SELECT object_sha256 FROM measurement_objects")]
     named += [(sha, "parquet") for (sha,) in db.execute("SELECT plan_sha256 FROM releases")]
-    named += [(sha, "json") for (sha,) in db.execute("SELECT record_sha256 FROM publications")]
+    records = [sha for (sha,) in db.execute("SELECT record_sha256 FROM publications")]
+    named += [(sha, "json") for sha in records]
+    for sha in records:
+        if record_objects is not None and f"{sha}.json" in intact:
+            try:
+                named += record_objects(store.get_json(sha))
+            except StoreError as exc:
+                report.problems.append(f"publication record {sha[:16]}...: {exc}")
     for sha, ext in sorted(set(named)):
-        try:
-            store.get_object(sha, ext)
-        except StoreError as exc:
-            report.problems.append(str(exc))
-        report.objects_checked += 1
+        if not (store.path / "objects" / f"{sha}.{ext}").exists():   # a changed one: above
+            report.problems.append(f"{store.path / 'objects' / f'{sha}.{ext}'}: object missing "
+                                   "from the privacy store")
+
+
+def _exposures(path: Path) -> list[str]:
+    """The store's files and folders that users other than its owner can read (its objects
+    summarised in one line)."""
+    found = exposures([path, path / "objects", path / INDEX, path / "verification.sqlite"])
+    objects = exposures(sorted((path / "objects").glob("*.*")))
+    if objects:
+        found.append(f"{len(objects):,} object file(s) in {path / 'objects'} readable by other "
+                     f"users, e.g. {objects[0]}")
+    return found
 
 
 def _short(content: str, width: int = 160) -> str:

@@ -11,14 +11,27 @@ of the others) makes that group's indicator 0: such groups count as "not in the 
 """
 from __future__ import annotations
 
+import time
+
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from pseo_das.errors import PseoDasError
 from pseo_das.tasks.verification.query import (INTERCEPT, NUMERIC, Outcome,
                                                RegressionQuery, Variable)
 from pseo_das.tasks.verification.records import AnalysisRecords
 
 NOT_ESTIMABLE = float("nan")
+
+
+class QueryTimeout(PseoDasError, TimeoutError):
+    """The query's time limit passed before its indicators were computed."""
+
+
+def check_deadline(deadline: float | None) -> None:
+    """Stop a computation whose time limit (a time.monotonic() value) has passed."""
+    if deadline is not None and time.monotonic() > deadline:
+        raise QueryTimeout("the query's time limit passed")
 
 
 def selected_rows(records: AnalysisRecords, query: RegressionQuery) -> np.ndarray:
@@ -111,7 +124,7 @@ def ols_slope(t: np.ndarray, values: np.ndarray) -> float:
 
 
 def group_trend_slopes(records: AnalysisRecords, query: RegressionQuery,
-                       rows: np.ndarray) -> list[float]:
+                       rows: np.ndarray, deadline: float | None = None) -> list[float]:
     """For each trend period: the slope over its cohorts of the coefficient estimated per
     cohort on the records `rows` (cohorts whose coefficient is not identified are left out)."""
     years = records.columns[Variable.GRAD_YEAR.value][rows]
@@ -119,6 +132,7 @@ def group_trend_slopes(records: AnalysisRecords, query: RegressionQuery,
     for period in query.trend:
         points = []
         for year in range(period.first, period.last + 1):
+            check_deadline(deadline)
             estimate = group_estimate(records, query, rows[years == year])
             if np.isfinite(estimate):
                 points.append((year, estimate))
@@ -128,10 +142,11 @@ def group_trend_slopes(records: AnalysisRecords, query: RegressionQuery,
 
 
 def group_indicators(records: AnalysisRecords, query: RegressionQuery,
-                     groups_of_records: np.ndarray) -> np.ndarray:
+                     groups_of_records: np.ndarray, deadline: float | None = None) -> np.ndarray:
     """W_l for l = 0..M-1: 1 when group l's estimate lies in the interval (coefficient
     query) or every period's slope lies in its interval (trend query), else 0.
-    Confidential: only their noisy sum may leave the server."""
+    Confidential: only their noisy sum may leave the server. QueryTimeout once `deadline`
+    (time.monotonic()) has passed, checked before each fit."""
     mask = selected_rows(records, query)
     index = np.flatnonzero(mask)
     group = groups_of_records[index]
@@ -140,13 +155,16 @@ def group_indicators(records: AnalysisRecords, query: RegressionQuery,
     indicators = np.zeros(query.groups, dtype=np.int64)
     with threadpool_limits(1):   # many small fits: a multi-threaded BLAS only contends
         for g in range(query.groups):
-            indicators[g] = _indicator(records, query, index[order[bounds[g]:bounds[g + 1]]])
+            check_deadline(deadline)
+            indicators[g] = _indicator(records, query, index[order[bounds[g]:bounds[g + 1]]],
+                                       deadline)
     return indicators
 
 
-def _indicator(records: AnalysisRecords, query: RegressionQuery, rows: np.ndarray) -> int:
+def _indicator(records: AnalysisRecords, query: RegressionQuery, rows: np.ndarray,
+               deadline: float | None) -> int:
     if query.trend is None:
         return int(query.interval.contains([group_estimate(records, query, rows)])[0])
-    slopes = group_trend_slopes(records, query, rows)
+    slopes = group_trend_slopes(records, query, rows, deadline)
     return int(all(bool(p.interval.contains([s])[0]) for p, s in zip(query.trend, slopes)))
 

@@ -9,13 +9,15 @@ tamper-evident the same way (every row is an entry of a hash chain, `verify_ledg
     analysts            name, SHA-256 of their token (never the token), their epsilon budget
     queries             one row per distinct query: its canonical form and the epsilon
                         charged to the analyst who first asked it, recorded in the same
-                        transaction as the budget check and before any noise is drawn
+                        transaction as the budget check and the answer, before the answer
+                        leaves the server (a query that fails or times out costs nothing)
     answers             the released noisy count and posterior of each query
     requests            every request, answered, reused or refused, for auditors
 
 A query already recorded is never charged again: a repeat (by anyone) gets the stored
-answer; a query charged whose answer was never stored (a crash) is computed again from the
-same noise stream, at no new cost. Budgets are exact fractions, never exceeded: the check
+answer; a query charged whose answer was never stored (by a ledger of an earlier version that
+charged before computing, then crashed) is computed again from the same noise stream, at no
+new cost. Budgets are exact fractions, never exceeded: the check
 and the charge are one transaction (BEGIN IMMEDIATE: one writer at a time).
 """
 from __future__ import annotations
@@ -27,18 +29,21 @@ import os
 import sqlite3
 import uuid
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
 
 from pseo_das.errors import PseoDasError
 from pseo_das.epsilon import epsilon_text
+from pseo_das.tasks.privacy.file_modes import write_private
 from pseo_das.tasks.privacy.release_seed import ReleaseSeed
-from pseo_das.tasks.privacy.store import (CHAIN_TABLE, GENESIS, SHA, StoreError, _positive,
+from pseo_das.tasks.privacy.store import (CHAIN_TABLE, GENESIS, SHA, PrivacyStore, StoreError,
+                                          _positive,
                                           append_only_triggers, chain_sha256,
                                           positive_epsilon, row_content, store_exists, utc_now)
 
 LEDGER = "verification.sqlite"
+LEDGER_KEY = "verification_ledger"     # the store_info key recording the ledger's server id
 FORMAT = "pseo-das verification ledger v1"
 SCHEMA = f"""
 CREATE TABLE verification_info (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -100,7 +105,10 @@ class Outcome:
     RECOMPUTED = "answered: charged earlier, answer recomputed from the same stream (no new cost)"
     REFUSED_BUDGET = "refused: budget"
     REFUSED_AUTH = "refused: not authenticated"
-    FAILED = "failed"
+    REFUSED_RATE = "refused: rate limit"
+    REFUSED_LIMITS = "refused: not a query within the server's limits (nothing charged)"
+    TIMED_OUT = "not answered: time limit (nothing charged)"
+    FAILED = "failed (nothing charged)"
 
 
 def ledger_path(store: Path) -> Path:
@@ -109,6 +117,15 @@ def ledger_path(store: Path) -> Path:
 
 def token_sha256(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class KeptAnswer:
+    """A computed answer to keep with its charge: the released count, the answer (JSON)
+    and the noise stream it was drawn from."""
+    released_count: int
+    answer: dict
+    noise_stream: str
 
 
 @dataclass(frozen=True)
@@ -240,53 +257,69 @@ class VerificationLedger:
                                       "recorded_at": utc_now()})
         return token
 
-    def charge(self, analyst: str, query_sha: str, canonical: str, epsilon: Fraction) -> Charge:
-        """In one transaction: the stored answer if there is one (no cost); else no new cost
-        if the query was charged before; else check both budgets and record the charge
-        (before any noise). BudgetRefused (logged) when a budget would be exceeded."""
+    def check(self, analyst: str, query_sha: str, epsilon: Fraction) -> Charge:
+        """What `charge` would do, charging nothing: the stored answer (no cost); no new
+        cost if the query was charged before; BudgetRefused (logged) when charging it would
+        exceed a budget; else the charge it would record."""
         with self._transaction():
-            stored = self.answer(query_sha)
-            known = self._db.execute("SELECT 1 FROM queries WHERE query_sha256 = ?",
-                                     (query_sha,)).fetchone()
-            budget, cap = self.analyst_budget(analyst), self.global_cap()
-            mine, everyone = self.spent(analyst), self.spent()
-            if stored is not None or known:
-                return Charge(stored, Fraction(0), mine, budget, everyone, cap)
-            problems = []
-            if mine + epsilon > budget:
-                problems.append(f"analyst {analyst}: spent {epsilon_text(mine)} + this query "
-                                f"{epsilon_text(epsilon)} = {epsilon_text(mine + epsilon)}, over "
-                                f"the budget {epsilon_text(budget)}")
-            if everyone + epsilon > cap:
-                problems.append(f"the server: spent {epsilon_text(everyone)} + this query "
-                                f"{epsilon_text(epsilon)} = {epsilon_text(everyone + epsilon)}, "
-                                f"over the global budget {epsilon_text(cap)}")
-            if problems:
-                message = ("refused: answering would exceed the epsilon budget ("
-                           + "; ".join(problems) + "). Nothing was spent; a query already "
-                           "answered is still free to repeat.")
-                refused = BudgetRefused(message)
-                refused.request = self._append("requests", {
-                    "analyst": analyst, "query_sha256": query_sha,
-                    "outcome": Outcome.REFUSED_BUDGET, "epsilon_charged": "0", "detail": message,
-                    "recorded_at": utc_now()})
-            else:
-                self._append("queries", {"query_sha256": query_sha, "analyst": analyst,
-                                         "canonical": canonical, "epsilon": epsilon_text(epsilon),
-                                         "recorded_at": utc_now()})
-                return Charge(None, epsilon, mine + epsilon, budget, everyone + epsilon, cap)
-        raise refused      # after the refusal's log entry is committed
+            assessed = self._assess(analyst, query_sha, epsilon)
+        if isinstance(assessed, BudgetRefused):
+            raise assessed     # after the refusal's log entry is committed
+        return assessed
 
-    def keep_answer(self, query_sha: str, released: int, answer: dict, noise_stream: str) -> dict:
-        """Store a query's answer (a no-op returning the stored one if already there)."""
+    def charge(self, analyst: str, query_sha: str, canonical: str, epsilon: Fraction,
+               answer: KeptAnswer | None = None) -> Charge:
+        """In one transaction: the stored answer if there is one (no cost); else no new cost
+        if the query was charged before; else check both budgets and record the charge; and
+        `answer`, when given, kept with it (the server charges a computed answer before it
+        leaves, so a query that fails or times out costs nothing). BudgetRefused (logged)
+        when a budget would be exceeded."""
         with self._transaction():
-            stored = self.answer(query_sha)
-            if stored is not None:
-                return stored
-            self._append("answers", {"query_sha256": query_sha, "released_count": released,
-                                     "answer": json.dumps(answer, sort_keys=True),
-                                     "noise_stream": noise_stream, "recorded_at": utc_now()})
-        return answer
+            assessed = self._assess(analyst, query_sha, epsilon)
+            if isinstance(assessed, Charge) and assessed.stored_answer is None:
+                if assessed.charged:
+                    self._append("queries", {"query_sha256": query_sha, "analyst": analyst,
+                                             "canonical": canonical,
+                                             "epsilon": epsilon_text(epsilon),
+                                             "recorded_at": utc_now()})
+                if answer is not None:
+                    self._keep(query_sha, answer)
+                    assessed = replace(assessed, stored_answer=answer.answer)
+        if isinstance(assessed, BudgetRefused):
+            raise assessed     # after the refusal's log entry is committed
+        return assessed
+
+    def _assess(self, analyst: str, query_sha: str, epsilon: Fraction) -> Charge | BudgetRefused:
+        stored = self.answer(query_sha)
+        known = self._db.execute("SELECT 1 FROM queries WHERE query_sha256 = ?",
+                                 (query_sha,)).fetchone()
+        budget, cap = self.analyst_budget(analyst), self.global_cap()
+        mine, everyone = self.spent(analyst), self.spent()
+        if stored is not None or known:
+            return Charge(stored, Fraction(0), mine, budget, everyone, cap)
+        problems = []
+        if mine + epsilon > budget:
+            problems.append(f"analyst {analyst}: spent {epsilon_text(mine)} + this query "
+                            f"{epsilon_text(epsilon)} = {epsilon_text(mine + epsilon)}, over "
+                            f"the budget {epsilon_text(budget)}")
+        if everyone + epsilon > cap:
+            problems.append(f"the server: spent {epsilon_text(everyone)} + this query "
+                            f"{epsilon_text(epsilon)} = {epsilon_text(everyone + epsilon)}, "
+                            f"over the global budget {epsilon_text(cap)}")
+        if not problems:
+            return Charge(None, epsilon, mine + epsilon, budget, everyone + epsilon, cap)
+        message = ("refused: answering would exceed the epsilon budget (" + "; ".join(problems)
+                   + "). Nothing was spent; a query already answered is still free to repeat.")
+        refused = BudgetRefused(message)
+        refused.request = self._append("requests", {
+            "analyst": analyst, "query_sha256": query_sha, "outcome": Outcome.REFUSED_BUDGET,
+            "epsilon_charged": "0", "detail": message, "recorded_at": utc_now()})
+        return refused
+
+    def _keep(self, query_sha: str, answer: KeptAnswer) -> None:
+        self._append("answers", {"query_sha256": query_sha, "released_count": answer.released_count,
+                                 "answer": json.dumps(answer.answer, sort_keys=True),
+                                 "noise_stream": answer.noise_stream, "recorded_at": utc_now()})
 
     def log_request(self, analyst: str | None, query_sha: str | None, outcome: str,
                     charged: Fraction, detail: str = "") -> int:
@@ -308,15 +341,20 @@ def init_ledger(store: Path, global_cap, set_by: str, reason: str = "verificatio
     path = ledger_path(store)
     if path.exists():
         raise LedgerError(f"{path} already exists")
+    problems = ledger_custody(store)
+    if problems:
+        raise LedgerError(problems[0])
     cap = positive_epsilon(global_cap, "global verification budget")
     temporary = path.with_name(f".{LEDGER}.tmp")
     temporary.unlink(missing_ok=True)
+    write_private(temporary, b"")        # holds the server seed: its owner's only
     db = sqlite3.connect(temporary, isolation_level=None)
     try:
         db.executescript("BEGIN;" + SCHEMA + TRIGGERS + "COMMIT;")
         ledger = VerificationLedger(path, db)
+        server_id = uuid.uuid4().hex
         with ledger._transaction():
-            for key, value in [("format", FORMAT), ("server_id", uuid.uuid4().hex),
+            for key, value in [("format", FORMAT), ("server_id", server_id),
                                ("seed_hex", ReleaseSeed.fresh().hex()), ("created_at", utc_now())]:
                 ledger._append("verification_info", {"key": key, "value": value})
             ledger._append("global_budgets", {"global_cap": epsilon_text(cap), "set_by": set_by,
@@ -329,7 +367,45 @@ def init_ledger(store: Path, global_cap, set_by: str, reason: str = "verificatio
         raise LedgerError(f"{path} already exists (created meanwhile)") from exc
     finally:
         temporary.unlink()
+    with PrivacyStore.open(store) as opened:   # part of the store's chain from now on
+        opened.record_info(LEDGER_KEY, server_id)
     return path
+
+
+def ledger_custody(store: Path) -> list[str]:
+    """The verification ledger against the privacy store's record of it (store_info
+    `verification_ledger`: the server id, recorded in the store's chain when the ledger was
+    created): a ledger deleted, or deleted and initialised again (a fresh global budget and
+    server seed), disagrees. Empty when they agree, or when the store records no ledger and
+    has none."""
+    with PrivacyStore.open(store) as opened:
+        recorded = opened.info(LEDGER_KEY)
+    path = ledger_path(store)
+    if not path.is_file():
+        return [] if recorded is None else [
+            f"{path} is missing: the privacy store records verification ledger {recorded} "
+            "(its budgets, answers and server seed); restore it from the agency's backup. A new "
+            "ledger would reset the global budget and the seed, and answer stored queries with "
+            "fresh noise."]
+    with VerificationLedger.open(store) as ledger:
+        server_id = ledger.server_id
+    if recorded is not None and recorded != server_id:
+        return [f"{path} is ledger {server_id}, the privacy store records ledger {recorded}: it "
+                "was replaced (deleted and initialised again?); restore the recorded one"]
+    return []
+
+
+def check_ledger_custody(store: Path) -> None:
+    """Refuse (LedgerError) a ledger the store does not record as its own; a ledger of an
+    earlier version, which the store does not record yet, is recorded now."""
+    problems = ledger_custody(store)
+    if problems:
+        raise LedgerError(problems[0])
+    with PrivacyStore.open(store) as opened:
+        if opened.info(LEDGER_KEY) is None and ledger_path(store).is_file():
+            with VerificationLedger.open(store) as ledger:
+                server_id = ledger.server_id
+            opened.record_info(LEDGER_KEY, server_id)
 
 
 def verify_ledger(store: Path) -> list[str]:

@@ -40,10 +40,12 @@ def measurement_id(query_sha256: str) -> str:
 
 
 def noisy_count(records: AnalysisRecords, person_hash: np.ndarray, query: RegressionQuery,
-                query_sha256: str, server_seed: bytes) -> tuple[int, LedgerEntry]:
+                query_sha256: str, server_seed: bytes, deadline: float | None = None
+                ) -> tuple[int, LedgerEntry]:
     """S + two-sided geometric noise at the query's epsilon, and its ledger entry. The true
-    S never leaves this function."""
-    indicators = group_indicators(records, query, person_groups(person_hash, query.groups))
+    S never leaves this function. QueryTimeout (no noise drawn) once `deadline` passed."""
+    indicators = group_indicators(records, query, person_groups(person_hash, query.groups),
+                                  deadline)
     statement = geometric_statement(measurement_id(query_sha256), PRODUCT,
                                     measurement_id(query_sha256), query.exact_epsilon, 1)
     measured = measure_with_geometric_noise(
@@ -53,8 +55,12 @@ def noisy_count(records: AnalysisRecords, person_hash: np.ndarray, query: Regres
 
 
 def verify(records: AnalysisRecords, person_hash: np.ndarray, query: RegressionQuery,
-           query_sha256: str, server_seed: bytes) -> VerificationAnswer:
-    """Measure (spends the query's epsilon: the caller charges it first) and post-process."""
-    released, entry = noisy_count(records, person_hash, query, query_sha256, server_seed)
+           query_sha256: str, server_seed: bytes, deadline: float | None = None
+           ) -> VerificationAnswer:
+    """Measure and post-process. Spends the query's epsilon once released: the caller
+    charges it, in the same transaction that keeps the answer, before the answer leaves the
+    server (an answer never released, after a timeout or a refusal, costs nothing)."""
+    released, entry = noisy_count(records, person_hash, query, query_sha256, server_seed,
+                                  deadline)
     return VerificationAnswer(query_sha256, released,
                               posterior(released, query.groups, query.exact_epsilon), entry)

@@ -12,17 +12,24 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from enum import Enum
 from fractions import Fraction
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from pseo_das.epsilon import epsilon_text, exact_epsilon
+from pseo_das.epsilon import MIN_EPSILON, epsilon_text, exact_epsilon
 from pseo_das.schemas.codes import DEGREE_LEVELS, NAICS_SECTORS, STATE_FIPS
 
 DEFAULT_GROUPS = 50
-MAX_GROUPS = 1000
-MAX_QUERY_EPSILON = Fraction(10)
+MAX_GROUPS = 1000                      # M, the groups a query splits the graduates into
+MAX_QUERY_EPSILON = Fraction(10)       # the least is the releases' MIN_EPSILON (0.001)
+# An epsilon is written as a decimal (at most 20 digits each side of the point, an exponent
+# of at most 3 digits) or a fraction p/q (at most 20 digits each): its exact value is then
+# computed in microseconds. "1e-99999999" would ask for a 100-million-digit integer first.
+EPSILON_TEXT = re.compile(r"([0-9]{1,20}(\.[0-9]{0,20})?|\.[0-9]{1,20})([eE][+-]?[0-9]{1,3})?"
+                          r"|[0-9]{1,20}/[0-9]{1,20}")
 
 
 class Outcome(str, Enum):
@@ -104,18 +111,22 @@ class TrendPeriod(BaseModel):
         return self
 
 
+Year = Annotated[int, Field(ge=1000, le=9999)]         # a calendar year
+YearsAfter = Annotated[int, Field(ge=0, le=100)]
+
+
 class Subset(BaseModel):
     """Which outcome records enter the regression: each listed variable's allowed values
     (all when absent) and a range of graduation years."""
     model_config = ConfigDict(extra="forbid", frozen=True)
-    years_after: list[int] | None = None
+    years_after: list[YearsAfter] | None = None
     degree_level: list[str] | None = None
     institution: list[str] | None = None
     inst_state: list[str] | None = None
     cip2: list[str] | None = None
     industry: list[str] | None = None
-    grad_year_min: int | None = None
-    grad_year_max: int | None = None
+    grad_year_min: Year | None = None
+    grad_year_max: Year | None = None
 
 
 class RegressionQuery(BaseModel):
@@ -135,12 +146,18 @@ class RegressionQuery(BaseModel):
     @field_validator("epsilon", mode="before")
     @classmethod
     def _exact(cls, value) -> str:
+        text = str(value).strip() if isinstance(value, (str, int, float)) and \
+            not isinstance(value, bool) else ""
+        if not EPSILON_TEXT.fullmatch(text):
+            raise ValueError(f"epsilon {str(value)[:40]!r} is not an exact number written as a "
+                             "decimal or a fraction of at most 20 digits each (e.g. 1, 0.5, 1/3)")
         try:
-            exact = exact_epsilon(str(value))
-        except (ValueError, ZeroDivisionError, OverflowError, TypeError) as exc:
-            raise ValueError(f"epsilon {value!r} is not an exact number (e.g. 1, 0.5, 1/3)") from exc
-        if exact <= 0 or exact > MAX_QUERY_EPSILON:
-            raise ValueError(f"epsilon {value!r} must be positive and at most "
+            exact = exact_epsilon(text)
+        except ZeroDivisionError as exc:
+            raise ValueError(f"epsilon {text!r} divides by zero") from exc
+        if not MIN_EPSILON <= exact <= MAX_QUERY_EPSILON:
+            raise ValueError(f"epsilon {text!r} must be at least "
+                             f"{epsilon_text(MIN_EPSILON)} and at most "
                              f"{epsilon_text(MAX_QUERY_EPSILON)}")
         return epsilon_text(exact)
 

@@ -1,0 +1,120 @@
+"""The verification server's response times and liveness (README, "Limits" of the
+verification server).
+
+    python benchmarks/bench_verification_server.py [--data data/synthetic] [SERVE OPTIONS]
+
+Creates a privacy store, ledger and analyst in a temporary folder, starts `pseo-das
+verify-server` on the data (options after --data go to `serve`, e.g. --query-seconds 5),
+then sends queries one at a time: for each, the status, its wall time, and the longest
+`GET /` of a thread that fetches the home page every 50 ms meanwhile. Prints the server's
+start time and resident memory.
+"""
+from __future__ import annotations
+
+import argparse
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import psutil
+
+CLI = str(Path(sys.executable).with_name("pseo-das"))
+PORT = 8799
+BASE = f"http://127.0.0.1:{PORT}"
+ALL_COVARIATES = ["degree_level", "cip4", "institution", "emp_state", "industry", "inst_state",
+                  "cip2", "years_after"]
+TREND = {"interval": None, "trend": [{"first": 2001, "last": 2011, "interval": {"lower": -1}},
+                                     {"first": 2012, "last": 2022, "interval": {"lower": -1}}]}
+
+
+def query(**changes) -> dict:
+    return {"outcome": "log_earnings", "covariates": ["degree_level", "cip2", "grad_year"],
+            "references": {"degree_level": "05"}, "coefficient": "degree_level[07]",
+            "interval": {"lower": 0.2}, "subset": {"years_after": [5]}, "groups": 50,
+            "epsilon": "1", **changes}
+
+
+QUERIES = [
+    ("coefficient, M = 50", query()),
+    ("another coefficient, M = 50", query(interval={"lower": 0.25})),
+    ("the first again (stored)", query()),
+    ('"epsilon": "1e-99999999"', query(epsilon="1e-99999999")),
+    ("trend period -2e9 to 2e9", query(covariates=["degree_level"], interval=None, trend=[
+        {"first": -2_000_000_000, "last": 2_000_000_000, "interval": {"lower": 0}}])),
+    ("coefficient, M = 1000", query(groups=1000, interval={"lower": 0.21})),
+    ("trend 2 x 11 cohorts, M = 1000", query(**TREND, covariates=["degree_level", "cip2"],
+                                             groups=1000)),
+    ("eight covariates, all records, M = 100", query(covariates=ALL_COVARIATES, subset={},
+                                                     groups=100)),
+]
+
+
+def timed(body: dict, headers: dict) -> tuple[httpx.Response, float, float]:
+    """The response, its wall time and the longest GET / meanwhile."""
+    probes, done = [0.0], threading.Event()
+
+    def probe():
+        while not done.is_set():
+            started = time.monotonic()
+            httpx.get(f"{BASE}/", timeout=60)
+            probes.append(time.monotonic() - started)
+            time.sleep(0.05)
+    thread = threading.Thread(target=probe)
+    thread.start()
+    started = time.monotonic()
+    response = httpx.post(f"{BASE}/verify", json=body, headers=headers, timeout=600)
+    wall = time.monotonic() - started
+    done.set()
+    thread.join()
+    return response, wall, max(probes)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", default="data/synthetic")
+    args, serve_options = parser.parse_known_args()
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder)
+        run = [CLI, "verify-server", "--store", str(root / "store"), "--by", "bench"]
+        subprocess.run([CLI, "store", "init", str(root / "store")], check=True,
+                       capture_output=True)
+        subprocess.run(run[:2] + ["init"] + run[2:] + ["--global-budget", "100"], check=True,
+                       capture_output=True)
+        token = subprocess.run(run[:2] + ["add-analyst", "bench"] + run[2:] + ["--budget", "100"],
+                               check=True, capture_output=True, text=True).stdout.split()[-1]
+        started = time.monotonic()
+        server = subprocess.Popen(run[:2] + ["--data", args.data, "--port", str(PORT),
+                                             "--store", str(root / "store"), "--tracking-uri",
+                                             f"sqlite:///{root / 'mlflow.db'}", *serve_options],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            while True:
+                try:
+                    if httpx.get(f"{BASE}/", timeout=2).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    time.sleep(0.2)
+            process = psutil.Process(server.pid)
+            print(f"server start {time.monotonic() - started:.1f} s, "
+                  f"{process.memory_info().rss >> 20} MB")
+            headers = {"Authorization": f"Bearer {token}"}
+            for label, body in QUERIES:
+                response, wall, probe = timed(body, headers)
+                print(f"{label}: HTTP {response.status_code} in {wall:.2f} s, longest GET / "
+                      f"meanwhile {probe:.3f} s")
+            process.cpu_percent()
+            time.sleep(1)
+            print(f"server CPU in the last second {process.cpu_percent():.0f}%, "
+                  f"{process.memory_info().rss >> 20} MB")
+        finally:
+            server.send_signal(signal.SIGINT)
+            server.wait(60)
+
+
+if __name__ == "__main__":
+    main()
