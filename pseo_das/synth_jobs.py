@@ -42,7 +42,8 @@ def write_jobs_layout(out_dir: Path, seed: int, last_data_year: int, cip_switch_
 
     year = graduates["grad_year"].astype(np.int64)
     later = year + MASTERS_AFTER
-    can = ((graduates["degree_level"].astype(str) == "05") & (later + min(years_after) <= last_data_year)
+    can = ((graduates["degree_level"].astype(str) == "05")
+           & (later + min(years_after) <= last_data_year)
            & ((later < cip_switch_year) | (year >= cip_switch_year)))
     second = graduates[can.to_numpy() & (rng.random(len(graduates)) < SECOND_DEGREE_SHARE)]
     masters = second.assign(degree_level="07", grad_year=(second["grad_year"].astype(np.int64)

@@ -173,8 +173,9 @@ def _unique_values(ids: pd.Series) -> pd.Series:
 def _unique_degree(df: pd.DataFrame) -> pd.Series:
     """Rows that no other row repeats exactly (the same degree twice would count twice)."""
     keys = [df["person_id"].to_numpy(), df["grad_year"].to_numpy()] + [
-        df[c].cat.codes.to_numpy().astype(np.int64) if isinstance(df[c].dtype, pd.CategoricalDtype)
-        else pd.factorize(df[c])[0] for c in ("institution", "inst_state", "degree_level", "cipcode")]
+        df[c].cat.codes.to_numpy().astype(np.int64)
+        if isinstance(df[c].dtype, pd.CategoricalDtype) else pd.factorize(df[c])[0]
+        for c in ("institution", "inst_state", "degree_level", "cipcode")]
     return pd.Series(~duplicated_rows(*keys), index=df.index)
 
 

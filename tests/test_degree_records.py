@@ -150,7 +150,8 @@ def test_the_rule_looks_at_a_person_own_records_only():
     pairs = graduates.assign(rank=rank).groupby(["person_id", "grad_year"]).filter(
         lambda g: len(g) == 2 and g["degree_level"].nunique() == 1)
     ordered = pairs.sort_values(["person_id", "rank"])
-    assert (ordered.groupby("person_id")["cipcode"].apply(lambda c: c.is_monotonic_increasing)).all()
+    assert ordered.groupby("person_id")["cipcode"].apply(
+        lambda c: c.is_monotonic_increasing).all()
 
 
 def test_exact_duplicate_degree_row_is_refused(tmp_path):

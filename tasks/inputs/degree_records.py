@@ -190,7 +190,8 @@ def bound_checks(graduates_name: str, jobs_name: str, bounded: BoundedDegrees) -
     return [
         {"name": f"{graduates_name} passes the graduates schema (one row per degree)",
          "result": f"passed ({bounded.degree_rows:,} rows, {bounded.persons:,} persons)"},
-        {"name": f"{jobs_name} passes the jobs schema", "result": f"passed ({bounded.job_rows:,} rows)"},
+        {"name": f"{jobs_name} passes the jobs schema",
+         "result": f"passed ({bounded.job_rows:,} rows)"},
         {"name": "every job belongs to a known graduate", "result": "passed"},
         {"name": f"contributions bounded to {k} degree record(s) per person (the most recent)",
          "result": f"{bounded.dropped:,} degree record(s) dropped (confidential figure: not "
