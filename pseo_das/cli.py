@@ -34,6 +34,8 @@ def _quiet_prefect_defaults() -> None:
 def _synth(args: argparse.Namespace) -> int:
     from pseo_das.synth import write_synthetic
     started = time.perf_counter()
+    if args.jobs and args.part_graduates:
+        return refused(args, ValueError("--jobs writes single files: leave out --part-graduates"))
     try:
         counts = write_synthetic(Path(args.out), graduates=args.graduates, seed=args.seed,
                                  cip_switch_year=args.cip_switch_year,
@@ -41,6 +43,13 @@ def _synth(args: argparse.Namespace) -> int:
                                  institutions=args.institutions, employers=args.employers)
     except ValueError as exc:   # arguments the universe cannot meet; nothing is written
         return refused(args, exc)
+    if args.jobs:
+        from pseo_das.synth_jobs import write_jobs_layout
+        jobs = write_jobs_layout(Path(args.out), args.seed, 2022, args.cip_switch_year)
+        print(f"synthetic data (jobs layout): {jobs['graduates']:,} degree rows of "
+              f"{jobs['persons']:,} persons, {jobs['jobs']:,} job rows in {args.out} "
+              f"({time.perf_counter() - started:.1f} s)")
+        return 0
     print(f"synthetic data: {counts['graduates']:,} graduates, {counts['outcomes']:,} outcome rows "
           f"in {args.out} ({time.perf_counter() - started:.1f} s)")
     return 0
@@ -660,6 +669,11 @@ def parser() -> argparse.ArgumentParser:
                        help="add the optional outcomes column employer_id (synthetic "
                             "establishments, a few dominant ones) for flows.mechanism other than "
                             "geometric; every other value is the same as without it")
+    synth.add_argument("--jobs", action="store_true",
+                       help="write the agency's layout instead: graduates one row per degree "
+                            "(about 20%% of bachelor's graduates with a master's too) and "
+                            "jobs.parquet, one row per person, year and job (a quarter of the "
+                            "years over two jobs); single files only")
     synth.set_defaults(run=_synth)
 
     release = sub.add_parser("release", parents=[common], help="run a quarterly release (earnings and employment flows)")
