@@ -9,6 +9,7 @@ DATA   ?= data/synthetic
 RELEASE_ID ?= $(shell date -u +%Y%m%dT%H%M%SZ)
 OUT    ?= releases/$(RELEASE_ID)
 STORE  ?= demo-store
+SEED_KEY ?= demo-seed.key
 
 .PHONY: release test test-fast install clean bench mypy-baseline
 
@@ -25,9 +26,12 @@ $(VENV)/.installed: pyproject.toml setup.py
 $(DATA)/graduates.parquet: pseo_das/synth.py pseo_das/reference/state_coverage.csv | $(VENV)/.installed
 	$(BIN)/pseo-das synth --out $(DATA)
 
-release: $(VENV)/.installed $(DATA)/graduates.parquet
-	@echo "make release: demo privacy store $(STORE)/ (measurements and lifetime budget of the demo releases)"
-	$(BIN)/pseo-das release --data $(DATA) --out $(OUT) --release-id $(RELEASE_ID) --store $(STORE) --init-store
+$(SEED_KEY): | $(VENV)/.installed
+	$(BIN)/pseo-das key new $(SEED_KEY)
+
+release: $(VENV)/.installed $(DATA)/graduates.parquet $(SEED_KEY)
+	@echo "make release: demo privacy store $(STORE)/ (measurements and lifetime budget of the demo releases), demo seed key $(SEED_KEY)"
+	$(BIN)/pseo-das release --data $(DATA) --out $(OUT) --release-id $(RELEASE_ID) --store $(STORE) --init-store --seed-key $(SEED_KEY)
 
 test: $(VENV)/.installed
 	$(BIN)/python -m pytest
@@ -43,4 +47,4 @@ bench: $(VENV)/.installed
 	$(BIN)/python benchmarks/bench_release.py
 
 clean:
-	rm -rf $(VENV) data releases audit audit_reports demo-store study study-quick flows-study .pytest_cache
+	rm -rf $(VENV) data releases audit audit_reports demo-store demo-seed.key study study-quick flows-study .pytest_cache

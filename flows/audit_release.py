@@ -22,7 +22,8 @@ from pseo_das.version import code_version
 from pseo_das.tasks.audit.audit_report import default_report_dir, utc_timestamp, write_audit_report
 from pseo_das.tasks import progress
 from pseo_das.tasks.audit.audit_target import AuditedRelease, resolve_audit_target
-from pseo_das.tasks.audit.replay import ReplayNotPossible, compare_replay, plan_replay
+from pseo_das.tasks.audit.replay import (ReplayNeedsCustodian, ReplayNotPossible, compare_replay,
+                                         plan_replay)
 from pseo_das.tasks.audit.fingerprint_checks import InputLocations, check_inputs, check_outputs, locate_inputs
 from pseo_das.tasks.audit.ledger_check import check_ledger
 from pseo_das.tasks.audit.store_check import check_store
@@ -54,6 +55,8 @@ def replay_release(release: AuditedRelease, locations: InputLocations, inputs: C
     workdir.mkdir(parents=True)
     try:
         plan = plan_replay(release, locations, workdir)
+    except ReplayNeedsCustodian as exc:
+        return CheckResult("replay", SKIPPED, f"not run: {exc}")
     except (ReplayNotPossible, ConfigError) as exc:
         return CheckResult("replay", FAILED, f"not run: {exc}", findings=[str(exc)])
     progress(f"replaying release {plan.release_id} into {plan.out_dir} (audit store "

@@ -217,6 +217,7 @@ def _store(args: argparse.Namespace) -> int:
 
 
 def _delta_cap(policy) -> str:
+    from pseo_das.epsilon import epsilon_text
     return "none" if policy.lifetime_delta_cap is None else epsilon_text(policy.lifetime_delta_cap)
 
 
@@ -649,7 +650,18 @@ def parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--debug", action="store_true", help="show the traceback of an "
                         "unexpected error")
+    keyed = argparse.ArgumentParser(add_help=False)
+    keyed.add_argument("--seed-key", help="the agency's seed key file (default: "
+                       "$PSEO_DAS_SEED_KEY): seals new release seeds in the privacy store and "
+                       "opens recorded ones (reruns, republication, replay)")
     sub = main.add_subparsers(dest="command", required=True)
+
+    key = sub.add_parser("key", parents=[common], help="create the agency's seed key (the "
+                         "custodian's; kept apart from the privacy store)")
+    key.add_argument("action", choices=["new"], help="new: write a new random 256-bit key, "
+                     "created readable by its owner only")
+    key.add_argument("file", help="the key file to create (never overwritten)")
+    key.set_defaults(run=_key)
 
     synth = sub.add_parser("synth", parents=[common], help="write a synthetic confidential data set (Parquet)")
     synth.add_argument("--out", required=True, help="folder for graduates.parquet and outcomes.parquet")
@@ -676,7 +688,7 @@ def parser() -> argparse.ArgumentParser:
                             "years over two jobs); single files only")
     synth.set_defaults(run=_synth)
 
-    release = sub.add_parser("release", parents=[common], help="run a quarterly release (earnings and employment flows)")
+    release = sub.add_parser("release", parents=[common, keyed], help="run a quarterly release (earnings and employment flows)")
     release.add_argument("--data", required=True, help="folder with graduates and outcomes (.parquet or .csv)")
     release.add_argument("--out", required=True, help="release folder to create (must not exist)")
     release.add_argument("--config", help="TOML file overriding the default configuration")
@@ -716,7 +728,7 @@ def parser() -> argparse.ArgumentParser:
                          "1,000,000): bounds the memory per chunk; changes no count")
     release.set_defaults(run=_release)
 
-    republish = sub.add_parser("republish", parents=[common], help="re-derive a published release's files from the "
+    republish = sub.add_parser("republish", parents=[common, keyed], help="re-derive a published release's files from the "
                                "privacy store alone (no microdata, no new noise)")
     republish.add_argument("--store", help="the privacy store folder (default: $PSEO_DAS_STORE)")
     republish.add_argument("--release", required=True, help="the release id to re-derive")
@@ -755,7 +767,7 @@ def parser() -> argparse.ArgumentParser:
                        "recorded the store's chain heads (default as for release)")
     store.set_defaults(run=_store)
 
-    schedule = sub.add_parser("schedule", parents=[common], help="serve the quarterly release deployment (needs a "
+    schedule = sub.add_parser("schedule", parents=[common, keyed], help="serve the quarterly release deployment (needs a "
                               "Prefect server: PREFECT_API_URL)")
     schedule.add_argument("--data", required=True, help="folder with graduates and outcomes")
     schedule.add_argument("--releases", required=True, help="folder for release folders "
@@ -770,7 +782,7 @@ def parser() -> argparse.ArgumentParser:
     schedule.add_argument("--timezone", default="America/New_York", help="time zone of the schedule")
     schedule.set_defaults(run=_schedule)
 
-    audit = sub.add_parser("audit", parents=[common], help="verify a published release against its MLflow run "
+    audit = sub.add_parser("audit", parents=[common, keyed], help="verify a published release against its MLflow run "
                            "(outputs, ledger, inputs, replay); exit 0 only if every check passes")
     audit.add_argument("target", metavar="RUN_ID_OR_RELEASE_DIR",
                        help="a release folder (its manifest names the run) or an MLflow run id")
@@ -880,9 +892,25 @@ def parser() -> argparse.ArgumentParser:
     return main
 
 
+def _key(args: argparse.Namespace) -> int:
+    from pseo_das.tasks.privacy.seed_custody import SEED_KEY_ENV, create_key_file
+    path = create_key_file(Path(args.file))
+    print(f"created the seed key {path} (mode 0600). Keep it apart from the privacy store, "
+          f"with the custodian; releases find it by --seed-key or ${SEED_KEY_ENV}")
+    return 0
+
+
+def _use_seed_key(args: argparse.Namespace) -> None:
+    """--seed-key FILE: checked, then named to the whole process ($PSEO_DAS_SEED_KEY)."""
+    if getattr(args, "seed_key", None):
+        from pseo_das.tasks.privacy.seed_custody import SEED_KEY_ENV, SeedKey
+        os.environ[SEED_KEY_ENV] = str(SeedKey.from_file(Path(args.seed_key)).path)
+
+
 def main(argv: list[str] | None = None) -> None:
     args = parser().parse_args(argv)
     try:
+        _use_seed_key(args)
         code = args.run(args)
     except BrokenPipeError:  # output piped into a reader that stopped (e.g. `| head`)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

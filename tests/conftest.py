@@ -1,12 +1,22 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+
+
+def _session_seed_key() -> str:
+    """The agency's seed key of the test session (releases seal their seeds with it)."""
+    from pseo_das.tasks.privacy.seed_custody import create_key_file
+    return str(create_key_file(Path(tempfile.mkdtemp(prefix="pseo-das-key-")) / "seed.key"))
+
+
+os.environ.setdefault("PSEO_DAS_SEED_KEY", _session_seed_key())
 
 SEED_A = "a1" * 32
 SEED_B = "b2" * 32

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import shutil
 from pathlib import Path
@@ -73,7 +74,10 @@ def in_tmp_path(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
 
 
-def test_release_verifies_end_to_end_with_replay(releases, tmp_path, capsys):
+def test_release_verifies_end_to_end_with_replay(releases, tmp_path, capsys, monkeypatch):
+    """The custodian's key opens the sealed seed for the replay (given as --seed-key)."""
+    key = os.environ["PSEO_DAS_SEED_KEY"]
+    monkeypatch.delenv("PSEO_DAS_SEED_KEY")          # restored after the test
     root, uri = releases
     release = root / "a"
     manifest = json.loads((release / "internal" / "manifest.json").read_text())
@@ -81,7 +85,7 @@ def test_release_verifies_end_to_end_with_replay(releases, tmp_path, capsys):
     budget = root / "audit" / "store" / "store.sqlite"
     budget_before = sha256(budget)
 
-    code = run_audit(release, "--report", tmp_path / "report")
+    code = run_audit(release, "--report", tmp_path / "report", "--seed-key", key)
     printed = capsys.readouterr().out
 
     assert code == 0, printed
@@ -213,6 +217,19 @@ def test_a_run_id_works_as_well_as_a_folder(releases, capsys, monkeypatch):
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)  # the default store, as for `release`
     assert run_audit(run_id, "--no-replay") == 0
+
+
+def test_an_auditor_without_the_seed_key_gets_every_check_but_the_replay(releases, capsys,
+                                                                          monkeypatch):
+    monkeypatch.delenv("PSEO_DAS_SEED_KEY")
+    root, _ = releases
+    assert run_audit(root / "a") == 1
+    printed = capsys.readouterr().out
+    for name in ("outputs", "ledger", "privacy store", "inputs"):
+        assert check_line(printed, name).lstrip().startswith("[PASSED]"), printed
+    assert check_line(printed, "replay").lstrip().startswith("[SKIPPED]")
+    assert "a replay needs the custodian's seed key" in printed
+    assert "INCOMPLETE" in printed
 
 
 def test_inputs_not_available_make_the_audit_incomplete_unless_waived(releases, tmp_path,

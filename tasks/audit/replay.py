@@ -20,6 +20,7 @@ from pseo_das.tasks.audit.audit_target import AuditedRelease
 from pseo_das.tasks.audit.fingerprint_checks import InputLocations
 from pseo_das.tasks.inputs.ingest import sha256_file
 from pseo_das.tasks.privacy.release_seed import ReleaseSeed
+from pseo_das.tasks.privacy.seed_custody import SeedKeyError
 from pseo_das.tasks.privacy.store import PrivacyStore, store_exists
 from pseo_das.tasks.audit.verification import (FAILED, PASSED, CheckResult, configuration_differences,
                                 flatten, logged_configuration)
@@ -27,6 +28,10 @@ from pseo_das.tasks.audit.verification import (FAILED, PASSED, CheckResult, conf
 # Internal files that depend only on the stored measurements, inputs and configuration (the
 # DRB report and the manifest name the run).
 REPLAYED_INTERNAL = ("internal/config.json", "internal/flows_state.csv", "internal/ledger.csv")
+
+
+class ReplayNeedsCustodian(PseoDasError, ValueError):
+    """The replay needs the seed key, which the auditor does not hold."""
 
 
 class ReplayNotPossible(PseoDasError, ValueError):
@@ -97,7 +102,13 @@ def plan_replay(release: AuditedRelease, locations: InputLocations, workdir: Pat
                                 "number) is not available here; a replay measures the release "
                                 "again in a copy of the store as it was before the release")
     with PrivacyStore.open(logged_store) as store:
-        seed = store.attempt(int(attempt)).seed     # the store holds it; the run log does not
+        try:            # the store holds it, sealed; the run log holds its SHA-256 only
+            seed = store.attempt(int(attempt)).seed
+        except SeedKeyError as exc:
+            raise ReplayNeedsCustodian(
+                "the release seed is sealed in the privacy store: a replay needs the "
+                "custodian's seed key (`pseo-das audit ... --seed-key FILE`); every other "
+                f"check ran ({exc})") from None
         earlier = store.copy_before(int(attempt), workdir / "store")
     if seed.sha256 != release.params.get("release_seed_sha256"):
         raise ReplayNotPossible(f"the seed of attempt {attempt} in the privacy store does not "

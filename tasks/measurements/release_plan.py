@@ -181,7 +181,7 @@ def plan_release(store: PrivacyStore, release_id: str, seed: ReleaseSeed | None,
         latest = known[-1] if known else None
         if latest is not None and not supersede and not remeasure and \
                 (latest.inputs_sha256, latest.config_sha256) == (inputs_sha256, config_sha256):
-            if seed is not None and seed != latest.seed:
+            if seed is not None and seed.sha256 != latest.seed_sha256:
                 raise ReleaseConflict(
                     f"release {release_id} was already measured with another seed; running it "
                     "again with a new seed could spend its budget twice. Omit --seed to rerun "

@@ -127,7 +127,7 @@ def lifetime_budget(population_atoms: pd.DataFrame, before: pd.DataFrame | None,
     scale = ExactScale(v for f in frames for value, _ in SPENT for v in f[value].unique())
     table = population_atoms[POPULATION_ATOM_KEYS]
     for index, spends in enumerate((before, this)):
-        names = tuple(columns[index] for _, columns in SPENT)
+        names = (SPENT[0][1][index], SPENT[1][1][index])
         if spends is None or spends.empty:
             table = table.assign(**{name: 0 for name in names})
             continue

@@ -25,7 +25,9 @@ the schema and triggers, and that every epsilon is a positive exact value; each 
 records the chain head it read and the one it wrote, so a rewound or replaced store
 disagrees with the heads recorded in manifests and MLflow runs.
 
-The store holds release seeds: protect it like the MLflow store.
+The store holds each release seed sealed with the agency's seed key (seed_custody.py;
+`releases.seed_hex` is then the seed's SHA-256); a store of an earlier version holds them in
+plaintext (`store verify` warns). It also holds noisy measurements: protect it.
 """
 from __future__ import annotations
 
@@ -41,7 +43,7 @@ import sqlite3
 import time
 import uuid
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 
@@ -56,6 +58,8 @@ from pseo_das.epsilon import epsilon_text, exact_epsilon
 from pseo_das.tasks.privacy.file_modes import private_folder, write_private
 from pseo_das.tasks.privacy.lifetime_budget import CohortDefinitionMissing, cohort_years
 from pseo_das.tasks.privacy.release_seed import ReleaseSeed
+from pseo_das.tasks.privacy.seed_custody import (check_key_outside, required_key, seal,
+                                                 unseal)
 
 STORE_ENV = "PSEO_DAS_STORE"
 INDEX = "store.sqlite"
@@ -390,19 +394,40 @@ ATTEMPT_COLUMNS = ("attempt, release_id, seed_hex, inputs_sha256, config_sha256,
 class ReleaseAttempt:
     attempt: int
     release_id: str
-    seed: ReleaseSeed
+    seed_sha256: str              # the seed's commitment
     inputs_sha256: str
     config_sha256: str
     plan_sha256: str
     policy: int
     chain_seq_read: int           # the chain head the release read when it was planned
     chain_sha256_read: str
+    sealed_seed: str | None = field(default=None, repr=False)  # None: an earlier version's
+    plaintext_seed: str | None = field(default=None, repr=False)  # seed, kept in plaintext
+    store_id: str = ""
+
+    @property
+    def seed(self) -> ReleaseSeed:
+        """The attempt's seed, unsealed with the agency's seed key ($PSEO_DAS_SEED_KEY;
+        SeedKeyError without it). An earlier version's attempt kept it in plaintext."""
+        if self.sealed_seed is None:
+            return ReleaseSeed.from_hex(self.plaintext_seed or "")
+        seed = unseal(self.sealed_seed, required_key(f"the seed of attempt {self.attempt} "
+                                                     f"(release {self.release_id})"),
+                      seal_context(self.store_id, self.attempt))
+        if seed.sha256 != self.seed_sha256:
+            raise StoreError(f"attempt {self.attempt}: the sealed seed does not hash to the "
+                             "recorded commitment")
+        return seed
 
 
-def _attempt(row: tuple) -> ReleaseAttempt:
-    """A row of `releases` (ATTEMPT_COLUMNS) as a ReleaseAttempt."""
-    attempt, release_id, seed_hex, *rest = row
-    return ReleaseAttempt(attempt, release_id, ReleaseSeed.from_hex(seed_hex), *rest)
+def seal_context(store_id: str, attempt: int) -> str:
+    """What a sealed seed is bound to: the store and the attempt it was recorded for."""
+    return f"pseo-das release seed/{store_id}/{attempt}"
+
+
+def sealed_seed_key(attempt: int) -> str:
+    """The store_info key of an attempt's sealed seed."""
+    return f"sealed_seed.{attempt}"
 
 
 @dataclass(frozen=True)
@@ -536,8 +561,9 @@ class PrivacyStore:
                                "reason, recorded_at FROM policies WHERE policy = ?", (policy,)
                                ).fetchone()
         delta_cap = self.info(delta_cap_key(policy))
-        return StorePolicy(row[0], Fraction(row[1]), Fraction(row[2]), *row[3:],
-                           lifetime_delta_cap=None if delta_cap is None else Fraction(delta_cap))
+        number, cap, largest, set_by, reason, recorded_at = row
+        return StorePolicy(number, Fraction(cap), Fraction(largest), set_by, reason, recorded_at,
+                           None if delta_cap is None else Fraction(delta_cap))
 
     def set_policy(self, set_by: str, reason: str, lifetime_cap=None,
                    max_tabulation_epsilon=None, lifetime_delta_cap=None) -> StorePolicy:
@@ -599,21 +625,40 @@ class PrivacyStore:
     def attempts(self, release_id: str) -> list[ReleaseAttempt]:
         rows = self._db.execute(f"SELECT {ATTEMPT_COLUMNS} FROM releases WHERE release_id = ? "
                                 "ORDER BY attempt", (release_id,)).fetchall()
-        return [_attempt(row) for row in rows]
+        return [self._attempt(row) for row in rows]
 
     def attempt(self, attempt: int) -> ReleaseAttempt:
         row = self._db.execute(f"SELECT {ATTEMPT_COLUMNS} FROM releases WHERE attempt = ?",
                                (attempt,)).fetchone()
-        return _attempt(row)
+        return self._attempt(row)
+
+    def _attempt(self, row: tuple) -> ReleaseAttempt:
+        """A row of `releases` (ATTEMPT_COLUMNS) as a ReleaseAttempt: `seed_hex` holds the
+        seed's SHA-256 when the seed is sealed (store_info sealed_seed.N), the seed itself in
+        a store of an earlier version."""
+        attempt, release_id, seed_hex, *rest = row
+        sealed = self.info(sealed_seed_key(attempt))
+        if sealed is None:
+            return ReleaseAttempt(attempt, release_id, ReleaseSeed.from_hex(seed_hex).sha256,
+                                  *rest, plaintext_seed=seed_hex, store_id=self.store_id)
+        return ReleaseAttempt(attempt, release_id, seed_hex, *rest, sealed_seed=sealed,
+                              store_id=self.store_id)
 
     def add_release(self, release_id: str, seed: ReleaseSeed, inputs_sha256: str,
                     config_sha256: str, plan_sha256: str, supersedes: int | None,
                     policy: int, head_read: ChainHead) -> int:
-        return self._append("releases", {
-            "release_id": release_id, "seed_hex": seed.hex(), "inputs_sha256": inputs_sha256,
+        """Record an attempt (in a write transaction) with its seed sealed by the agency's
+        seed key: the index holds the seed's SHA-256 and the sealed bytes, never the seed."""
+        key = required_key(f"recording release {release_id}'s seed")
+        check_key_outside(key, self.path)
+        attempt = self._append("releases", {
+            "release_id": release_id, "seed_hex": seed.sha256, "inputs_sha256": inputs_sha256,
             "config_sha256": config_sha256, "plan_sha256": plan_sha256,
             "supersedes": supersedes, "policy": policy, "chain_seq_read": head_read.seq,
             "chain_sha256_read": head_read.sha256, "recorded_at": utc_now()})
+        self.record_info(sealed_seed_key(attempt),
+                         seal(seed, key, seal_context(self.store_id, attempt)))
+        return attempt
 
     # --- measurements ---------------------------------------------------------------------
     def add_measurement(self, measurement_id: str, attempt: int, tabulation_id: str,

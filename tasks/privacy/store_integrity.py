@@ -113,7 +113,7 @@ def verify_store(path: Path, check_objects: bool = False,
             _check_epsilons(db, report)
             if check_objects:
                 _check_objects(store, db, report, record_objects)
-            report.exposures = _exposures(store.path)
+            report.exposures = _exposures(store.path) + _plaintext_seeds(db)
         finally:
             db.execute("ROLLBACK")
     return report
@@ -247,6 +247,17 @@ def _exposures(path: Path) -> list[str]:
         found.append(f"{len(objects):,} object file(s) in {path / 'objects'} readable by other "
                      f"users, e.g. {objects[0]}")
     return found
+
+
+def _plaintext_seeds(db: sqlite3.Connection) -> list[str]:
+    """Attempts recorded by an earlier version, whose seed the index holds in plaintext."""
+    plain = [attempt for (attempt,) in db.execute(
+        "SELECT attempt FROM releases WHERE 'sealed_seed.' || attempt NOT IN "
+        "(SELECT key FROM store_info) ORDER BY attempt")]
+    return [f"{len(plain)} release attempt(s) ({', '.join(map(str, plain[:10]))}"
+            f"{', ...' if len(plain) > 10 else ''}) recorded by an earlier version keep their "
+            "seed in plaintext in store.sqlite: whoever reads the store can regenerate their "
+            "noise; keep the store confidential"] if plain else []
 
 
 def _short(content: str, width: int = 160) -> str:
