@@ -108,6 +108,10 @@ def test_a_rejected_release_is_never_published_and_its_decision_cannot_be_forged
     if not store.exists():
         assert hold(tiny, "R1") == 0
     assert hold(tiny, "R2") == 0
+    drb = (store / "review" / "R2-2" / "internal" / "drb_report.md").read_text()
+    cleared = (root / "R1" / "internal" / "manifest.json").exists()   # the test above ran
+    assert ("Changes since the last cleared release, R1 (clearance\nCBDRB-27-042)" if cleared
+            else "Changes since the last cleared release: not computed") in drb
     assert cli("review", "reject", "R2", "--by", "DRB chair", "--reason",
                "cells too small in state 08", "--store", store) == 0
     capsys.readouterr()
