@@ -184,7 +184,7 @@ def guarantee_line(summary: dict) -> str:
         return ""
     delta = "" if said["delta"] == "0" else (
         f"\n  lifetime delta:  largest {summary['max_lifetime_delta']} of any population "
-        "(recorded in the privacy store, not capped)")
+        "(recorded in the privacy store and capped by its policy when it has a delta cap)")
     return (f"\n  guarantee:       {said['graduates']}\n  sampling:        {said['sampling']}"
             f"\n  employers:       {said['employers']}{delta}")
 
@@ -230,7 +230,7 @@ def _republish(args: argparse.Namespace) -> int:
 
 
 def _store(args: argparse.Namespace) -> int:
-    from pseo_das.tasks.privacy.store import (DEFAULT_LIFETIME_CAP,
+    from pseo_das.tasks.privacy.store import (DEFAULT_LIFETIME_CAP, DEFAULT_LIFETIME_DELTA_CAP,
                                               DEFAULT_MAX_TABULATION_EPSILON, PrivacyStore,
                                               StoreError, epsilon_text, init_store,
                                               resolve_store, store_lock)
@@ -241,16 +241,18 @@ def _store(args: argparse.Namespace) -> int:
     if args.action == "init":
         init_store(path, args.lifetime_cap or DEFAULT_LIFETIME_CAP,
                    args.max_tabulation_epsilon or DEFAULT_MAX_TABULATION_EPSILON,
-                   args.by, args.reason or "store created")
+                   args.by, args.reason or "store created",
+                   args.lifetime_delta_cap or DEFAULT_LIFETIME_DELTA_CAP)
         with PrivacyStore.open(path) as store:
             policy = store.policy()
         print(f"created an empty privacy store in {path} (lifetime epsilon cap "
-              f"{epsilon_text(policy.lifetime_cap)} per graduate, at most epsilon "
+              f"{epsilon_text(policy.lifetime_cap)} and delta cap "
+              f"{epsilon_text(policy.lifetime_delta_cap or 0)} per graduate, at most epsilon "
               f"{epsilon_text(policy.max_tabulation_epsilon)} per tabulation)")
     elif args.action == "set-policy":
-        if not (args.lifetime_cap or args.max_tabulation_epsilon) or not args.by \
-                or not args.reason:
-            raise StoreError("set-policy needs --lifetime-cap and/or "
+        if not (args.lifetime_cap or args.max_tabulation_epsilon or args.lifetime_delta_cap) \
+                or not args.by or not args.reason:
+            raise StoreError("set-policy needs --lifetime-cap, --lifetime-delta-cap and/or "
                              "--max-tabulation-epsilon, and --by WHO and --reason WHY "
                              "(both are recorded in the store)")
         with store_lock(path):
@@ -258,9 +260,10 @@ def _store(args: argparse.Namespace) -> int:
             with PrivacyStore.open(path) as store:
                 before = store.policy()
                 after = store.set_policy(args.by, args.reason, args.lifetime_cap,
-                                         args.max_tabulation_epsilon)
+                                         args.max_tabulation_epsilon, args.lifetime_delta_cap)
         print(f"privacy store {path}: policy {after.policy} recorded (lifetime cap "
               f"{epsilon_text(before.lifetime_cap)} -> {epsilon_text(after.lifetime_cap)}, "
+              f"lifetime delta cap {_delta_cap(before)} -> {_delta_cap(after)}, "
               f"largest epsilon per tabulation {epsilon_text(before.max_tabulation_epsilon)} "
               f"-> {epsilon_text(after.max_tabulation_epsilon)}; by {after.set_by}: "
               f"{after.reason})")
@@ -271,6 +274,10 @@ def _store(args: argparse.Namespace) -> int:
     else:
         print(store_summary(path, args.top))
     return 0
+
+
+def _delta_cap(policy) -> str:
+    return "none" if policy.lifetime_delta_cap is None else epsilon_text(policy.lifetime_delta_cap)
 
 
 def _adopt_store(path: Path, tracking_uri: str | None, by: str | None, reason: str | None) -> int:
@@ -731,8 +738,10 @@ def parser() -> argparse.ArgumentParser:
                          "recorded seed, else 256 fresh random bits); visible to other users in "
                          "`ps`: prefer --seed-file or $PSEO_DAS_SEED")
     release.add_argument("--seed-file", help="file holding the release seed (64 hex digits)")
-    release.add_argument("--reference", help="folder with the public reference files j2j_state_flows.csv, "
-                         "qcew_state_sector.csv, state_coverage.csv (default: the packaged demo files)")
+    release.add_argument("--reference", help="folder with the public reference files j2j_state_flows.csv "
+                         "(or j2jod/, the per-state downloads), qcew_state_sector.csv (or qcew/, the "
+                         "annual CSVs by area or industry), state_coverage.csv (default: the packaged "
+                         "demo files)")
     release.add_argument("--release-id", help="release identifier (default: UTC timestamp); "
                          "running a recorded release id again with the same inputs reuses its seed "
                          "and spends nothing")
@@ -814,6 +823,8 @@ def parser() -> argparse.ArgumentParser:
     store.add_argument("--top", type=int, default=10, help="show: graduation years to list (default 10)")
     store.add_argument("--lifetime-cap", help="init, set-policy: lifetime epsilon cap per "
                        "graduate (init default 30)")
+    store.add_argument("--lifetime-delta-cap", help="init, set-policy: lifetime delta cap per "
+                       "graduate (init default 0.01; below 1)")
     store.add_argument("--max-tabulation-epsilon", help="init, set-policy: largest epsilon of "
                        "one tabulation (init default 10, at most 10)")
     store.add_argument("--by", help="init, set-policy, adopt: who decides (recorded; init "

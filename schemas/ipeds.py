@@ -10,6 +10,7 @@ from pseo_das.schemas.codes import code_matches
 COMPLETIONS_COLUMNS = ("UNITID", "CIPCODE", "MAJORNUM", "AWLEVEL", "CTOTALT")
 DIRECTORY_COLUMNS = ("UNITID", "OPEID", "INSTNM", "STABBR")
 TOTAL_CIPCODE = "99"             # completions rows that total all programs
+SUBTOTAL_CIPCODE = r"^[0-9]{2}(\.[0-9]{2})?$"   # 2- and 4-digit subtotal rows (and the 99 totals)
 # IPEDS award level (AWLEVEL) -> PSEO degree level. 1-8, 17 and 18 are the same levels;
 # 20 (certificates under 12 weeks) and 21 (12 weeks to 1 year), used from 2020-21, are both
 # "certificate < 1 year" (01); 19 (doctor's degree - other) has no PSEO degree level.

@@ -10,6 +10,7 @@ bad input under the test's folder and returns the command-line options that poin
 """
 from __future__ import annotations
 
+import gzip
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -181,6 +182,16 @@ def reference(**broken: Breaks) -> Make:
             breaks(folder / name)
         return {"--reference": folder}
     return make
+
+
+def j2jod_downloads_with_a_bad_row(folder: Path) -> None:
+    """The per-state J2J downloads (tests/data/public-layouts/j2jod) instead of
+    j2j_state_flows.csv, one state code without its leading zero."""
+    shutil.copytree(Path(__file__).parent / "data" / "public-layouts" / "j2jod", folder)
+    (folder.parent / J2J_FILE).unlink()
+    path = folder / "j2jod_ny_d_f_gs_ns_oslp_u.csv.gz"
+    text = gzip.decompress(path.read_bytes()).replace(b"S,36,A,00,A00,0,0,233110", b"S,3,A,00,A00,0,0,233110")
+    path.write_bytes(gzip.compress(text))
 
 
 CASES = [
@@ -438,6 +449,11 @@ CASES = [
                  ['{root}/parquet-data/outcomes.parquet: flows.mechanism = "smooth-gamma" protects '
                   "employers and needs the column employer_id"],
                  id="employer-mechanism-without-employer-id"),
+    pytest.param(reference(j2jod=j2jod_downloads_with_a_bad_row),
+                 ["{root}/reference/j2jod: input rejected",
+                  "column geography_orig: check str_matches('^[0-9]{{2}}$') failed, 1 bad row(s); "
+                  "e.g. row 6 (j2jod_ny_d_f_gs_ns_oslp_u.csv.gz row 0): '3'"],
+                 id="reference-j2jod-folder-bad-row"),
     pytest.param(reference(**{COVERAGE_FILE: replace(b"\n06,", b"\n0\xe9,")}),
                  [f"{{root}}/reference/{COVERAGE_FILE}: cannot read: not UTF-8 text: byte 0xe9"],
                  id="reference-coverage-latin1"),

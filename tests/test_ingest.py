@@ -53,6 +53,27 @@ def test_whole_dollar_and_float32_earnings_are_valid(tmp_path, dtype):
     pd.testing.assert_series_equal(inputs.outcomes["earnings"], expected, check_names=False)
 
 
+def test_whole_dollar_earnings_with_empty_cells_in_a_csv_are_valid(tmp_path):
+    """Issue 32: integer earnings with empty cells (no job) were refused with "cannot
+    convert NA to integer"."""
+    outcomes = valid_outcomes().assign(earnings=lambda o: o["earnings"].astype("Int64"))
+    write(tmp_path, valid_graduates(), outcomes, "csv")
+    assert "1,10,,," in (tmp_path / "outcomes.csv").read_text()      # an empty cell, no job
+    assert "1,1,30000,26" in (tmp_path / "outcomes.csv").read_text()  # whole dollars
+    inputs = read_inputs(tmp_path, FIRST, LAST)
+    pd.testing.assert_series_equal(inputs.outcomes["earnings"], valid_outcomes()["earnings"],
+                                   check_names=False)
+
+
+def test_earnings_that_are_not_numbers_in_a_csv_are_refused_by_row(tmp_path):
+    outcomes = valid_outcomes().astype({"earnings": object})
+    outcomes.loc[[1, 4], "earnings"] = ["55k", "true"]
+    write(tmp_path, valid_graduates(), outcomes, "csv")
+    with pytest.raises(InputValidationError, match=r"outcomes.csv: input rejected.*\n  column "
+                       r"earnings: 2 value\(s\) that are not numbers .*row 1: '55k', row 4: 'true'"):
+        read_inputs(tmp_path, FIRST, LAST)
+
+
 def test_earnings_as_booleans_are_refused(tmp_path):
     outcomes = valid_outcomes().assign(earnings=[True, False, True, True, False, True, True])
     with pytest.raises(InputValidationError, match="column earnings has type bool"):

@@ -22,6 +22,7 @@ from pseo_das.tasks.privacy.mechanism import (MeasurementRefused, PrivacyBudgetE
                                               PrivacyLedger, measure_with_employer_protection,
                                               measure_with_geometric_noise)
 from pseo_das.tasks.privacy.question import lifetime_spends
+from pseo_das.tasks.privacy.store import LifetimeBudgetExceeded, StorePolicyError
 from pseo_das.tasks.privacy.statement import (Mechanism, Sampler, employer_statement,
                                               geometric_statement, laplace_statement,
                                               release_guarantee)
@@ -190,6 +191,27 @@ def test_the_store_records_delta_beside_epsilon(store, frames, tmp_path):
     pure = lifetime_budget_file(table.assign(delta_this_release=Fraction(0),
                                              delta_after=Fraction(0)))
     assert list(pure.columns[3:]) == ["before", "this_release", "after"]   # as before
+
+
+def test_the_lifetime_delta_cap_refuses_a_plan_before_anything_is_recorded(store, frames,
+                                                                          tmp_path):
+    """A new store caps delta per graduate (default 1/100) beside epsilon, exactly: Smooth
+    Laplace flows at delta 1e-3 spend 3/1000 per graduate (three years after); a cap of
+    29/10000 refuses the plan, naming the graduates; the policy is recorded with who and why."""
+    from pseo_das.tasks.privacy.store import DEFAULT_LIFETIME_DELTA_CAP
+    assert store.policy().lifetime_delta_cap == DEFAULT_LIFETIME_DELTA_CAP == Fraction(1, 100)
+    cfg = _config(tmp_path, '[flows]\nmechanism = "smooth-laplace"\nemployer_alpha = 0.05\n'
+                            'employer_delta = 1e-3\n')
+    store.set_policy("the DRB", "test: just under one release", lifetime_delta_cap="0.0029")
+    with pytest.raises(LifetimeBudgetExceeded, match="over the lifetime cap of delta 0.0029") as no:
+        plan(store, frames, "R1", SEED, cfg=cfg)
+    assert "= 0.003, 0.0001 over" in str(no.value) and "--lifetime-delta-cap" in str(no.value)
+    assert store.attempts("R1") == []
+    store.set_policy("the DRB", "test: exactly one release", lifetime_delta_cap="0.003")
+    assert plan(store, frames, "R1", SEED, cfg=cfg).new_delta == Fraction(3, 1000)
+    assert store.policy().as_dict()["lifetime_delta_cap"] == "0.003"
+    with pytest.raises(StorePolicyError, match="must be below 1"):
+        store.set_policy("the DRB", "test", lifetime_delta_cap="1")
 
 
 def test_the_release_cap_refuses_the_plan_before_anything_is_recorded(store, frames):

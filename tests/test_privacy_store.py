@@ -260,7 +260,8 @@ def test_store_show_says_what_the_store_holds_and_no_seed(store, frames):
     plan(store, frames, "R2", remeasure=institution)
     shown = store_summary(store.path, top=3)
     assert "releases: 2 recorded, 0 published" in shown
-    assert "policy 1: lifetime epsilon cap 30 per graduate, at most 10 per tabulation" in shown
+    assert ("policy 1: lifetime epsilon cap 30 and delta cap 0.01 per graduate, at most 10 per "
+            "tabulation") in shown
     assert "earnings.I.cip4.y1@R1/1: epsilon 1 on" in shown and "NOT STORED" in shown
     assert "earnings.I.cip4.y1@R2/1" in shown and "supersedes earnings.I.cip4.y1@R1/1" in shown
     assert "nan" not in shown and SEED.hex() not in shown

@@ -10,6 +10,7 @@ what the recast's shares (IPEDS) decide between.
 """
 from __future__ import annotations
 
+import csv
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +25,7 @@ from pseo_das.tasks.inputs.ingest import InputValidationError, describe_failures
 CROSSWALK_FILE = "Crosswalk2010to2020.csv"
 REPORT_UNDER = re.compile(r"report under ([0-9]{2}\.[0-9]{4})")
 FORMULA = re.compile(r'^="(.*)"$')       # the NCES download writes cells as ="01.0101"
+TEXT_CHANGE_NAMES = {"Text change": "TextChange"}   # the header of copies in circulation
 
 
 def default_crosswalk_path() -> Path:
@@ -65,18 +67,37 @@ def _unwrap(values: pd.Series) -> pd.Series:
     return values.str.replace(FORMULA, r"\1", regex=True)
 
 
+def _check_header(path: Path) -> None:
+    """The layouts in circulation: the crosswalk's six columns first, in order, the fourth
+    named TextChange or 'Text change'; any further columns (copies add empty ones and
+    repeat CIPCode2010, CIPCode2020) are ignored. Anything else is refused."""
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as fh:
+            lines = csv.reader(fh)
+            header, first_row = next(lines, []), next(lines, None)
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return   # read_csv says what is wrong with the file
+    if header and first_row is None:
+        raise InputValidationError(f"{path}: no rows (only a header line)")
+    found = [TEXT_CHANGE_NAMES.get(name.strip(), name.strip()) for name in header[:6]]
+    if found != list(CROSSWALK_COLUMNS):
+        raise InputValidationError(
+            f"{path}: not the NCES crosswalk layout: its first columns are "
+            f"{', '.join(header[:6]) or '(none)'}; expected {', '.join(CROSSWALK_COLUMNS)} "
+            "(TextChange may be written 'Text change'; further columns are ignored)")
+
+
 def read_crosswalk(path: Path | None = None) -> CipCrosswalk:
     """The crosswalk at `path` (default: the packaged copy), validated; bad rows are named
     by file, column and row (InputValidationError)."""
     path = Path(path) if path is not None else default_crosswalk_path()
     if not path.is_file():
         raise InputValidationError(f"{path}: crosswalk file not found")
-    raw = read_csv(path, CROSSWALK_COLUMNS, dtype=str, keep_default_na=False)
-    missing = [c for c in CROSSWALK_COLUMNS if c not in raw.columns]
-    if missing:
-        raise InputValidationError(f"{path}: missing column(s) {', '.join(missing)}; expected "
-                                   f"{', '.join(CROSSWALK_COLUMNS)}")
-    rows = raw[list(CROSSWALK_COLUMNS)].apply(_unwrap)
+    _check_header(path)
+    raw = read_csv(path, None, header=None, skiprows=1, dtype=str, keep_default_na=False,
+                   encoding="utf-8-sig")
+    rows = raw.iloc[:, :len(CROSSWALK_COLUMNS)].set_axis(list(CROSSWALK_COLUMNS), axis=1)
+    rows = rows.apply(_unwrap)
     try:
         rows = crosswalk_schema().validate(rows, lazy=True)
     except SchemaErrors as err:

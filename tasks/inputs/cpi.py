@@ -3,7 +3,8 @@ annual averages) for constant dollars. Privacy cost: none (public data).
 
 Read from a file in the BLS flat-file layout (`cu.data.*`: tab-separated, padded), either
 the packaged extract (pseo_das/reference/bls/, 1997-2024) or a real download such as
-cu.data.1.AllItems, from which only the annual averages of CUUR0000SA0 are kept. Values
+cu.data.1.AllItems (every series and period), from which only the annual averages of
+CUUR0000SA0 are kept; only that series' rows are checked. Values
 are kept exact (Decimal, as published to three decimals).
 """
 from __future__ import annotations
@@ -71,8 +72,11 @@ def read_cpi(path: Path | None = None) -> ConsumerPrices:
         raise InputValidationError(f"{path}: missing column(s) {', '.join(missing)}; expected "
                                    "the BLS flat-file layout (series_id, year, period, value, "
                                    "footnote_codes; tab-separated)")
-    rows = validate(path, raw[list(CPI_COLUMNS)].apply(lambda s: s.str.strip()), cpi_schema())
-    annual = rows[(rows["series_id"] == CPI_U_SERIES) & (rows["period"] == ANNUAL_AVERAGE)]
+    raw = raw[list(CPI_COLUMNS)].apply(lambda s: s.str.strip())
+    # the whole cu.data.1.AllItems holds every area's series: only CPI-U's rows are read
+    # and checked (rows keep their numbers in the file)
+    rows = validate(path, raw[raw["series_id"] == CPI_U_SERIES], cpi_schema())
+    annual = rows[rows["period"] == ANNUAL_AVERAGE]
     if annual.empty:
         raise InputValidationError(f"{path}: no annual average ({ANNUAL_AVERAGE}) of series "
                                    f"{CPI_U_SERIES} (CPI-U, U.S. city average, all items)")

@@ -223,8 +223,11 @@ def find_inputs(data_dir: Path) -> tuple[InputFiles, InputFiles]:
 
 
 def read_csv_input(path: Path, columns: tuple[str, ...]) -> pd.DataFrame:
-    """Read a CSV input whole, with its code columns as sorted categoricals."""
-    df = read_csv(path, dtype={c: "string" for c in columns if c in CODE_COLUMNS})
+    """Read a CSV input whole, with its code columns as sorted categoricals. Dollars are
+    read as text, then as numbers (_csv_dollars): whole dollars with empty cells (no job)
+    are valid, and a value that is not a number is named with its row."""
+    df = read_csv(path, dtype={c: "string" for c in columns
+                               if c in CODE_COLUMNS or c in DOLLAR_COLUMNS})
     missing = [c for c in columns if c not in df.columns]
     if missing:
         raise InputValidationError(
@@ -232,7 +235,21 @@ def read_csv_input(path: Path, columns: tuple[str, ...]) -> pd.DataFrame:
     if df.empty:
         raise InputValidationError(f"{path}: no rows (only a header line); there is nothing "
                                    "to release")
+    for col in DOLLAR_COLUMNS.intersection(columns):
+        df[col] = _csv_dollars(path, col, df[col])
     return convert_columns(path, df[list(columns)], columns)
+
+
+def _csv_dollars(path: Path, column: str, text: pd.Series) -> pd.Series:
+    """A CSV column of dollars (text) as float64; empty cells stay missing."""
+    values = pd.to_numeric(text, errors="coerce").astype("float64")
+    bad = np.flatnonzero((text.notna() & values.isna()).to_numpy())
+    if len(bad):
+        examples = ", ".join(f"row {i}: {text.iloc[i]!r}" for i in bad[:MAX_EXAMPLES])
+        raise InputValidationError(f"{path}: input rejected; nothing was released.\n  column "
+                                   f"{column}: {len(bad)} value(s) that are not numbers (dollars; "
+                                   f"empty for no earnings); e.g. {examples}")
+    return values
 
 
 def convert_columns(path: Path, df: pd.DataFrame, columns: tuple[str, ...]) -> pd.DataFrame:
@@ -265,10 +282,12 @@ def read_csv(path: Path, columns: tuple[str, ...] | None = None, **options) -> p
     the header (a ragged or truncated file) is an error, not missing values. `columns`:
     read only those of them that the file has (the caller names the missing ones).
     An unreadable file raises InputValidationError saying why (csv_problem)."""
-    _refuse_duplicated_header(path)
+    if options.get("header", "infer") is not None:   # header=None: the caller reads it
+        _refuse_duplicated_header(path)
     try:
         if columns is not None:
-            header, wanted = pd.read_csv(path, nrows=0).columns, set(columns)
+            header = pd.read_csv(path, nrows=0, encoding=options.get("encoding")).columns
+            wanted = set(columns)
             options["usecols"] = [c for c in header if c in wanted]
             if not options["usecols"]:
                 return pd.DataFrame()

@@ -2,8 +2,11 @@
 (technical appendix B, step 1). Privacy cost: none (public data).
 
 Completions (C{YYYY}_A): awards by institution (UNITID), 6-digit CIP, first or second
-major and award level; CIPCODE 99 rows are totals and are dropped, and only first majors
-are counted (a graduate is in PSEO once, under one program). The directory (HD{YYYY})
+major and award level. The files as IPEDS ships them: 2- and 4-digit CIPCODE rows are
+subtotals and CIPCODE 99 rows totals, all dropped; the imputation columns (X*) and the
+other count columns are ignored; a 6-digit CIPCODE without its leading zero (1.0101) and
+an AWLEVEL with one (05) are read as 01.0101 and 5. Only first majors are counted (a graduate is in PSEO
+once, under one program). The directory (HD{YYYY})
 gives each UNITID's OPEID, the institution code of PSEO. The real HD files are often
 Latin-1 (accented institution names): a file that is not UTF-8 is read as Latin-1, and
 the loader says so.
@@ -17,7 +20,7 @@ import pandas as pd
 from pandera.errors import SchemaErrors
 
 from pseo_das.schemas.ipeds import (AWLEVEL_DEGREE, COMPLETIONS_COLUMNS, DIRECTORY_COLUMNS,
-                                    TOTAL_CIPCODE, completions_schema, directory_schema)
+                                    SUBTOTAL_CIPCODE, completions_schema, directory_schema)
 from pseo_das.tasks import progress
 from pseo_das.tasks.inputs.ingest import InputValidationError, describe_failures
 
@@ -64,8 +67,9 @@ def read_completions(path: Path, codes: frozenset[str] | None = None,
     if not path.is_file():
         raise InputValidationError(f"{path}: IPEDS completions file not found")
     raw = _read_text(path, COMPLETIONS_COLUMNS, "utf-8")
-    raw = raw[raw["CIPCODE"] != TOTAL_CIPCODE]
-    raw = raw.assign(CIPCODE=raw["CIPCODE"].str.replace(r"^([0-9])\.", r"0\1.", regex=True))
+    raw = raw[~raw["CIPCODE"].str.fullmatch(SUBTOTAL_CIPCODE[1:-1])]   # as IPEDS writes them
+    raw = raw.assign(CIPCODE=raw["CIPCODE"].str.replace(r"^([0-9])\.", r"0\1.", regex=True),
+                     AWLEVEL=raw["AWLEVEL"].str.replace(r"^0([0-9])$", r"\1", regex=True))
     rows = _validated(path, raw, completions_schema(codes, vintage))
     kept = rows[(rows["MAJORNUM"] == "1") & rows["AWLEVEL"].isin(list(AWLEVEL_DEGREE))]
     return pd.DataFrame({"unitid": kept["UNITID"], "cipcode": kept["CIPCODE"],

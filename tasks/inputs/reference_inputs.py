@@ -2,7 +2,17 @@
 appendix A.3.2-A.3.3). Privacy cost: none (public data; no confidential input, no noise).
 
 A directory holds three files, each in the layout its publisher uses, so the real public
-files can be dropped in unchanged (after concatenating the per-state downloads):
+files can be dropped in unchanged. J2J and QCEW may instead be given as the publishers'
+downloads, a folder of files concatenated by the reader (rows numbered over the folder's
+files, in the order of their relative paths; errors name the file):
+
+* ``j2jod/``: the per-state LEHD files as distributed, ``j2jod_*.csv.gz`` (or unpacked,
+  ``j2jod_*.csv``; the ``*_avail`` metadata files are skipped);
+* ``qcew/``: the QCEW annual CSVs by area or by industry (``*.csv``, any depth: e.g. the
+  unpacked ``2015.annual.by_area/``). A QCEW file that is not UTF-8 is read as Latin-1:
+  the county files' titles are Windows-1252, and only code and number columns are read.
+
+A folder and its single file together are refused (which one to read is ambiguous).
 
 * ``j2j_state_flows.csv``: LEHD Job-to-Job Flows, origin-destination (``j2jod``) layout.
   Kept: the state-to-state rows at the all-industry, all-ownership, all-worker level
@@ -40,6 +50,7 @@ before the error is raised.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,12 +67,16 @@ from pseo_das.schemas.reference import (COVERAGE_COLUMNS, J2J_AGGREGATE, J2J_COL
                                coverage_schema, j2j_layout_schema, j2j_schema,
                                qcew_layout_schema, qcew_schema)
 from pseo_das.tasks import file_task, progress
-from pseo_das.tasks.inputs.ingest import InputValidationError, describe_failures, read_csv, sha256_file
+from pseo_das.tasks.inputs.ingest import (InputFiles, InputValidationError, describe_failures,
+                                          read_csv, sha256_file)
 
 J2J_FILE = "j2j_state_flows.csv"
 QCEW_FILE = "qcew_state_sector.csv"
 COVERAGE_FILE = "state_coverage.csv"
 REFERENCE_FILES = (J2J_FILE, QCEW_FILE, COVERAGE_FILE)
+J2J_FOLDER, QCEW_FOLDER = "j2jod", "qcew"     # the downloads as distributed, instead of the file
+J2J_PARTS, QCEW_PARTS = ("j2jod_*.csv.gz", "j2jod_*.csv"), ("*.csv",)
+QCEW_FALLBACK_ENCODING = "latin-1"   # county files' titles are Windows-1252 (codes are ASCII)
 
 _STATES = np.array(STATE_FIPS)
 _SECTORS = np.array(NAICS_SECTORS)
@@ -117,19 +132,51 @@ def default_reference_dir() -> Path:
     return Path(pseo_das.__file__).parent / "reference"
 
 
+def is_reference_input(name: str) -> bool:
+    """Whether an input fingerprint's name (relative to the reference folder) is one of
+    the flows' reference files."""
+    return name in REFERENCE_FILES or name.startswith((f"{J2J_FOLDER}/", f"{QCEW_FOLDER}/"))
+
+
+def reference_source(directory: Path, file_name: str) -> Path:
+    """The file, or the folder of downloads that replaces it (J2J, QCEW)."""
+    folder = {J2J_FILE: J2J_FOLDER, QCEW_FILE: QCEW_FOLDER}.get(file_name)
+    file, parts = directory / file_name, directory / folder if folder else None
+    if parts is None or not parts.exists():
+        return file
+    if file.exists():
+        raise InputValidationError(f"{directory}: both {file_name} and {folder}/ are there; which "
+                                   "one is the release's input is ambiguous: keep one")
+    return parts
+
+
+def source_files(source: Path) -> tuple[Path, ...]:
+    """The files of a reference source: itself, or a folder's downloads (sorted)."""
+    if not source.is_dir():
+        return (source,)
+    patterns = J2J_PARTS if source.name == J2J_FOLDER else QCEW_PARTS
+    files = {p for pattern in patterns for p in source.rglob(pattern)
+             if not p.name.split(".")[0].endswith("_avail")}
+    if not files:
+        raise InputValidationError(f"{source}: a folder without {' or '.join(patterns)} files")
+    return tuple(sorted(files, key=lambda p: p.relative_to(source).as_posix()))
+
+
 def load_reference_inputs(directory: Path) -> ReferenceInputs:
     """Read and validate the three reference files of `directory`. Privacy cost: none."""
     directory = Path(directory)
     readers = {J2J_FILE: read_j2j, QCEW_FILE: read_qcew, COVERAGE_FILE: read_coverage}
-    tables, problems = {}, []
+    tables, problems, prints = {}, [], {}
     for name, reader in readers.items():
         try:  # check every file, so that one run reports every problem
-            tables[name] = reader(directory / name)
+            source = reference_source(directory, name)
+            tables[name] = reader(source)
+            prints.update({file.relative_to(directory).as_posix(): sha256_file(file)
+                           for file in source_files(source)})
         except InputValidationError as exc:
             problems.append(str(exc))
     if problems:
         raise InputValidationError("\n".join(problems))
-    prints = {name: sha256_file(directory / name) for name in REFERENCE_FILES}
     return ReferenceInputs(tables[J2J_FILE], tables[QCEW_FILE], tables[COVERAGE_FILE], prints)
 
 
@@ -146,12 +193,13 @@ def load_reference(directory: Path) -> ReferenceInputs:
 
 # --- reading -------------------------------------------------------------------------------
 
-def read_text_csv(path: Path, columns: tuple[str, ...]) -> pd.DataFrame:
+def read_text_csv(path: Path, columns: tuple[str, ...], encoding: str = "utf-8") -> pd.DataFrame:
     """The named columns of a CSV, every value as text (empty fields are missing)."""
     path = Path(path)
     if not path.is_file():
         raise InputValidationError(f"{path}: reference file not found")
-    df = read_csv(path, columns, dtype=str, keep_default_na=False, na_values=[""])
+    df = read_csv(path, columns, dtype=str, keep_default_na=False, na_values=[""],
+                  encoding=encoding)
     missing = [c for c in columns if c not in df.columns]
     if missing:
         raise InputValidationError(
@@ -159,17 +207,47 @@ def read_text_csv(path: Path, columns: tuple[str, ...]) -> pd.DataFrame:
     return df[list(columns)]
 
 
+@dataclass(frozen=True)
+class SourceRows:
+    rows: pd.DataFrame                          # every file's rows, numbered over the files
+    where: Callable[[int], str] | None = None   # names a row's file, for a folder
+
+
+def _encoding(path: Path, fallback: str | None) -> str:
+    """UTF-8, or `fallback` for a file that is not UTF-8."""
+    if fallback is None or not path.is_file():
+        return "utf-8"
+    try:
+        path.read_bytes().decode("utf-8")
+        return "utf-8"
+    except UnicodeDecodeError:
+        return fallback
+
+
+def read_source(source: Path, columns: tuple[str, ...], fallback: str | None = None) -> SourceRows:
+    """A reference file, or a folder's files concatenated (their rows numbered in order);
+    `fallback`: the encoding of a file that is not UTF-8 (else refused)."""
+    if not source.is_dir():
+        return SourceRows(read_text_csv(source, columns, _encoding(source, fallback)))
+    files = source_files(source)
+    frames = [read_text_csv(file, columns, _encoding(file, fallback)) for file in files]
+    first_rows = tuple(np.cumsum([0] + [len(f) for f in frames[:-1]]).tolist())
+    parts = InputFiles(source.name, source, files, first_rows, sum(map(len, frames)))
+    return SourceRows(pd.concat(frames, ignore_index=True), parts.where)
+
+
 def validate(path: Path, df: pd.DataFrame, schema: pa.DataFrameSchema,
-             check_columns: dict[str, str] = TABLE_CHECK_COLUMNS) -> pd.DataFrame:
+             check_columns: dict[str, str] = TABLE_CHECK_COLUMNS,
+             where: Callable[[int], str] | None = None) -> pd.DataFrame:
     """`df` validated by `schema`; bad rows named by file, column(s) and row
-    (`check_columns`: the columns each whole-table check reads)."""
+    (`check_columns`: the columns each whole-table check reads; `where`: names a row)."""
     try:
         return schema.validate(df, lazy=True)
     except SchemaErrors as err:
         failures = err.failure_cases.copy()
         named = failures["check"].astype(str).map(check_columns)
         failures["column"] = failures["column"].astype(object).where(named.isna(), named)
-        raise InputValidationError(describe_failures(path, failures)) from None
+        raise InputValidationError(describe_failures(path, failures, where=where)) from None
 
 
 def _rejected(path: Path, why: str) -> InputValidationError:
@@ -186,14 +264,15 @@ def _numbers(values: pd.Series) -> pd.Series:
 
 def read_j2j(path: Path) -> pd.DataFrame:
     """J2J hires by (origin_state, destination_state), summed over the file's quarters."""
-    raw = read_text_csv(path, J2J_COLUMNS)
+    source = read_source(Path(path), J2J_COLUMNS)
+    raw = source.rows
     keep = np.logical_and.reduce([_matches(raw, c, [v]) for c, v in J2J_AGGREGATE.items()])
     rows = raw.loc[keep, list(J2J_KEY + J2J_HIRES)].drop_duplicates()
     if rows.empty:
         slice_ = ", ".join(f"{c}={v}" for c, v in J2J_AGGREGATE.items())
         raise _rejected(path, f"column geo_level, geo_level_orig: no state-to-state rows at the "
                               f"aggregate level ({slice_})")
-    rows = validate(path, rows, j2j_layout_schema())
+    rows = validate(path, rows, j2j_layout_schema(), where=source.where)
     hires = sum(_numbers(rows[c]).fillna(0.0) for c in J2J_HIRES)
     pairs = pd.DataFrame({"origin_state": rows["geography_orig"],
                           "destination_state": rows["geography"], "hires": hires})
@@ -204,7 +283,8 @@ def read_j2j(path: Path) -> pd.DataFrame:
 def read_qcew(path: Path) -> pd.DataFrame:
     """QCEW employment by (state, NAICS sector): per ownership the mean over the disclosed
     years, summed over federal, state, local government and private ownership."""
-    raw = read_text_csv(path, QCEW_COLUMNS)
+    source = read_source(Path(path), QCEW_COLUMNS, QCEW_FALLBACK_ENCODING)
+    raw = source.rows
     keep = (_matches(raw, "agglvl_code", [QCEW_STATE_SECTOR_LEVEL])
             & _matches(raw, "size_code", [QCEW_ALL_SIZES]) & _matches(raw, "qtr", [QCEW_ANNUAL])
             & _matches(raw, "own_code", QCEW_OWNERSHIPS)
@@ -214,7 +294,7 @@ def read_qcew(path: Path) -> pd.DataFrame:
         raise _rejected(path, f"column agglvl_code: no state NAICS-sector rows (agglvl_code "
                               f"{QCEW_STATE_SECTOR_LEVEL}, size_code {QCEW_ALL_SIZES}, qtr "
                               f"{QCEW_ANNUAL}, own_code {'/'.join(QCEW_OWNERSHIPS)})")
-    rows = validate(path, rows, qcew_layout_schema())
+    rows = validate(path, rows, qcew_layout_schema(), where=source.where)
     employment = _numbers(rows["annual_avg_emplvl"])
     usable = ((rows["disclosure_code"] != "N").to_numpy(dtype=bool) & employment.notna().to_numpy()
               & (rows["industry_code"] != QCEW_UNCLASSIFIED).to_numpy(dtype=bool))

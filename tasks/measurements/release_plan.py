@@ -250,6 +250,14 @@ def _new_plan(store, release_id, seed, inputs_sha256, config_sha256, cfg, frames
     over = budget.atoms_over(cap)
     if len(over):
         raise LifetimeBudgetExceeded(_over_cap_message(release_id, over, cap))
+    if policy.lifetime_delta_cap is not None:
+        over = budget.atoms_over(policy.lifetime_delta_cap, "delta_after")
+        if len(over):
+            raise LifetimeBudgetExceeded(_over_cap_message(
+                release_id, over.assign(before=over["delta_before"],
+                                        this_release=over["delta_this_release"],
+                                        after=over["delta_after"]),
+                policy.lifetime_delta_cap, "delta"))
     attempt_id = store.add_release(release_id, seed, inputs_sha256, config_sha256,
                                    store.put_frame(plan), supersedes, policy.policy, head)
     for measurement_id, question, members, superseded in new_measurements:
@@ -293,14 +301,15 @@ def _pending(store: PrivacyStore, plan: pd.DataFrame, skip: Collection[str] = fr
     return tuple(out)
 
 
-def _over_cap_message(release_id: str, over: pd.DataFrame, cap: Fraction) -> str:
+def _over_cap_message(release_id: str, over: pd.DataFrame, cap: Fraction,
+                      spent: str = "epsilon") -> str:
     worst = over.assign(excess=over["after"] - cap).sort_values(
         ["excess", *POPULATION_KEYS, "grad_year"], ascending=[False, True, True, True, True],
         kind="stable")
     populations = len(over[POPULATION_KEYS].drop_duplicates())
     lines = [f"release {release_id} refused before any noise was drawn: it would take the "
              f"graduates of {len(over):,} graduation year(s) of {populations:,} population(s) "
-             f"over the lifetime cap of epsilon {epsilon_text(cap)} (the privacy store's "
+             f"over the lifetime cap of {spent} {epsilon_text(cap)} (the privacy store's "
              "policy; the cap is per graduate, whatever the cohort windows):"]
     for row in worst.head(10).itertuples():
         lines.append(f"  institution {row.institution}, degree {row.degree_level}, graduates of "
@@ -310,9 +319,10 @@ def _over_cap_message(release_id: str, over: pd.DataFrame, cap: Fraction) -> str
                      f"{epsilon_text(row.excess)} over")
     if len(worst) > 10:
         lines.append(f"  ... and {len(worst) - 10:,} more")
-    lines.append("The store is append-only. Measure less (fewer tabulations or less epsilon), "
+    option = "--lifetime-cap" if spent == "epsilon" else "--lifetime-delta-cap"
+    lines.append(f"The store is append-only. Measure less (fewer tabulations or less {spent}), "
                  "or have the disclosure review board raise the cap (`pseo-das store "
-                 "set-policy --lifetime-cap ... --by ... --reason ...`).")
+                 f"set-policy {option} ... --by ... --reason ...`).")
     return "\n".join(lines)
 
 

@@ -110,10 +110,11 @@ class LifetimeBudget:
         largest = self.atoms.groupby(POPULATION_KEYS, sort=True)[SPENT_COLUMNS].max()
         return self._exact(largest.reset_index()[POPULATION_KEYS + SPENT_COLUMNS])
 
-    def atoms_over(self, cap: Fraction) -> pd.DataFrame:
-        """The atoms whose lifetime epsilon after the release exceeds `cap` (exact)."""
+    def atoms_over(self, cap: Fraction, column: str = "after") -> pd.DataFrame:
+        """The atoms whose lifetime epsilon (`column` "delta_after": delta) after the release
+        exceeds `cap` (exact)."""
         limit = cap * self.scale.denominator       # compared exactly: after > cap
-        over = self.atoms[self.atoms["after"].map(lambda n: n > limit).to_numpy(dtype=bool)]
+        over = self.atoms[self.atoms[column].map(lambda n: n > limit).to_numpy(dtype=bool)]
         return self._exact(over.reset_index(drop=True))
 
 

@@ -64,6 +64,9 @@ FORMAT = "pseo-das privacy store v2"
 GENESIS = "0" * 64
 DEFAULT_LIFETIME_CAP = Fraction(30)
 DEFAULT_MAX_TABULATION_EPSILON = Fraction(10)
+# The lifetime delta cap per graduate of a new store: room for the employer-protecting
+# mechanisms' deltas (Smooth Laplace: 1e-3 per tabulation by default) of a few releases.
+DEFAULT_LIFETIME_DELTA_CAP = Fraction(1, 100)
 # Above this, the geometric noise is zero with probability > 0.9999 (2e^-eps/(1+e^-eps) <
 # 1e-4): a count published with it is the true count. No policy may allow more.
 CEILING_TABULATION_EPSILON = Fraction(10)
@@ -259,20 +262,31 @@ def check_store_writable(path: Path) -> None:
 
 @dataclass(frozen=True)
 class StorePolicy:
-    """What the store allows: the lifetime epsilon cap per graduate (checked per atom:
-    tasks/privacy/lifetime_budget.py) and the largest
-    epsilon of one tabulation. Changed only by `pseo-das store set-policy`."""
+    """What the store allows: the lifetime epsilon and delta caps per graduate (checked per
+    atom: tasks/privacy/lifetime_budget.py) and the largest epsilon of one tabulation.
+    Changed only by `pseo-das store set-policy`. A store created before delta was capped has
+    no delta cap (None) until a policy sets one."""
     policy: int
     lifetime_cap: Fraction
     max_tabulation_epsilon: Fraction
     set_by: str
     reason: str
     recorded_at: str
+    lifetime_delta_cap: Fraction | None = None
 
     def as_dict(self) -> dict:
+        delta = {} if self.lifetime_delta_cap is None else {
+            "lifetime_delta_cap": epsilon_text(self.lifetime_delta_cap)}
         return {"policy": self.policy, "lifetime_cap": epsilon_text(self.lifetime_cap),
                 "max_tabulation_epsilon": epsilon_text(self.max_tabulation_epsilon),
-                "set_by": self.set_by, "reason": self.reason, "recorded_at": self.recorded_at}
+                "set_by": self.set_by, "reason": self.reason, "recorded_at": self.recorded_at,
+                **delta}
+
+
+def delta_cap_key(policy: int) -> str:
+    """The store_info key holding policy `policy`'s lifetime delta cap (policies recorded
+    before delta was capped have none; the policies table's columns are the store format's)."""
+    return f"policy.{policy}.lifetime_delta_cap"
 
 
 @dataclass(frozen=True)
@@ -302,9 +316,14 @@ def populations_sha256(populations: pd.DataFrame) -> str:
     return hashlib.sha256("\n".join(f"{i},{d},{c}" for i, d, c in rows).encode()).hexdigest()
 
 
-def _policy_values(lifetime_cap, max_tabulation_epsilon, set_by: str, reason: str
-                   ) -> tuple[Fraction, Fraction, str, str]:
+def _policy_values(lifetime_cap, max_tabulation_epsilon, set_by: str, reason: str,
+                   lifetime_delta_cap) -> tuple[Fraction, Fraction, str, str, Fraction | None]:
     cap = positive_epsilon(lifetime_cap, "lifetime cap")
+    delta_cap = None if lifetime_delta_cap is None else \
+        positive_epsilon(lifetime_delta_cap, "lifetime delta cap")
+    if delta_cap is not None and delta_cap >= 1:
+        raise StorePolicyError(f"lifetime delta cap {epsilon_text(delta_cap)} must be below 1 "
+                               "(a delta of 1 promises nothing)")
     largest = positive_epsilon(max_tabulation_epsilon, "largest epsilon per tabulation")
     if largest > CEILING_TABULATION_EPSILON:
         raise StorePolicyError(
@@ -313,18 +332,20 @@ def _policy_values(lifetime_cap, max_tabulation_epsilon, set_by: str, reason: st
             "almost surely zero, so the counts would be published as they are")
     if not set_by.strip() or not reason.strip():
         raise StorePolicyError("a policy is recorded with who set it and why (--by, --reason)")
-    return cap, largest, set_by.strip(), reason.strip()
+    return cap, largest, set_by.strip(), reason.strip(), delta_cap
 
 
 def init_store(path: Path, lifetime_cap=DEFAULT_LIFETIME_CAP,
                max_tabulation_epsilon=DEFAULT_MAX_TABULATION_EPSILON,
-               set_by: str | None = None, reason: str = "store created") -> Path:
+               set_by: str | None = None, reason: str = "store created",
+               lifetime_delta_cap=DEFAULT_LIFETIME_DELTA_CAP) -> Path:
     """Create an empty store in `path` (which must not hold one) with its first policy.
     The index is built in a temporary file and renamed: a kill leaves no half store."""
     path = Path(path)
     if store_exists(path):
         raise StoreError(f"{path} already holds a privacy store")
-    values = _policy_values(lifetime_cap, max_tabulation_epsilon, set_by or _user(), reason)
+    values = _policy_values(lifetime_cap, max_tabulation_epsilon, set_by or _user(), reason,
+                            lifetime_delta_cap)
     try:
         private_folder(path)
         private_folder(path / "objects")
@@ -513,34 +534,39 @@ class PrivacyStore:
 
     # --- policy ---------------------------------------------------------------------------
     def policy(self) -> StorePolicy:
-        row = self._db.execute("SELECT policy, lifetime_cap, max_tabulation_epsilon, set_by, "
-                               "reason, recorded_at FROM policies ORDER BY policy DESC LIMIT 1"
-                               ).fetchone()
-        return StorePolicy(row[0], Fraction(row[1]), Fraction(row[2]), *row[3:])
+        (latest,) = self._db.execute("SELECT MAX(policy) FROM policies").fetchone()
+        return self.policy_number(latest)
 
     def policy_number(self, policy: int) -> StorePolicy:
         row = self._db.execute("SELECT policy, lifetime_cap, max_tabulation_epsilon, set_by, "
                                "reason, recorded_at FROM policies WHERE policy = ?", (policy,)
                                ).fetchone()
-        return StorePolicy(row[0], Fraction(row[1]), Fraction(row[2]), *row[3:])
+        delta_cap = self.info(delta_cap_key(policy))
+        return StorePolicy(row[0], Fraction(row[1]), Fraction(row[2]), *row[3:],
+                           lifetime_delta_cap=None if delta_cap is None else Fraction(delta_cap))
 
     def set_policy(self, set_by: str, reason: str, lifetime_cap=None,
-                   max_tabulation_epsilon=None) -> StorePolicy:
+                   max_tabulation_epsilon=None, lifetime_delta_cap=None) -> StorePolicy:
         """Record a new policy (unchanged values carried over); returns it."""
         with self.writing():
             current = self.policy()
             values = _policy_values(
                 current.lifetime_cap if lifetime_cap is None else lifetime_cap,
                 current.max_tabulation_epsilon if max_tabulation_epsilon is None
-                else max_tabulation_epsilon, set_by, reason)
+                else max_tabulation_epsilon, set_by, reason,
+                current.lifetime_delta_cap if lifetime_delta_cap is None else lifetime_delta_cap)
             self._add_policy(*values)
         return self.policy()
 
     def _add_policy(self, lifetime_cap: Fraction, max_tabulation_epsilon: Fraction,
-                    set_by: str, reason: str) -> None:
-        self._append("policies", {"lifetime_cap": epsilon_text(lifetime_cap),
-                                  "max_tabulation_epsilon": epsilon_text(max_tabulation_epsilon),
-                                  "set_by": set_by, "reason": reason, "recorded_at": utc_now()})
+                    set_by: str, reason: str, lifetime_delta_cap: Fraction | None) -> None:
+        policy = self._append("policies", {
+            "lifetime_cap": epsilon_text(lifetime_cap),
+            "max_tabulation_epsilon": epsilon_text(max_tabulation_epsilon),
+            "set_by": set_by, "reason": reason, "recorded_at": utc_now()})
+        if lifetime_delta_cap is not None:
+            self._append("store_info", {"key": delta_cap_key(policy),
+                                        "value": epsilon_text(lifetime_delta_cap)})
 
     # --- content-addressed objects ----------------------------------------------------
     def put_object(self, data: bytes, ext: str) -> str:

@@ -197,6 +197,14 @@ def _check_epsilons(db: sqlite3.Connection, report: IntegrityReport) -> None:
                 if not ok:
                     report.problems.append(f"{table}.{column} = {value!r}: not a positive exact "
                                            "epsilon")
+    for key, value in db.execute("SELECT key, value FROM store_info WHERE key GLOB "
+                                 "'policy.*.lifetime_delta_cap'"):
+        try:
+            ok = 0 < Fraction(str(value)) < 1
+        except (ValueError, ZeroDivisionError):
+            ok = False
+        if not ok:
+            report.problems.append(f"store_info {key} = {value!r}: not an exact delta in (0, 1)")
 
 
 def _check_objects(store: PrivacyStore, db: sqlite3.Connection, report: IntegrityReport,

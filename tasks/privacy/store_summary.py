@@ -35,7 +35,9 @@ def store_summary(path: Path, top: int = 10) -> str:
         policy, head = store.policy(), store.head()
     lines = [f"privacy store {path} (chain head {head.seq}, {head.sha256[:16]}...)",
              f"  policy {policy.policy}: lifetime epsilon cap {epsilon_text(policy.lifetime_cap)} "
-             f"per graduate, at most {epsilon_text(policy.max_tabulation_epsilon)} per "
+             + ("and no delta cap " if policy.lifetime_delta_cap is None else
+                f"and delta cap {epsilon_text(policy.lifetime_delta_cap)} ")
+             + f"per graduate, at most {epsilon_text(policy.max_tabulation_epsilon)} per "
              f"tabulation (set by {policy.set_by}, {policy.recorded_at}: {policy.reason})",
              f"  releases: {len(releases)} recorded, "
              f"{int((releases['publications'] > 0).sum())} published"]
@@ -66,8 +68,7 @@ def store_summary(path: Path, top: int = 10) -> str:
                  f"{epsilon_text(populations['after'].max())}")
     if per_atom["delta_after"].max() > 0:
         lines.append(f"  lifetime delta per graduate: largest "
-                     f"{epsilon_text(per_atom['delta_after'].max())} (recorded, not capped: the "
-                     "store's policy caps epsilon only)")
+                     f"{epsilon_text(per_atom['delta_after'].max())}")
     ranked = per_atom.sort_values(["after", *ATOM_KEYS], ascending=[False, True, True, True],
                                   kind="stable").head(top)
     lines.append(f"  top {len(ranked)} graduation years by lifetime epsilon:")
