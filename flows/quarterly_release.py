@@ -224,7 +224,8 @@ def _measure_and_publish(data_dir: Path, out_dir: Path, given_seed: ReleaseSeed 
                                              store_path):
                 progress(line)
             problems = witness_problems(privacy_store, earlier_runs)
-            refuse_release_of_held(privacy_store, release_id, supersede)
+            if not problems:     # a store that disagrees is reported as such, below
+                refuse_release_of_held(privacy_store, release_id, supersede)
             cleared_before = last_cleared(privacy_store) if hold_for_review else None
         if problems:
             raise StoreTampered("the privacy store disagrees with what earlier releases "

@@ -119,6 +119,10 @@ def test_a_rejected_release_is_never_published_and_its_decision_cannot_be_forged
     assert "was rejected by DRB chair" in capsys.readouterr().err
     assert hold(tiny, "R2") == 2                            # same plan again: refused
     assert "--supersede" in capsys.readouterr().err
+    assert hold(tiny, "R2", "--supersede") == 0             # the corrected release
+    summary = json.loads((store / "review" / "R2-3" / "internal" / "release_summary.json")
+                         .read_text())
+    assert summary["new_epsilon"] == "0"                    # the rejected draws are reused
 
     # the rejection turned into an approval by rewriting its store row: caught by the chain
     db = sqlite3.connect(store / "store.sqlite", isolation_level=None)
