@@ -169,9 +169,9 @@ def last_cleared(store: PrivacyStore, until: str | None = None) -> ClearedReleas
     decisions = [(key, json.loads(value)) for key, value in entries if not key.endswith(HELD)]
     for key, decision in reversed(decisions):
         if decision["decision"] == Decision.APPROVED:
-            hold = Hold(**json.loads(store.info(key + HELD)))
+            release_id = json.loads(dict(entries)[key + HELD])["release_id"]
             manifest = store.get_json(decision["manifest_sha256"])
-            return ClearedRelease(hold.release_id, decision["clearance"], manifest["files"])
+            return ClearedRelease(release_id, decision["clearance"], manifest["files"])
     return None
 
 
