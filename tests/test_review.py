@@ -78,6 +78,13 @@ def test_hold_approve_publish_publishes_exactly_the_staged_bytes(tiny, capsys):
                store) == 2                                  # decided once
     assert "already approved" in capsys.readouterr().err
 
+    table = staged / "public" / "pseoe_all.csv"
+    cleared = table.read_bytes()
+    table.write_bytes(cleared.replace(b"\n", b"\r\n", 1))   # changed after the approval
+    assert cli("publish", "R1", "--out", root / "R1", "--store", store) == 2
+    assert "files changed since the release was staged (public/pseoe_all.csv)" in \
+        capsys.readouterr().err
+    table.write_bytes(cleared)
     assert cli("publish", "R1", "--out", root / "R1", "--store", store) == 0
     assert tree(root / "R1") == approved                    # byte for byte what was staged
     assert not staged.exists()
