@@ -37,6 +37,8 @@ def _quiet_prefect_defaults() -> None:
 def _synth(args: argparse.Namespace) -> int:
     from pseo_das.synth import write_synthetic
     started = time.perf_counter()
+    if args.jobs and args.part_graduates:
+        return refused(args, ValueError("--jobs writes single files: leave out --part-graduates"))
     try:
         counts = write_synthetic(Path(args.out), graduates=args.graduates, seed=args.seed,
                                  cip_switch_year=args.cip_switch_year,
@@ -44,6 +46,13 @@ def _synth(args: argparse.Namespace) -> int:
                                  institutions=args.institutions, employers=args.employers)
     except ValueError as exc:   # arguments the universe cannot meet; nothing is written
         return refused(args, exc)
+    if args.jobs:
+        from pseo_das.synth_jobs import write_jobs_layout
+        jobs = write_jobs_layout(Path(args.out), args.seed, 2022, args.cip_switch_year)
+        print(f"synthetic data (jobs layout): {jobs['graduates']:,} degree rows of "
+              f"{jobs['persons']:,} persons, {jobs['jobs']:,} job rows in {args.out} "
+              f"({time.perf_counter() - started:.1f} s)")
+        return 0
     print(f"synthetic data: {counts['graduates']:,} graduates, {counts['outcomes']:,} outcome rows "
           f"in {args.out} ({time.perf_counter() - started:.1f} s)")
     return 0
@@ -312,7 +321,7 @@ def _verify_store(path: Path, tracking_uri: str | None) -> int:
     """The store's own integrity, then what the MLflow runs that used it recorded."""
     from pseo_das.tasks.audit.mlflow_run import (TrackingStoreError, default_tracking_uri,
                                                  existing_runs_of_store)
-    from pseo_das.tasks.audit.store_witness import witness_problems
+    from pseo_das.tasks.audit.store_witness import plaintext_seed_runs, witness_problems
     from pseo_das.tasks.measurements.publication_record import record_objects
     from pseo_das.tasks.privacy.store import PrivacyStore
     from pseo_das.tasks.privacy.store_integrity import verify_store
@@ -333,6 +342,7 @@ def _verify_store(path: Path, tracking_uri: str | None) -> int:
     if runs is not None and report.ok:
         with PrivacyStore.open(path) as store:
             report.problems += witness_problems(store, runs)
+        report.exposures += plaintext_seed_runs(runs)
     print(report.message(limit=50), file=sys.stdout if report.ok else sys.stderr)
     if report.ok:
         print(f"  recorded heads: {len(runs)} MLflow run(s) in {uri} used this store; all agree"
@@ -728,6 +738,11 @@ def parser() -> argparse.ArgumentParser:
                        help="add the optional outcomes column employer_id (synthetic "
                             "establishments, a few dominant ones) for flows.mechanism other than "
                             "geometric; every other value is the same as without it")
+    synth.add_argument("--jobs", action="store_true",
+                       help="write the agency's layout instead: graduates one row per degree "
+                            "(about 20%% of bachelor's graduates with a master's too) and "
+                            "jobs.parquet, one row per person, year and job (a quarter of the "
+                            "years over two jobs); single files only")
     synth.set_defaults(run=_synth)
 
     release = sub.add_parser("release", parents=[common], help="run a quarterly release (earnings and employment flows)")

@@ -142,11 +142,19 @@ class EarningsConfig(_Strict):
         return tuple(self.bin_edges[1:]) + (self.top_bin_upper,)
 
 
+# The largest contribution bound accepted (a person with more degrees keeps the most recent).
+MAX_DEGREES_PER_PERSON = 10
+
+
 class PrivacyConfig(_Strict):
     epsilon_per_tabulation: Epsilon
     epsilon_cap: EpsilonCap
     store: str = ""   # the privacy store folder, if neither --store nor PSEO_DAS_STORE names one
     cip_levels: dict[Literal["4", "2", "A"], Literal["measure", "derive"]]
+    # Contribution bound: a person counts with at most this many degree records (the most
+    # recent; tasks/inputs/degree_records.py), and every measured count is noised for
+    # sensitivity k (geometric: q = exp(-epsilon / k)). Part of every question when above 1.
+    max_degrees_per_person: int = Field(default=1, ge=1, le=MAX_DEGREES_PER_PERSON)
 
     @model_validator(mode="after")
     def _levels(self) -> "PrivacyConfig":
@@ -376,7 +384,29 @@ class ReleaseConfig(_Strict):
             dumped.pop("mos", None)
         if self.employer_table == EmployerTableConfig():
             dumped.pop("employer_table", None)
+        if self.privacy.max_degrees_per_person == 1 and isinstance(dumped.get("privacy"), dict):
+            dumped["privacy"].pop("max_degrees_per_person", None)   # as before the bound existed
         return dumped
+
+    @model_validator(mode="after")
+    def _bounded_products(self) -> "ReleaseConfig":
+        """Sensitivity k > 1 is calibrated for the geometric counts only: the products
+        whose mechanisms assume sensitivity 1 are refused with it."""
+        k = self.privacy.max_degrees_per_person
+        if k == 1:
+            return self
+        refused = ([f'flows.mechanism = "{self.flows.mechanism}"']
+                   if self.flows.protects_employers else []) \
+            + (["employer_table.enabled = true"] if self.employer_table.enabled else []) \
+            + (["mos.enabled = true"] if self.mos.enabled else [])
+        if refused:
+            raise ValueError(
+                f"privacy.max_degrees_per_person = {k} needs every measurement noised for "
+                f"sensitivity {k}; only the two-sided geometric counts (earnings histograms, "
+                "geometric flows and their origin totals) are calibrated for it, not "
+                f"{', '.join(refused)}: set privacy.max_degrees_per_person = 1 or turn "
+                "those off; nothing was read or spent")
+        return self
 
     @model_validator(mode="after")
     def _budget(self) -> "ReleaseConfig":

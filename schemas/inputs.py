@@ -15,6 +15,10 @@ from pseo_das.schemas.codes import (CIP2010_PATTERN, DEGREE_LEVELS, NAICS_SECTOR
 GRADUATE_COLUMNS = ("person_id", "institution", "inst_state", "degree_level", "cipcode",
                     "grad_year")
 OUTCOME_COLUMNS = ("person_id", "years_after", "earnings", "emp_state", "industry")
+# The agency's layout of earnings: one row per person, calendar year and job (nominal dollars
+# of that year at that employer); tasks/inputs/degree_records.py derives the outcomes.
+JOB_COLUMNS = ("person_id", "year", "earnings", "emp_state", "industry")
+JOB_YEARS = (1900, 2100)
 # Optional: the establishment of the job (text; empty = no job or unknown). Needed only by
 # the employer-protecting flows mechanisms (flows.mechanism other than "geometric").
 EMPLOYER_COLUMN = "employer_id"
@@ -24,6 +28,7 @@ TABLE_CHECK_COLUMNS = {
     "unique_person_id_years_after": "person_id, years_after",
     "one_inst_state_per_institution": "institution, inst_state",
     "cipcode_in_vintage_of_grad_year": "cipcode, grad_year",
+    "unique_degree": ", ".join(GRADUATE_COLUMNS),
 }
 CODE_COLUMNS = ("institution", "inst_state", "degree_level", "cipcode", "emp_state",
                 "industry", EMPLOYER_COLUMN)
@@ -67,16 +72,22 @@ class CipVintages:
 
 
 def graduates_schema(first_year: int, last_year: int,
-                     cip_vintages: CipVintages | None = None) -> pa.DataFrameSchema:
+                     cip_vintages: CipVintages | None = None,
+                     degrees_per_person: bool = False) -> pa.DataFrameSchema:
     """One row per graduate: the privacy unit. Duplicated person_id would put one
     graduate in two cells of a tabulation and break its sensitivity of 1. With
-    `cip_vintages`, each code must be a 6-digit code of the CIP vintage of its graduation
-    year (CIP-2010 before the switch year, CIP-2020 from it)."""
+    `degrees_per_person` (the jobs layout), one row per degree instead: a person may hold
+    several (the contribution bound keeps at most k of them), an exact duplicate row is
+    refused. With `cip_vintages`, each code must be a 6-digit code of the CIP vintage of
+    its graduation year (CIP-2010 before the switch year, CIP-2020 from it)."""
     vintage_checks = [] if cip_vintages is None else [
         pa.Check(cip_vintages.check, name="cipcode_in_vintage_of_grad_year")]
+    person_checks = [] if degrees_per_person else [pa.Check(_unique_values, name="unique")]
+    if degrees_per_person:
+        vintage_checks.append(pa.Check(_unique_degree, name="unique_degree"))
     return pa.DataFrameSchema(
         {
-            "person_id": pa.Column("int64", pa.Check(_unique_values, name="unique")),
+            "person_id": pa.Column("int64", person_checks),
             "institution": _code(OPEID_PATTERN),
             "inst_state": _code(STATE_FIPS_PATTERN, STATE_FIPS),
             "degree_level": _code(allowed=DEGREE_LEVELS),
@@ -106,6 +117,23 @@ def outcomes_schema() -> pa.DataFrameSchema:
         },
         checks=[pa.Check(_unique_person_year, name="unique_person_id_years_after")],
         name="outcomes")
+
+
+def jobs_schema() -> pa.DataFrameSchema:
+    """One row per person, calendar year and job: earnings (nominal dollars of that year at
+    that employer, required) and the job's state and industry (empty: not on record)."""
+    return pa.DataFrameSchema(
+        {
+            "person_id": pa.Column("int64"),
+            "year": pa.Column("int64", pa.Check.in_range(*JOB_YEARS)),
+            "earnings": pa.Column("float64", [
+                pa.Check(lambda e: ~np.isinf(e), name="finite"),
+                pa.Check(lambda e: ~(e < 0), name="greater_than_or_equal_to(0)")]),
+            "emp_state": _code(STATE_FIPS_PATTERN, STATE_FIPS, nullable=True),
+            "industry": _code(allowed=NAICS_SECTORS, nullable=True),
+            EMPLOYER_COLUMN: _code(EMPLOYER_ID_PATTERN, nullable=True, required=False),
+        },
+        name="jobs")
 
 
 def duplicated_rows(*keys: np.ndarray) -> np.ndarray:
@@ -140,6 +168,15 @@ def duplicated_rows(*keys: np.ndarray) -> np.ndarray:
 
 def _unique_values(ids: pd.Series) -> pd.Series:
     return pd.Series(~duplicated_rows(ids.to_numpy()), index=ids.index)
+
+
+def _unique_degree(df: pd.DataFrame) -> pd.Series:
+    """Rows that no other row repeats exactly (the same degree twice would count twice)."""
+    keys = [df["person_id"].to_numpy(), df["grad_year"].to_numpy()] + [
+        df[c].cat.codes.to_numpy().astype(np.int64)
+        if isinstance(df[c].dtype, pd.CategoricalDtype) else pd.factorize(df[c])[0]
+        for c in ("institution", "inst_state", "degree_level", "cipcode")]
+    return pd.Series(~duplicated_rows(*keys), index=df.index)
 
 
 def _unique_person_year(df: pd.DataFrame) -> pd.Series:

@@ -111,6 +111,7 @@ RANDOMNESS_ALLOWED = {
     "tasks/study/simulation_noise.py": "the accuracy study's simulation noise (never on confidential data)",
     "pseo_das/synth.py": "the synthetic confidential data set (demo and tests; no release noise)",
     "pseo_das/synth_employers.py": "the synthetic data set's employers (no release noise)",
+    "pseo_das/synth_jobs.py": "the synthetic data set's degrees and jobs (no release noise)",
 }
 
 

@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from conftest import SEED_A, SEED_B, run_release
+from pseo_das.tasks.privacy.release_seed import seed_sha256
 from pseo_das.config import load_config
 from pseo_das.schemas.outputs import pseoh_schema
 from pseo_das.schemas.pseo_layout import Product, check_public_folder, layout
@@ -184,7 +185,14 @@ def test_mlflow_run_has_the_audit_trail(releases):
     run = client.get_run(run_id)
     assert run.info.status == "FINISHED"
     params = run.data.params
-    assert params["release_seed"] == SEED_A and params["release_id"] == "2026Q4-test"
+    assert params["release_seed_sha256"] == seed_sha256(bytes.fromhex(SEED_A))
+    assert "release_seed" not in params and params["release_id"] == "2026Q4-test"
+    # the run log is handed to auditors: the seed is nowhere in the tracking store or artifacts
+    tracking = Path(uri.removeprefix("sqlite:///")).parent
+    files = [p for p in tracking.rglob("*") if p.is_file()
+             and p.relative_to(tracking).parts[0] != "store"]      # the privacy store holds it
+    assert files and not [p for p in files if SEED_A.encode() in p.read_bytes()
+                          or bytes.fromhex(SEED_A) in p.read_bytes()]
     assert set(CFG.flat()) <= set(params)
     metrics = run.data.metrics
     assert metrics["epsilon.total"] == 7.5 and metrics["epsilon.earnings.I.cip4.y5"] == 1.0

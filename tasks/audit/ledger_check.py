@@ -119,14 +119,24 @@ def _differs(column: str, stated: str, written: str) -> bool:
     return stated != written
 
 
-def statement_findings(ledger: pd.DataFrame, summary: dict) -> tuple[list[str], dict]:
+def logged_bound(settings: dict[str, object]) -> int:
+    """The logged privacy.max_degrees_per_person (1 when absent: releases before it)."""
+    try:
+        return max(1, int(str(settings.get("privacy.max_degrees_per_person", 1))))
+    except ValueError:
+        return 1
+
+
+def statement_findings(ledger: pd.DataFrame, summary: dict, bound: int = 1
+                       ) -> tuple[list[str], dict]:
     """Each measured row of ledger.csv read back as the privacy statement it records (a row
-    its mechanism cannot have, e.g. geometric noise at another sensitivity, is a finding),
-    and the release's guarantee derived from them against release_summary.json's."""
+    its mechanism cannot have, e.g. geometric noise at another sensitivity than the logged
+    contribution bound `bound`, is a finding), and the release's guarantee derived from them
+    against release_summary.json's."""
     out, statements = [], []
     for _, row in ledger[ledger["mechanism"].isin(list(MEASURING))].iterrows():
         try:
-            entry = entry_of_ledger_row(row.to_dict())
+            entry = entry_of_ledger_row(row.to_dict(), geometric_sensitivity=bound)
         except (ValueError, KeyError, TypeError, ZeroDivisionError) as exc:
             out.append(f"tabulation {row['tabulation_id']}: not a privacy statement ({exc})")
             continue
@@ -252,7 +262,7 @@ def check_ledger(release: AuditedRelease, logged_ledger: Path | None) -> CheckRe
         summary = json.loads((release.release_dir / SUMMARY).read_text())
     except (OSError, ValueError):
         summary = {}   # the store check names an unreadable release_summary.json
-    stated, guarantee_figures = statement_findings(published, summary)
+    stated, guarantee_figures = statement_findings(published, summary, logged_bound(settings))
     findings += stated
 
     total = sum((e for e in ledger["epsilon"] if e is not None), Fraction(0))

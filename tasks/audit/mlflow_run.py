@@ -203,8 +203,10 @@ def release_parameters(cfg: ReleaseConfig, release_id: str, data_dir: Path,
 
 
 def seed_parameters(release_seed: ReleaseSeed, plan: ReleasePlan) -> dict[str, object]:
-    """The seed (known once the privacy store has recorded the plan) and that plan."""
-    return {"release_seed": release_seed.hex(), "release_seed_sha256": release_seed.sha256,
+    """The seed's commitment (its SHA-256; known once the privacy store has recorded the
+    plan) and that plan. Never the seed: the run log is handed to auditors, and whoever holds
+    the seed regenerates every draw; the replay reads it from the privacy store."""
+    return {"release_seed_sha256": release_seed.sha256,
             "store_attempt": str(plan.attempt.attempt),
             "store_new_spending": str(plan.new_spending).lower(),
             "store_supersedes": str(plan.superseded) if plan.superseded else "none"}

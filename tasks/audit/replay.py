@@ -19,7 +19,7 @@ from pseo_das.config import load_config
 from pseo_das.tasks.audit.audit_target import AuditedRelease
 from pseo_das.tasks.audit.fingerprint_checks import InputLocations
 from pseo_das.tasks.inputs.ingest import sha256_file
-from pseo_das.tasks.privacy.release_seed import ReleaseSeed, SeedError
+from pseo_das.tasks.privacy.release_seed import ReleaseSeed
 from pseo_das.tasks.privacy.store import PrivacyStore, store_exists
 from pseo_das.tasks.audit.verification import (FAILED, PASSED, CheckResult, configuration_differences,
                                 flatten, logged_configuration)
@@ -76,14 +76,6 @@ def configuration_toml(config: dict[str, dict[str, object]]) -> str:
 def plan_replay(release: AuditedRelease, locations: InputLocations, workdir: Path) -> ReplayPlan:
     """Seed, configuration file (checked to load back as the logged values), inputs and
     release id of the run; a temporary release folder and audit store under `workdir`."""
-    try:
-        seed = ReleaseSeed.from_hex(release.params.get("release_seed", ""))
-    except SeedError:
-        raise ReplayNotPossible(f"the run {release.run_id} logged no usable release_seed "
-                                "(64 hexadecimal digits)") from None
-    if seed.sha256 != release.params.get("release_seed_sha256"):
-        raise ReplayNotPossible("the logged release_seed does not hash to the logged "
-                                "release_seed_sha256")
     config = logged_configuration(release.params)
     if not config:
         raise ReplayNotPossible(f"the run {release.run_id} logged no configuration parameters")
@@ -105,7 +97,11 @@ def plan_replay(release: AuditedRelease, locations: InputLocations, workdir: Pat
                                 "number) is not available here; a replay measures the release "
                                 "again in a copy of the store as it was before the release")
     with PrivacyStore.open(logged_store) as store:
+        seed = store.attempt(int(attempt)).seed     # the store holds it; the run log does not
         earlier = store.copy_before(int(attempt), workdir / "store")
+    if seed.sha256 != release.params.get("release_seed_sha256"):
+        raise ReplayNotPossible(f"the seed of attempt {attempt} in the privacy store does not "
+                                "hash to the run's release_seed_sha256: not this release's store")
     return ReplayPlan(seed, release.release_id, locations.data_dir, locations.reference_dir,
                       config_path, workdir / "release",
                       f"sqlite:///{(workdir / 'audit' / 'mlflow.db').resolve()}", earlier,

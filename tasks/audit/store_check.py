@@ -14,7 +14,8 @@ import pandas as pd
 
 from pseo_das.tasks.audit.audit_target import AuditedRelease
 from pseo_das.tasks.audit.mlflow_run import runs_of_store
-from pseo_das.tasks.audit.store_witness import recorded_heads, witness_problems
+from pseo_das.tasks.audit.store_witness import (plaintext_seed_runs, recorded_heads,
+                                                witness_problems)
 from pseo_das.tasks.audit.verification import FAILED, PASSED, CheckResult
 from pseo_das.tasks.measurements.release_plan import lifetime_budget_file, lifetime_table
 from pseo_das.tasks.privacy.store import PrivacyStore, StoreError, epsilon_text, store_exists
@@ -50,8 +51,9 @@ def check_store(release: AuditedRelease, client) -> CheckResult:
                             f"heads the run logged {heads}")
         findings += check_recorded_heads(store, manifest_heads or {}, "manifest.json")
         experiment = release.experiment_id
-        findings += witness_problems(store, runs_of_store(client, experiment, store_path,
-                                                          store.store_id, release.run_id))
+        runs = runs_of_store(client, experiment, store_path, store.store_id)
+        findings += witness_problems(store, [r for r in runs if r.info.run_id != release.run_id])
+        findings += plaintext_seed_runs(runs)
         findings += internal_file_findings(release, store)
     figures = {"chain entries": report.entries, "objects checked": report.objects_checked,
                "chain head": f"{report.head.seq} {report.head.sha256[:16]}…"}

@@ -68,6 +68,16 @@ def witness_problems(store: PrivacyStore, runs: list) -> list[str]:
     return problems
 
 
+def plaintext_seed_runs(runs: list) -> list[str]:
+    """Runs that logged the release seed itself (param `release_seed`, written by versions
+    before the run log held only its SHA-256): whoever reads them can regenerate the noise.
+    MLflow params cannot be deleted; the agency restricts or deletes those runs."""
+    return [f"MLflow run {run.info.run_id} (release {run.data.params.get('release_id', '?')}) "
+            "logged the release seed in plaintext (param release_seed, an earlier version): "
+            "whoever reads it can regenerate the release's noise; restrict access to this run "
+            "or delete it (`mlflow gc`)" for run in runs if "release_seed" in run.data.params]
+
+
 def fork_runs(store: PrivacyStore, runs: list) -> list:
     """The runs of a copy of this store elsewhere whose heads disagree with it."""
     return [run for run in runs

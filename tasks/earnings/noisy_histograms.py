@@ -75,7 +75,8 @@ def measure_earnings(pending: dict[int, list["PendingMeasurement"]], counts: "Tr
                                                    measurement.populations)
             (statement,) = question.statements(measurement.measurement_id)
             measured.append(measure_with_geometric_noise(
-                measurement.seed.bits, statement, cells, true_counts))
+                measurement.seed.bits, statement, cells, true_counts,
+                counts.max_degrees_per_person))
             del true_counts
     progress("measured earnings: " + (", ".join(
         f"{m.measurement_id} ({len(m.cells):,} cells)" for m in measured) or "nothing new")

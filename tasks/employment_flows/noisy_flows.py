@@ -83,7 +83,8 @@ def measure_flows(pending: dict[int, list["PendingMeasurement"]], counts: "TrueC
             (statement,) = question.statements(measurement.measurement_id)
             if statement.employer is None:
                 measured.append(measure_with_geometric_noise(
-                    measurement.seed.bits, statement, cells, true_counts))
+                    measurement.seed.bits, statement, cells, true_counts,
+                    counts.max_degrees_per_person))
             else:   # flows with graduate attributes: the weak employer notion
                 largest = counts.largest_at_one_employer(
                     question.cip_level, years_after, cfg.cells.last_earnings_year,

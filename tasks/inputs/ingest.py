@@ -21,6 +21,7 @@ import hashlib
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 
 import numpy as np
@@ -43,6 +44,36 @@ DOLLAR_COLUMNS = {"earnings"}
 
 class InputValidationError(PseoDasError, ValueError):
     """The confidential inputs break the input contract; nothing was released."""
+
+
+# Why a person_id twice in graduates is refused with outcomes (the outcomes layout gives
+# one earnings record per person and years after, so it cannot say whose degree it follows).
+SEVERAL_DEGREES_HINT = (
+    "  several degree rows for one person: the outcomes layout holds one earnings record per "
+    "person and years after, so it takes one degree per person; give the jobs layout instead "
+    "of outcomes (jobs.parquet or jobs.csv: person_id, year, earnings, emp_state, industry; "
+    "one row per person, calendar year and job), whose earnings are derived for each degree")
+
+
+class InputLayout(StrEnum):
+    """How a data folder gives the earnings (README, "Inputs")."""
+    OUTCOMES = "outcomes"   # graduates one row per person; outcomes per person and years after
+    JOBS = "jobs"           # graduates one row per degree; jobs per person, year and job
+
+
+def input_layout(data_dir: Path) -> InputLayout:
+    """The layout of `data_dir`: jobs when it holds a jobs input, else outcomes (whose reader
+    names what is missing); refused when it holds both."""
+    data_dir = Path(data_dir)
+
+    def holds(name: str) -> bool:
+        return any(p.is_file() for p in (data_dir / f"{name}.parquet", data_dir / f"{name}.csv")) \
+            or (data_dir / name).is_dir() or (data_dir / f"{name}.parquet").is_dir()
+    if holds("jobs") and holds("outcomes"):
+        raise InputValidationError(
+            f"{data_dir}: both outcomes and jobs inputs are there; which one gives the "
+            "earnings is ambiguous: keep one (jobs: several degrees per person allowed)")
+    return InputLayout.JOBS if holds("jobs") else InputLayout.OUTCOMES
 
 
 @dataclass
@@ -413,7 +444,10 @@ def describe_failures(path: Path, failures: pd.DataFrame,
         n_rows = (counts or {}).get((context, check), len(rows))
         count = f"{n_rows} bad row(s)" if has_rows else "column-level failure"
         lines.append(f"  column {columns}: check {check} failed, {count}; e.g. {examples}")
-    return "\n".join(lines + list(extra))
+    lines += list(extra)
+    if any(line.startswith("  column person_id: check unique failed") for line in lines):
+        lines.append(SEVERAL_DEGREES_HINT)
+    return "\n".join(lines)
 
 
 def link_outcomes(grad_path: Path, out_path: Path, graduates: pd.DataFrame,

@@ -17,9 +17,10 @@ the non-employed count of a cell is its number of graduates minus its employed o
 """
 from __future__ import annotations
 
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
 
@@ -38,8 +39,10 @@ from pseo_das.tasks.inputs.cells import (CIP_VINTAGES, MEASURED_CELL_COLUMNS,
                                          cohort_attributes)
 from pseo_das.tasks.inputs.constant_dollars import deflated
 from pseo_das.tasks.inputs.cpi import ConsumerPrices
-from pseo_das.tasks.inputs.ingest import (CHUNK_ROWS, InputFiles, InputValidationError,
-                                          find_inputs)
+from pseo_das.tasks.inputs.degree_records import bound_checks, write_degree_records
+from pseo_das.tasks.inputs.ingest import (CHUNK_ROWS, InputFiles, InputLayout,
+                                          InputValidationError, find_input_files, find_inputs,
+                                          input_layout)
 from pseo_das.tasks.inputs.person_chunks import PersonChunk, Validator, person_chunks
 
 
@@ -370,6 +373,9 @@ class TrueCounts:
     checks: list[dict]
     rows: dict[str, int]                   # graduates, outcomes
     moments: CellMoments | None = None     # the cell statistics' (mos.enabled)
+    # the contribution bound k the counts were taken with: each person in at most k degree
+    # records (the measurements' sensitivity; degree_records.py)
+    max_degrees_per_person: int = 1
 
     @property
     def frames(self) -> dict[str, CellFrame]:
@@ -608,15 +614,45 @@ def count_inputs(data_dir: Path, cfg: ReleaseConfig, cip_vintages: CipVintages |
     """The release's true counts, by the chosen engine, with progress lines."""
     started = time.perf_counter()
     progress(f"validating and counting the inputs in {data_dir} ({engine.describe()})")
-    if engine.kind == EngineKind.DASK:
-        from pseo_das.tasks.inputs.dask_engine import dask_counts
-        counts = dask_counts(data_dir, cfg, cip_vintages, cpi, engine.scheduler,
-                             engine.chunk_rows, engine.workers)
+    if input_layout(data_dir) is InputLayout.JOBS:
+        counts = _count_degree_records(data_dir, cfg, cip_vintages, cpi, engine)
     else:
-        counts = read_counts(data_dir, cfg, cip_vintages, cpi, engine.chunk_rows)
+        counts = _count_by_engine(data_dir, cfg, cip_vintages, cpi, engine)
+    counts = replace(counts, max_degrees_per_person=cfg.privacy.max_degrees_per_person)
     progress(f"inputs valid: {counts.rows['graduates']:,} graduates, "
              f"{counts.rows['outcomes']:,} outcome rows; "
              + ", ".join(f"CIP level {k}: {len(c.frame.cells):,} cells"
                          for k, c in counts.levels.items())
              + f" ({time.perf_counter() - started:.1f} s)")
     return counts
+
+
+def _count_by_engine(data_dir: Path, cfg: ReleaseConfig, cip_vintages: CipVintages | None,
+                     cpi: ConsumerPrices, engine: Engine) -> TrueCounts:
+    if engine.kind == EngineKind.DASK:
+        from pseo_das.tasks.inputs.dask_engine import dask_counts
+        return dask_counts(data_dir, cfg, cip_vintages, cpi, engine.scheduler,
+                           engine.chunk_rows, engine.workers)
+    return read_counts(data_dir, cfg, cip_vintages, cpi, engine.chunk_rows)
+
+
+def _count_degree_records(data_dir: Path, cfg: ReleaseConfig, cip_vintages: CipVintages | None,
+                          cpi: ConsumerPrices, engine: Engine) -> TrueCounts:
+    """The jobs layout (degree_records.py): the bounded degree records, written to a
+    temporary folder (in TMPDIR, removed after counting), counted by the engine; the
+    fingerprints and input checks are the agency's files'."""
+    k = cfg.privacy.max_degrees_per_person
+    employers = CountingRules.of(cfg, cfg.cip.switch_year, cpi).employers
+    with tempfile.TemporaryDirectory(prefix="pseo-das-degrees-") as tmp:
+        prints, bounded = write_degree_records(
+            Path(data_dir), Path(tmp), cfg.cells.first_cohort_year,
+            cfg.cells.last_earnings_year, tuple(cfg.cells.years_after), k, employers,
+            cip_vintages)
+        progress(f"degree records: {bounded.degree_rows - bounded.dropped:,} of "
+                 f"{bounded.degree_rows:,} kept ({bounded.persons:,} persons, at most {k} "
+                 f"each); {bounded.job_rows:,} job rows")
+        counts = _count_by_engine(Path(tmp), cfg, cip_vintages, cpi, engine)
+    names = {name: find_input_files(Path(data_dir), name).path.name
+             for name in ("graduates", "jobs")}
+    return replace(counts, fingerprints=prints,
+                   checks=bound_checks(names["graduates"], names["jobs"], bounded))

@@ -50,7 +50,7 @@ from pseo_das.tasks.measurements.stored_cell_statistics import stored_cell_stati
 from pseo_das.tasks.measurements.stored_tables import StoredTables, stored_earnings, stored_flows
 from pseo_das.tasks.privacy.establishment import MECHANISM_NAMES
 from pseo_das.tasks.privacy.mechanism import NoisyMeasurement
-from pseo_das.tasks.privacy.question import PendingMeasurement, Question
+from pseo_das.tasks.privacy.question import BOUND_PARAMETER, PendingMeasurement, Question
 from pseo_das.tasks.privacy.store import exact_epsilon
 
 Pending = dict[int, list[PendingMeasurement]]   # years after (ascending) -> measurements
@@ -100,7 +100,16 @@ def _common_parameters(cfg: ReleaseConfig) -> dict:
     floor, the cohort definition and the dollars."""
     cohorts = cfg.cells.cohort_definition()
     dollars = f"{cfg.earnings.dollar_year} dollars (CPI-U {CPI_U_SERIES} annual averages)"
-    return {"sample_floor": cfg.earnings.sample_floor, "cohorts": cohorts, "dollars": dollars}
+    return {"sample_floor": cfg.earnings.sample_floor, "cohorts": cohorts, "dollars": dollars,
+            **bound_parameter(cfg)}
+
+
+def bound_parameter(cfg: ReleaseConfig) -> dict:
+    """The contribution bound as a question parameter when above 1 (none at 1: the
+    questions of releases before the bound existed keep their SHA-256): measurements are
+    not reused across bounds."""
+    k = cfg.privacy.max_degrees_per_person
+    return {BOUND_PARAMETER: k} if k > 1 else {}
 
 
 def earnings_questions(cfg: ReleaseConfig) -> list[Question]:
@@ -108,7 +117,7 @@ def earnings_questions(cfg: ReleaseConfig) -> list[Question]:
     common = _common_parameters(cfg)
     parameters = {"sample_floor": common["sample_floor"],
                   "bin_edges": list(cfg.earnings.bin_edges), "cohorts": common["cohorts"],
-                  "dollars": common["dollars"]}
+                  "dollars": common["dollars"], **bound_parameter(cfg)}
     return [Question(earnings_tabulation_id("I", level, k), EARNINGS_PRODUCT, level, k,
                      exact_epsilon(cfg.privacy.epsilon_per_tabulation), cfg.earnings.n_bins,
                      parameters)

@@ -24,8 +24,9 @@ from pseo_das.tasks.codes.ipeds_counts import IpedsCounts
 from pseo_das.tasks.cip_recast.recast import (DIRECT, RecastContext, RecastTable, as_coded,
                                              to_cip_2020)
 from pseo_das.tasks.cip_recast.recast_inputs import RecastInputs
-from pseo_das.tasks.privacy.mechanism import (COMPOSITION, LedgerEntry, NoisyMeasurement,
-                                              employer_composition, geometric_variance,
+from pseo_das.tasks.privacy.mechanism import (LedgerEntry, NoisyMeasurement,
+                                              employer_composition, geometric_composition,
+                                              geometric_variance,
                                               measured_entry, post_processing_seed,
                                               stream_sha256)
 from pseo_das.tasks.measurements.questions import read_statements
@@ -99,7 +100,8 @@ def _question_table(store: PrivacyStore, question: Question, rows: pd.DataFrame,
         values = values.astype(np.int32)
     (statement,) = read_statements(store, question, sorted(set(rows["measurement_id"])))
     entries = [measured_entry(statement, len(cells), question.columns,
-                              COMPOSITION if statement.employer is None else
+                              geometric_composition(statement.sensitivity)
+                              if statement.employer is None else
                               employer_composition(statement.employer.notion, len(cells)),
                               ";".join(streams))]
     summary = None
@@ -126,7 +128,8 @@ def recast_summary(question: Question, recasts: list[RecastTable]) -> dict:
             "added_variance": round(added, 3),
             "added_variance_per_split_value": round(added / split, 4) if split else 0.0,
             # the employer-protecting mechanisms' variance depends on confidential x_v: nan
-            "noise_variance_per_value": (round(geometric_variance(float(question.epsilon)), 4)
+            "noise_variance_per_value": (round(geometric_variance(float(question.epsilon),
+                                                                     question.sensitivity), 4)
                                          if question.protection() is None else float("nan"))}
 
 

@@ -48,6 +48,15 @@ COMPOSITION = ("parallel across the cells of this tabulation (each graduate in a
                "cell and bin); sequential with every other tabulation")
 
 
+def geometric_composition(k: int) -> str:
+    """The ledger's composition text of geometric counts with contribution bound k."""
+    if k == 1:
+        return COMPOSITION
+    return (f"each person in at most {k} cells and bins of this tabulation (at most {k} degree "
+            f"records: sensitivity {k}, noise at epsilon / {k}); sequential with every other "
+            "tabulation")
+
+
 class PrivacyBudgetExceeded(PseoDasError, RuntimeError):
     """A spend would take the release's total epsilon over its cap."""
 
@@ -211,14 +220,18 @@ def ledger_row(entry: LedgerEntry) -> dict:
             "stream_id": "" if entry.statement is None else entry.statement.stream_id}
 
 
-def entry_of_ledger_row(row: dict) -> LedgerEntry:
+def entry_of_ledger_row(row: dict, geometric_sensitivity: int | None = None) -> LedgerEntry:
     """The ledger entry of a flat record (`ledger_row`, or the record of a release of an
-    earlier version: its cell statistics, geometric counts and Laplace values)."""
+    earlier version: its cell statistics, geometric counts and Laplace values). A geometric
+    row's sensitivity is the record's, or `geometric_sensitivity` when given (the
+    contribution bound the release was configured with: the audit)."""
     epsilon, formal = Fraction(row["epsilon"]), row.get("formal_guarantee", FORMAL_YES) == FORMAL_YES
     tab, product, stream = row["tabulation_id"], row["product"], row.get("stream_id", "")
     observed = None
     if row["mechanism"] == Mechanism.GEOMETRIC:
-        statement = geometric_statement(tab, product, stream, epsilon, int(row["n_bins"]))
+        statement = geometric_statement(tab, product, stream, epsilon, int(row["n_bins"]),
+                                        geometric_sensitivity
+                                        or _whole_sensitivity(row.get("sensitivity", 1)))
     elif row["mechanism"] == Mechanism.LAPLACE:
         sensitivity = float(row["sensitivity"])
         statement = laplace_statement(tab, product, stream, epsilon,
@@ -236,6 +249,15 @@ def entry_of_ledger_row(row: dict) -> LedgerEntry:
         raise ValueError(f"{tab}: a recorded {row['mechanism']} entry cannot be read back")
     return measured_entry(statement, int(row["n_cells"]), int(row["n_bins"]),
                           row["composition"], row["noise_stream"], observed)
+
+
+def _whole_sensitivity(text: object) -> int:
+    """A geometric row's recorded sensitivity ('1', or '1.0' beside MOS chi) as the whole
+    number it declares; ValueError for anything else."""
+    value = float(str(text))
+    if not value.is_integer():
+        raise ValueError(f"a geometric measurement's sensitivity is a whole number, not {text!r}")
+    return int(value)
 
 
 def derived_entry(tabulation_id: str, product: str, n_cells: int, n_bins: int,
@@ -272,9 +294,10 @@ def _noise_generator(release_seed: bytes, tabulation_id: str) -> np.random.Gener
     return np.random.Generator(_stream_bits(release_seed, tabulation_id))
 
 
-def geometric_variance(epsilon: float) -> float:
-    """Variance of the two-sided geometric noise: 2a/(1-a)^2 with a = exp(-epsilon)."""
-    a = math.exp(-epsilon)
+def geometric_variance(epsilon: float, sensitivity: int = 1) -> float:
+    """Variance of the two-sided geometric noise at epsilon for counts of `sensitivity`
+    k: 2a/(1-a)^2 with a = exp(-epsilon / k)."""
+    a = math.exp(-epsilon / sensitivity)
     return 2 * a / (1 - a) ** 2
 
 
@@ -321,23 +344,35 @@ def check_calibration(statement: PrivacyStatement, mechanism: Mechanism,
             f"cells x {statement.columns} values: refused, nothing drawn")
 
 
+def geometric_noise_epsilon(epsilon: float | str | Fraction, sensitivity: int) -> Fraction:
+    """The parameter of the two-sided geometric noise that gives epsilon-DP for counts of
+    L1 sensitivity `sensitivity`: epsilon / sensitivity, exactly (q = exp(-epsilon / k),
+    p = 1 - q)."""
+    return exact_epsilon(epsilon) / sensitivity
+
+
 def measure_with_geometric_noise(release_seed: bytes, statement: PrivacyStatement,
-                                 cells: pd.DataFrame, true_counts: np.ndarray) -> NoisyMeasurement:
-    """Noisy counts = true counts + two-sided geometric noise (discrete Laplace, P(k) =
-    (1-q)/(1+q) q^|k|, q = exp(-epsilon)), one draw per entry of `true_counts` (cells x
-    the statement's columns, canonical order), zeros included, drawn exactly (no floating
+                                 cells: pd.DataFrame, true_counts: np.ndarray,
+                                 sensitivity: int = 1) -> NoisyMeasurement:
+    """Noisy counts = true counts + two-sided geometric noise (discrete Laplace, P(x) =
+    (1-q)/(1+q) q^|x|, q = exp(-epsilon / k)), one draw per entry of `true_counts` (cells
+    x the statement's columns, canonical order), zeros included, drawn exactly (no floating
     point; unbounded support) from the stream SHA-256(domain, seed, statement's stream id).
+    `sensitivity` k: what the counts were bounded to (each person adds at most k in all:
+    the contribution bound of the counting pass); the statement must declare the same.
 
     Privacy cost: the statement's epsilon (pure epsilon-DP) for the whole array, provided
-    every person contributes to at most one entry (sensitivity 1, which the statement must
-    declare; parallel composition across cells). The ledger entry is returned with the
-    noise: no noise leaves this function without its entry.
+    every person contributes at most k to the entries in all (L1 sensitivity k; k = 1:
+    parallel composition across cells). The ledger entry is returned with the noise: no
+    noise leaves this function without its entry.
     """
-    check_calibration(statement, Mechanism.GEOMETRIC, true_counts, 1)
+    check_calibration(statement, Mechanism.GEOMETRIC, true_counts, sensitivity)
     n_cells, n_bins = true_counts.shape
-    entry = measured_entry(statement, n_cells, n_bins, COMPOSITION,
+    entry = measured_entry(statement, n_cells, n_bins,
+                           geometric_composition(sensitivity),
                            stream_sha256(release_seed, statement.stream_id))
-    noise = discrete_laplace_noise(release_seed, statement.stream_id, statement.epsilon,
+    noise = discrete_laplace_noise(release_seed, statement.stream_id,
+                                   geometric_noise_epsilon(statement.epsilon, sensitivity),
                                    true_counts.shape)
     return NoisyMeasurement(statement.stream_id, cells, true_counts.astype(np.int64) + noise,
                             entry)

@@ -27,6 +27,8 @@ from pseo_das.tasks.privacy.store import PrivacyStore, StoreError, question_sha2
 # earlier versions coded every graduate in CIP-2010; both are recast to CIP-2020 when
 # published, so either answers the same question and is reused.
 CIP_CODING = "vintage of graduation, per cell"
+# The question parameter of the contribution bound (only when above 1).
+BOUND_PARAMETER = "max_degrees_per_person"
 LEGACY_CIP_CODING = "2010"
 
 
@@ -66,9 +68,16 @@ class Question:
         protection = self.protection()
         if protection is None:
             return (geometric_statement(self.tabulation_id, self.product, measurement_id,
-                                        self.epsilon, self.columns),)
+                                        self.epsilon, self.columns, self.sensitivity),)
         return (employer_statement(self.tabulation_id, self.product, measurement_id,
                                    protection, self.columns, PrivacyNotion.WEAK),)
+
+    @property
+    def sensitivity(self) -> int:
+        """The contribution bound k of its counts (privacy.max_degrees_per_person): a
+        parameter of the question only when above 1, so that questions asked before the
+        bound existed keep their SHA-256."""
+        return int(self.parameters.get(BOUND_PARAMETER, 1))
 
     @property
     def delta(self) -> Fraction:

@@ -110,10 +110,15 @@ def exact_delta(value: float | str | Fraction) -> Fraction:
 
 
 def geometric_statement(tabulation_id: str, product: str, stream_id: str,
-                        epsilon: float | str | Fraction, columns: int) -> PrivacyStatement:
-    """Counts with two-sided geometric noise: pure epsilon-DP at sensitivity 1, exact."""
+                        epsilon: float | str | Fraction, columns: int,
+                        sensitivity: int = 1) -> PrivacyStatement:
+    """Counts with two-sided geometric noise: pure epsilon-DP at `sensitivity` (a person in
+    at most that many counts, each by one: the contribution bound), exact."""
+    if isinstance(sensitivity, bool) or not isinstance(sensitivity, int) or sensitivity < 1:
+        raise ValueError(f"{tabulation_id}: the geometric counts' sensitivity is a whole "
+                         f"number of at least 1, not {sensitivity!r}")
     return PrivacyStatement(tabulation_id, product, stream_id, Mechanism.GEOMETRIC,
-                            exact_epsilon(epsilon), Fraction(0), 1, columns, True)
+                            exact_epsilon(epsilon), Fraction(0), sensitivity, columns, True)
 
 
 def employer_statement(tabulation_id: str, product: str, stream_id: str,

@@ -90,7 +90,8 @@ def _spread(levels: dict, n: np.ndarray, unit: float, how: str) -> dict:
 def variance_summary(cells: pd.DataFrame, cfg: ReleaseConfig) -> list[dict]:
     """Per earnings aggregation level: measured or derived, and the noise variance of a bin
     (measured bins summed per bin, times one measured bin's variance)."""
-    unit = geometric_variance(cfg.privacy.epsilon_per_tabulation)
+    unit = geometric_variance(cfg.privacy.epsilon_per_tabulation,
+                              cfg.privacy.max_degrees_per_person)
     rows = []
     for (level, inst, cip, cohort), group in cells.assign(
             cohorts=np.where(cells["grad_cohort"] == ALL_COHORTS, "all", "by cohort")).groupby(
@@ -106,7 +107,8 @@ def flows_variance_summary(origins: list[OriginTable], cfg: ReleaseConfig) -> li
     """Per pseof aggregation level: measured flows summed into one published value (origin
     cells summed x destinations summed) and the variance of that sum's noise, before the
     correction (which is not linear: the published value's error also carries it)."""
-    unit = geometric_variance(cfg.flows.epsilon_per_tabulation)
+    unit = geometric_variance(cfg.flows.epsilon_per_tabulation,
+                              cfg.privacy.max_degrees_per_person)
     states = np.array([len(CENSUS_DIVISIONS[d][1]) for d in CENSUS_DIVISIONS])
     per_value = {("N", "A"): np.array([len(NAICS_SECTORS) * len(STATE_FIPS)]),
                  ("N", "S"): np.array([len(STATE_FIPS)]),
@@ -157,7 +159,8 @@ def release_context(cfg: ReleaseConfig, ledger: PrivacyLedger, tables: list[Nois
                                for product in dict.fromkeys(e.product for e in measured)},
         "derived": [e for e in entries if e.statement is None],
         "total_epsilon": ledger.total_epsilon, "guarantee": guarantee_summary(ledger),
-        "bin_variance": geometric_variance(cfg.privacy.epsilon_per_tabulation),
+        "bin_variance": geometric_variance(cfg.privacy.epsilon_per_tabulation,
+                                           cfg.privacy.max_degrees_per_person),
         "variances": variance_summary(cells, cfg),
         "suppressed_cell_years": int((~cells["published"]).sum()),
         "total_cell_years": len(cells),
@@ -201,9 +204,11 @@ def flows_context(cfg: ReleaseConfig, flows: FlowsRelease) -> dict:
         "measures_total": cfg.flows.measures_total,
         "why": CORRECTION_REASON[cfg.flows.correction],
         "total_epsilon": cfg.flows.total_epsilon_per_tabulation,
-        "total_variance": (geometric_variance(cfg.flows.total_epsilon_per_tabulation)
+        "total_variance": (geometric_variance(cfg.flows.total_epsilon_per_tabulation,
+                                              cfg.privacy.max_degrees_per_person)
                            if cfg.flows.measures_total else None),
-        "flow_variance": geometric_variance(cfg.flows.epsilon_per_tabulation),
+        "flow_variance": geometric_variance(cfg.flows.epsilon_per_tabulation,
+                                            cfg.privacy.max_degrees_per_person),
         "n_destinations": N_DESTINATIONS, "n_sectors": len(NAICS_SECTORS),
         "n_states": len(STATE_FIPS), "divisions": CENSUS_DIVISIONS,
         "levels_sentence": "; ".join(
