@@ -22,6 +22,7 @@ from pseo_das.version import code_version
 from pseo_das.tasks.audit.audit_report import default_report_dir, utc_timestamp, write_audit_report
 from pseo_das.tasks import progress
 from pseo_das.tasks.audit.audit_target import AuditedRelease, resolve_audit_target
+from pseo_das.tasks.publication.review import Decision, decision_from_tags, stamp_clearance
 from pseo_das.tasks.audit.replay import (ReplayNeedsCustodian, ReplayNotPossible, compare_replay,
                                          plan_replay)
 from pseo_das.tasks.audit.fingerprint_checks import InputLocations, check_inputs, check_outputs, locate_inputs
@@ -71,6 +72,9 @@ def replay_release(release: AuditedRelease, locations: InputLocations, inputs: C
         reason = f"the replay stopped: {type(exc).__name__}: {exc}"
         return CheckResult("replay", FAILED, reason, findings=[reason], notes=list(plan.notes))
     run = MlflowClient(tracking_uri=plan.tracking_uri).get_run(result.mlflow_run_id)
+    clearance = decision_from_tags(release.tags)
+    if clearance is not None and clearance.decision == Decision.APPROVED:
+        stamp_clearance(result.out_dir, clearance, result.out_dir)  # as its approval did
     return compare_replay(release, result.out_dir, run.data.params, run.data.tags,
                           list(plan.notes))
 

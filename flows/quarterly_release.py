@@ -62,6 +62,12 @@ from pseo_das.tasks.study.flows_release_accuracy import release_flows_accuracy
 from pseo_das.tasks.publication.assemble import (lifetime_figures, write_flows_files,
                                                  write_release)
 from pseo_das.tasks.publication.document_context import guarantee_summary
+from pseo_das.tasks.publication.review import (Hold, decision_of, hold_release, last_cleared,
+                                               refuse_release_of_held, refuse_unreviewed,
+                                               review_folder, review_request_of,
+                                               stamp_clearance)
+from pseo_das.tasks.publication.review_request import ReviewRequest
+from pseo_das.flows.review_release import hold_tags
 from pseo_das.tasks.publication.release_files import (DestinationExistsError,
                                                       check_destination_usable,
                                                       destination_lock, discard, new_staging,
@@ -76,6 +82,7 @@ class ReleaseResult:
     tracking_uri: str
     summary: dict                 # release_summary.json
     already_published: bool = False
+    held: Hold | None = None      # held for review: staged in held.folder, nothing published
 
 
 def refuse_demo_in_production(cfg: ReleaseConfig, demo: list[str]) -> None:
@@ -105,11 +112,12 @@ def fingerprint(values: dict) -> str:
 def post_processing(store_path: Path, plan: ReleasePlan, cfg: ReleaseConfig,
                     reference: ReferenceInputs, recast_inputs: RecastInputs | None,
                     identity: ReleaseIdentity, record: PublicationRecord,
-                    staging: Path) -> tuple[PrivacyLedger, pd.DataFrame, object, dict, dict]:
+                    staging: Path, review: ReviewRequest | None = None
+                    ) -> tuple[PrivacyLedger, pd.DataFrame, object, dict, dict]:
     """Every public and internal file of a release from its stored measurements and public
     inputs only: no microdata, no new noise. `recast_inputs` None publishes the CIP codes
-    as measured (releases of earlier versions), otherwise CIP-2020. Returns (ledger, cells,
-    flows, manifest, release summary)."""
+    as measured (releases of earlier versions), otherwise CIP-2020; `review`: the release
+    is held for review. Returns (ledger, cells, flows, manifest, release summary)."""
     contexts = None if recast_inputs is None else {
         level: recast_context(recast_inputs, cfg.cells, level, cfg.cip.unseen_transition_weight)
         for level in cfg.measured_cip_levels()}
@@ -151,7 +159,7 @@ def post_processing(store_path: Path, plan: ReleasePlan, cfg: ReleaseConfig,
                              record.input_fingerprints, recast_notes(recast_inputs, recasts),
                              None if record.dollars is None else record.dollars.as_dict(),
                              flows_accuracy, cell_statistics,
-                             employer_table)
+                             employer_table, review)
     return ledger, cells, flows, manifest, lifetime.release_summary
 
 
@@ -161,7 +169,7 @@ def quarterly_release(data_dir: Path, out_dir: Path, release_seed: SecretStr | N
                       tracking_uri: str | None = None, reference_dir: Path | None = None,
                       store: Path | None = None, supersede: bool = False,
                       remeasure: str | None = None, create_store: bool = False,
-                      engine: Engine = Engine()) -> ReleaseResult:
+                      engine: Engine = Engine(), hold_for_review: bool = False) -> ReleaseResult:
     """Confidential microdata in `data_dir` -> published PSEO earnings and employment flows
     tables in `out_dir`, measuring only populations the privacy store has never measured
     for a question. `reference_dir` holds the public J2J, QCEW and state coverage files
@@ -171,9 +179,14 @@ def quarterly_release(data_dir: Path, out_dir: Path, release_seed: SecretStr | N
     only. Without a seed, a release id already in the store reuses its own seed and plan
     (a retry or a resumed crash draws the same noise and spends nothing new), and a new
     release id gets 256 fresh bits.
+
+    `hold_for_review` stages the complete release in the privacy store's review folder
+    instead of publishing it (`tasks/publication/review.py`); `release.require_review`
+    refuses a release without it.
     """
     cfg = load_config(config_path)
     check_release_id(release_id)
+    refuse_unreviewed(cfg, hold_for_review)
     given_seed = None if release_seed is None else \
         ReleaseSeed.from_hex(release_seed.get_secret_value())
     store_path = resolve_store(store, cfg.privacy.store)
@@ -189,13 +202,14 @@ def quarterly_release(data_dir: Path, out_dir: Path, release_seed: SecretStr | N
         verify_store(store_path).raise_if_failed()
         return _measure_and_publish(data_dir, out_dir, given_seed, release_id, cfg,
                                     tracking_uri, reference_dir, store_path, supersede, remeasure,
-                                    engine)
+                                    engine, hold_for_review)
 
 
 def _measure_and_publish(data_dir: Path, out_dir: Path, given_seed: ReleaseSeed | None,
                          release_id: str, cfg: ReleaseConfig, tracking_uri: str | None,
                          reference_dir: Path | None, store_path: Path, supersede: bool,
-                         remeasure: str | None, engine: Engine) -> ReleaseResult:
+                         remeasure: str | None, engine: Engine,
+                         hold_for_review: bool = False) -> ReleaseResult:
     """The release proper, with the store and the destination locked and the store
     verified."""
     version = code_version()
@@ -210,6 +224,9 @@ def _measure_and_publish(data_dir: Path, out_dir: Path, given_seed: ReleaseSeed 
                                              store_path):
                 progress(line)
             problems = witness_problems(privacy_store, earlier_runs)
+            if not problems:     # a store that disagrees is reported as such, below
+                refuse_release_of_held(privacy_store, release_id, supersede)
+            cleared_before = last_cleared(privacy_store) if hold_for_review else None
         if problems:
             raise StoreTampered("the privacy store disagrees with what earlier releases "
                                 "recorded in the MLflow tracking store; nothing may be released "
@@ -269,12 +286,23 @@ def _measure_and_publish(data_dir: Path, out_dir: Path, given_seed: ReleaseSeed 
             "store_chain": store_chain, "dollars": dollars.as_dict(), "demo_inputs": demo},
             reference, recast_inputs, ipeds)
         staging = new_staging(out_dir)
+        review = ReviewRequest(review_folder(store_path, release_id, plan.attempt.attempt),
+                               cleared_before) if hold_for_review else None
         ledger, cells, flows, manifest, summary = post_processing(
-            store_path, plan, cfg, reference, recast_inputs, identity, record, staging)
+            store_path, plan, cfg, reference, recast_inputs, identity, record, staging, review)
         record_release(audit, ledger, cells, flows, staging, fingerprints, manifest,
                        plan.summary())
         if summary.get("cell_statistics"):
             audit.log_params(cell_statistics_parameters(summary["cell_statistics"]))
+        if review is not None:
+            with PrivacyStore.open(store_path) as privacy_store:
+                hold = hold_release(privacy_store, staging, plan.attempt,
+                                    privacy_store.put_json(record.stored()), out_dir,
+                                    audit.run_id, audit.tracking_uri)
+            audit.set_tags(hold_tags(hold))
+            audit.finish()
+            return ReleaseResult(Path(hold.folder), release_id, audit.run_id,
+                                 audit.tracking_uri, summary, held=hold)
         with PrivacyStore.open(store_path) as privacy_store:
             head = privacy_store.add_publication(plan.attempt.attempt,
                                                  privacy_store.put_json(record.stored()),
@@ -314,6 +342,8 @@ def _republish(store_path: Path, release_id: str, out_dir: Path, cip_vintage: st
         reference = reference_from_record(privacy_store, record)
         recast_inputs = recast_inputs_from_record(privacy_store, record)
         plan = recorded_plan(privacy_store, attempt, record)
+        clearance = decision_of(privacy_store, release_id, attempt.attempt)
+        review = review_request_of(privacy_store, release_id, attempt.attempt)
     cfg = record.config
     if cip_vintage == CIP_2020 and recast_inputs is None:
         recast_inputs = load_recast(reference_dir, cfg.cip.switch_year)
@@ -324,7 +354,9 @@ def _republish(store_path: Path, release_id: str, out_dir: Path, cip_vintage: st
     staging = new_staging(out_dir, discard_stale=False)   # deletes nothing it did not create
     try:
         summary = post_processing(store_path, plan, cfg, reference, recast_inputs, identity,
-                                  record, staging)[-1]
+                                  record, staging, review)[-1]
+        if clearance is not None:    # published after review: with its clearance
+            stamp_clearance(staging, clearance, staging)
         publish(staging, out_dir)
     except BaseException:
         discard(staging)

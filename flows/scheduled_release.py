@@ -16,6 +16,7 @@ from prefect import flow
 from prefect.client.schemas.schedules import CronSchedule
 from prefect.runtime import flow_run
 
+from pseo_das.config import load_config
 from pseo_das.flows.quarterly_release import quarterly_release
 
 QUARTERLY_CRON = "0 6 15 1,4,7,10 *"
@@ -33,15 +34,19 @@ def quarter_release_id(when: datetime) -> str:
 def scheduled_quarterly_release(data_dir: str, releases_dir: str, config_path: str | None = None,
                                 reference_dir: str | None = None, tracking_uri: str | None = None,
                                 release_id: str | None = None, store: str | None = None) -> dict:
-    """One scheduled quarterly release; the release id defaults to the scheduled quarter."""
+    """One scheduled quarterly release; the release id defaults to the scheduled quarter.
+    With `release.require_review` it is held for review (out_dir: the review folder)."""
     release_id = release_id or quarter_release_id(flow_run.scheduled_start_time or datetime.now())
+    config = Path(config_path) if config_path else None
     result = quarterly_release(Path(data_dir), Path(releases_dir) / release_id, None, release_id,
-                               Path(config_path) if config_path else None, tracking_uri,
+                               config, tracking_uri,
                                Path(reference_dir) if reference_dir else None,
-                               Path(store) if store else None)
+                               Path(store) if store else None,
+                               hold_for_review=load_config(config).release.require_review)
     return {"release_id": result.release_id, "out_dir": str(result.out_dir),
             "mlflow_run_id": result.mlflow_run_id, "new_epsilon": result.summary["new_epsilon"],
-            "already_published": result.already_published}
+            "already_published": result.already_published,
+            "held_for_review": result.held is not None}
 
 
 def quarterly_deployment(data_dir: Path, releases_dir: Path, config_path: Path | None = None,

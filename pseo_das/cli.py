@@ -1,4 +1,5 @@
-"""Command line: `pseo-das synth`, `release`, `republish`, `store`, `schedule`, `audit`,
+"""Command line: `pseo-das synth`, `release`, `review`, `publish`, `republish`, `store`,
+`schedule`, `audit`,
 `noise-sample`, `evaluate`, `validate-layout`, `synthesize` and `verify-server`."""
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ from pseo_das.errors import EXIT_BAD_INPUT, EXIT_CHECK_FAILED, PseoDasError
 REFUSAL_HEADLINES = {
     "release": "\npseo-das release: FAILED, nothing was published.\n",
     "republish": "\npseo-das republish: FAILED, nothing was written.\n",
+    "publish": "\npseo-das publish: FAILED, nothing was published.\n",
+    "review": "pseo-das review {action}: ",
     "evaluate": "\npseo-das evaluate: FAILED.\n",
     "synthesize": "pseo-das synthesize: FAILED, nothing was written.\n",
     "store": "pseo-das store {action}: ",
@@ -73,9 +76,11 @@ def _release(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return EXIT_BAD_INPUT
     from pseo_das.config import check_release_id, load_config
+    from pseo_das.tasks.publication.review import refuse_unreviewed
     # A configuration that cannot make a release stops here: no Prefect server, no MLflow
     # run, no privacy store touched (the flow loads it again, as scheduled runs do).
-    load_config(Path(args.config) if args.config else None)
+    refuse_unreviewed(load_config(Path(args.config) if args.config else None),
+                      args.hold_for_review)
     if args.release_id:
         check_release_id(args.release_id)
     _quiet_prefect_defaults()
@@ -96,8 +101,11 @@ def _release(args: argparse.Namespace) -> int:
                                    Path(args.reference) if args.reference else None,
                                    Path(args.store) if args.store else None,
                                    args.supersede, args.remeasure, args.init_store,
-                                   engine_of(args))
+                                   engine_of(args), args.hold_for_review)
     out, summary = result.out_dir, result.summary
+    if result.held is not None:
+        print(held_message(result))
+        return 0
     if result.already_published:
         print(f"\nRelease {result.release_id} is already published in {out} (complete, matching its "
               "manifest); nothing was redone and nothing was spent.")
@@ -113,6 +121,67 @@ epsilon of any population {summary['max_lifetime_epsilon']} of {summary['lifetim
   privacy store:   {summary['store']}  (see it: pseo-das store show {summary['store']})
   audit run:       MLflow run {result.mlflow_run_id} in {result.tracking_uri}
   see the audit:   mlflow ui --backend-store-uri {result.tracking_uri}""")
+    return 0
+
+
+def held_message(result) -> str:
+    """The final message of a release held for review."""
+    held, summary = result.held, result.summary
+    return f"""
+Release {result.release_id} HELD FOR REVIEW: nothing was published. New epsilon \
+{summary['new_epsilon']} spent; largest lifetime epsilon of any population \
+{summary['max_lifetime_epsilon']} of {summary['lifetime_epsilon_cap']}.{demo_line(summary)}
+  staged release:  {held.folder}  (in the privacy store: confidential; these files are what \
+`publish` publishes, byte for byte)
+  decision document: {Path(held.folder) / 'internal' / 'drb_report.html'}  (section "Decision requested")
+  the board decides: pseo-das review approve {result.release_id} --by NAME --clearance NUMBER \
+[--note TEXT]
+                     pseo-das review reject {result.release_id} --by NAME --reason TEXT
+  then:            pseo-das publish {result.release_id} --out {held.out_dir}
+  audit run:       MLflow run {result.mlflow_run_id} in {result.tracking_uri}"""
+
+
+def _review(args: argparse.Namespace) -> int:
+    from pseo_das.flows.review_release import approve_release, reject_release
+    from pseo_das.tasks.privacy.store import resolve_store
+    from pseo_das.tasks.publication.review import ReviewError
+
+    needed = {"--by": args.by} | ({"--clearance": args.clearance} if args.action == "approve"
+                                  else {"--reason": args.reason})
+    missing = [option for option, value in needed.items() if not (value or "").strip()]
+    if missing:
+        raise ReviewError(f"{' and '.join(missing)} needed (recorded in the privacy store's "
+                          "hash chain and the MLflow run)")
+    store = resolve_store(args.store)
+    if args.action == "approve":
+        hold, decision = approve_release(store, args.release, args.by.strip(),
+                                         args.clearance.strip(), args.note)
+        print(f"release {args.release} (attempt {hold.attempt}) APPROVED by {decision.by}, "
+              f"clearance {decision.clearance}: recorded in the privacy store {store} and MLflow "
+              f"run {hold.mlflow_run_id}; the clearance is in the staged release notes and "
+              f"manifest ({hold.folder}).\n  publish it: pseo-das publish {args.release} --out "
+              f"{hold.out_dir}")
+    else:
+        hold, decision = reject_release(store, args.release, args.by.strip(),
+                                        args.reason.strip())
+        print(f"release {args.release} (attempt {hold.attempt}) REJECTED by {decision.by}: "
+              f"{decision.reason}; recorded in the privacy store {store} and MLflow run "
+              f"{hold.mlflow_run_id}. It is never published. Its measurements stay spent and "
+              "are reused by a corrected release (`pseo-das release ... --supersede`, or a new "
+              "release id).")
+    return 0
+
+
+def _publish(args: argparse.Namespace) -> int:
+    from pseo_das.flows.review_release import publish_release
+    from pseo_das.tasks.privacy.store import resolve_store
+
+    store = resolve_store(args.store)
+    hold, decision, out = publish_release(store, args.release, Path(args.out))
+    print(f"\nRelease {args.release} published to {out} (cleared by {decision.by}, clearance "
+          f"{decision.clearance}): exactly the staged files, checked against the approved "
+          f"manifest. Recorded in the privacy store {store} and MLflow run "
+          f"{hold.mlflow_run_id}.")
     return 0
 
 
@@ -726,7 +795,33 @@ def parser() -> argparse.ArgumentParser:
     release.add_argument("--chunk-rows", type=positive_int, default=1_000_000,
                          help="graduates per chunk (local) or per Dask task (default "
                          "1,000,000): bounds the memory per chunk; changes no count")
+    release.add_argument("--hold-for-review", action="store_true", help="measure, "
+                         "post-process and stage the complete release in the privacy store's "
+                         "review folder instead of publishing it; `pseo-das review approve` "
+                         "then `pseo-das publish` publish it (required when "
+                         "release.require_review = true)")
     release.set_defaults(run=_release)
+
+    review = sub.add_parser("review", parents=[common], help="the disclosure review board's "
+                            "decision on a release held for review (recorded in the privacy "
+                            "store's hash chain and the MLflow run)")
+    review.add_argument("action", choices=["approve", "reject"])
+    review.add_argument("release", metavar="RELEASE", help="the release id held for review")
+    review.add_argument("--by", help="who decides (recorded)")
+    review.add_argument("--clearance", help="approve: the clearance number (recorded; in the "
+                        "release notes and manifest)")
+    review.add_argument("--note", help="approve: a note (recorded; in the release notes)")
+    review.add_argument("--reason", help="reject: why (recorded)")
+    review.add_argument("--store", help="the privacy store folder (default: $PSEO_DAS_STORE)")
+    review.set_defaults(run=_review)
+
+    publish = sub.add_parser("publish", parents=[common], help="publish a release the board "
+                             "approved: exactly its staged files, atomically")
+    publish.add_argument("release", metavar="RELEASE", help="the approved release id")
+    publish.add_argument("--out", required=True, help="release folder to create (must not "
+                         "exist)")
+    publish.add_argument("--store", help="the privacy store folder (default: $PSEO_DAS_STORE)")
+    publish.set_defaults(run=_publish)
 
     republish = sub.add_parser("republish", parents=[common, keyed], help="re-derive a published release's files from the "
                                "privacy store alone (no microdata, no new noise)")

@@ -273,6 +273,10 @@ class CipConfig(_Strict):
 class ReleaseSection(_Strict):
     """What kind of release this is."""
     production: bool = False   # refuse the packaged SYNTHETIC demo reference files
+    # every release is held for the disclosure review board (`release --hold-for-review`).
+    # How a release is cleared, not what it computes: left out of the configuration's
+    # dump, so config.json, its SHA-256 and the run's parameters are those of before.
+    require_review: bool = Field(default=False, exclude=True)
 
 
 MOS_ACKNOWLEDGEMENT_KEY = "acknowledge_not_formally_dp"

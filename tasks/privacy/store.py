@@ -493,6 +493,12 @@ class PrivacyStore:
         row = self._db.execute("SELECT value FROM store_info WHERE key = ?", (key,)).fetchone()
         return None if row is None else row[0]
 
+    def infos(self, prefix: str) -> dict[str, str]:
+        """The store_info values whose key starts with `prefix`, in the order recorded."""
+        rows = self._db.execute("SELECT key, value FROM store_info WHERE substr(key, 1, ?) = ? "
+                                "ORDER BY rowid", (len(prefix), prefix)).fetchall()
+        return dict(rows)
+
     def record_info(self, key: str, value: str) -> None:
         """Add a store_info value (an entry of the chain); a key is recorded once, ever."""
         with self.writing():

@@ -44,6 +44,7 @@ from pseo_das.tasks.employment_flows.employer_table import NoisyEmployerTable
 from pseo_das.tasks.publication.employer_table_file import (EMPLOYER_TABLE_FILE,
                                                             checked_employer_table_file,
                                                             employer_table_context)
+from pseo_das.tasks.publication.review_request import ReviewRequest, decision_request
 from pseo_das.tasks.publication.release_files import fingerprints, write_code_table, write_csv, write_manifest
 
 
@@ -207,6 +208,13 @@ def write_flows_files(staging: Path, cfg: ReleaseConfig, flows: FlowsRelease,
     return FlowsFiles(pseof, flows_checks.results(), flows_context(cfg, flows))
 
 
+def write_release_notes(public: Path, notes: str, release_id: str) -> None:
+    """public/release_notes.md and its HTML page."""
+    (public / "release_notes.md").write_text(notes)
+    (public / "release_notes.html").write_text(
+        to_html(notes, f"PSEO release {release_id}: release notes"))
+
+
 @file_task("write release files")
 def write_release(staging: Path, identity: ReleaseIdentity, cfg: ReleaseConfig,
                   ledger: PrivacyLedger, tables: list[NoisyHistograms], pseoe: pd.DataFrame,
@@ -215,18 +223,20 @@ def write_release(staging: Path, identity: ReleaseIdentity, cfg: ReleaseConfig,
                   input_fingerprints: dict[str, str], cip_recast: dict,
                   dollars: dict | None, flows_accuracy: dict,
                   cell_statistics: NoisyCellStatistics | None = None,
-                  employer_table: NoisyEmployerTable | None = None) -> dict[str, str]:
+                  employer_table: NoisyEmployerTable | None = None,
+                  review: ReviewRequest | None = None) -> dict[str, str]:
     """Write every other file of the release into `staging` (the flows files are written:
     `flows_files`; `flows` may have released its tables); return the manifest.
     `flows_accuracy`: `release_flows_accuracy`'s simulation of the published flows;
-    `cell_statistics`: the optional pseom_all.csv's noisy values (README, "Cell statistics").
+    `cell_statistics`: the optional pseom_all.csv's noisy values (README, "Cell statistics");
+    `review`: the release is held for review (the DRB report says what is to be cleared).
     The official files are checked in a second thread while the documents are made; it
     has finished when this returns or raises."""
     with second_thread() as beside:
         return _write_release(beside, staging, identity, cfg, ledger, tables, pseoe, pseoh,
                               cells, flows, flows_files, lifetime, checks, input_fingerprints,
                               cip_recast, dollars, flows_accuracy, cell_statistics,
-                              employer_table)
+                              employer_table, review)
 
 
 def _write_release(beside, staging: Path, identity: ReleaseIdentity, cfg: ReleaseConfig,
@@ -236,7 +246,8 @@ def _write_release(beside, staging: Path, identity: ReleaseIdentity, cfg: Releas
                    input_fingerprints: dict[str, str], cip_recast: dict,
                    dollars: dict | None, flows_accuracy: dict,
                    cell_statistics: NoisyCellStatistics | None,
-                   employer_table: NoisyEmployerTable | None = None) -> dict[str, str]:
+                   employer_table: NoisyEmployerTable | None = None,
+                   review: ReviewRequest | None = None) -> dict[str, str]:
     public, internal = staging / "public", staging / "internal"
     started = time.perf_counter()
 
@@ -285,10 +296,8 @@ def _write_release(beside, staging: Path, identity: ReleaseIdentity, cfg: Releas
         write_code_table(pseoemp, public / EMPLOYER_TABLE_FILE)
         done(f"wrote {EMPLOYER_TABLE_FILE} ({len(pseoemp):,} rows)")
         context["employer_table"] = employer_table_context(cfg, employer_table, len(pseoemp))
-    notes = render_markdown("release_notes.md.j2", context)
-    (public / "release_notes.md").write_text(notes)
-    (public / "release_notes.html").write_text(
-        to_html(notes, f"PSEO release {identity.release_id}: release notes"))
+    write_release_notes(public, render_markdown("release_notes.md.j2", context),
+                        identity.release_id)
     done("wrote the release notes")
 
     write_csv(ledger.to_frame(), internal / "ledger.csv")
@@ -309,6 +318,8 @@ def _write_release(beside, staging: Path, identity: ReleaseIdentity, cfg: Releas
         checks=checks, input_fingerprints=input_fingerprints,
         lifetime=lifetime.summary, flows_accuracy=flows_accuracy, accuracy=accuracy,
         output_fingerprints=written, config_flat=cfg.flat(),
+        decision=None if review is None else decision_request(
+            review, staging, written, cells, lifetime.release_summary, flows_accuracy),
         package_versions=package_versions()))
     (internal / "drb_report.md").write_text(drb)
     (internal / "drb_report.html").write_text(

@@ -164,16 +164,25 @@ def fingerprints(root: Path, folder: str | None = None,
             for name in names if name != MANIFEST}
 
 
+def manifest_text(release_id: str, mlflow_run_id: str, tracking_uri: str, store_chain: dict,
+                  files: dict[str, str], review: dict | None = None) -> str:
+    """internal/manifest.json: the SHA-256 of every file, where the release's audit run is,
+    the privacy store's chain heads the release read and wrote, and (`review`) the
+    disclosure review board's clearance of a reviewed release."""
+    return json.dumps(
+        {"release_id": release_id, "mlflow_run_id": mlflow_run_id, "tracking_uri": tracking_uri,
+         "store_chain": store_chain, **({"review": review} if review else {}),
+         "algorithm": "sha256", "files": files}, indent=2) + "\n"
+
+
 def write_manifest(staging: Path, release_id: str, mlflow_run_id: str,
                    tracking_uri: str, store_chain: dict,
                    known: dict[str, str] | None = None) -> dict[str, str]:
-    """SHA-256 of every file (`known`: those hashed earlier and not written since), where
-    the release's audit run is, and the privacy store's chain heads the release read and
-    wrote."""
+    """The manifest (`manifest_text`) of every file in `staging` (`known`: those hashed
+    earlier and not written since)."""
     files = fingerprints(staging, known=known)
-    (staging / MANIFEST).write_text(json.dumps(
-        {"release_id": release_id, "mlflow_run_id": mlflow_run_id, "tracking_uri": tracking_uri,
-         "store_chain": store_chain, "algorithm": "sha256", "files": files}, indent=2) + "\n")
+    (staging / MANIFEST).write_text(manifest_text(release_id, mlflow_run_id, tracking_uri,
+                                                  store_chain, files))
     return files
 
 
