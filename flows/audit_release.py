@@ -22,7 +22,8 @@ from pseo_das.version import code_version
 from pseo_das.tasks.audit.audit_report import default_report_dir, utc_timestamp, write_audit_report
 from pseo_das.tasks import progress
 from pseo_das.tasks.audit.audit_target import AuditedRelease, resolve_audit_target
-from pseo_das.tasks.publication.review import Decision, decision_from_tags, stamp_clearance
+from pseo_das.tasks.publication.review import (Decision, ReviewDecision, decision_from_tags,
+                                               stamp_clearance)
 from pseo_das.tasks.audit.replay import (ReplayNeedsCustodian, ReplayNotPossible, compare_replay,
                                          plan_replay)
 from pseo_das.tasks.audit.fingerprint_checks import InputLocations, check_inputs, check_outputs, locate_inputs
@@ -79,6 +80,15 @@ def replay_release(release: AuditedRelease, locations: InputLocations, inputs: C
                           list(plan.notes))
 
 
+def review_words(decision: ReviewDecision | None) -> str:
+    """The disclosure review board's decision on the release, as the verdict states it."""
+    if decision is None:
+        return "not held for review (published at once)"
+    if decision.decision == Decision.APPROVED:
+        return f"cleared by {decision.by} on {decision.at}, clearance {decision.clearance}"
+    return f"{decision.decision.value} by {decision.by} on {decision.at}"
+
+
 def audit_command(release: AuditedRelease, data_dir: Path | None, replay: bool) -> str:
     """The command line that repeats this audit."""
     words = ["pseo-das", "audit", str(release.release_dir), "--tracking-uri", release.tracking_uri]
@@ -130,10 +140,13 @@ def audit_release(target: str, tracking_uri: str | None = None, data_dir: Path |
         locations = locate_inputs(release, data_dir)
         inputs = verify_inputs(release, locations, unavailable_accepted=not replay)
         replayed = replay_release(release, locations, inputs, replay, work / "replay")
+    summary = _json_or_none(release.release_dir / "internal" / "release_summary.json") or {}
     verdict = AuditVerdict(release.release_id, release.run_id, release.tracking_uri,
                            release.release_dir, release.given_as, release.run_status,
                            [outputs, ledger, store, inputs, replayed],
-                           audit_command(release, data_dir, replay), audited_at, code_version())
+                           audit_command(release, data_dir, replay), audited_at, code_version(),
+                           demo_inputs=tuple(summary.get("demo_inputs", ())),
+                           review=review_words(decision_from_tags(release.tags)))
     folder = Path(report_dir) if report_dir else default_report_dir(release.release_id, audited_at)
     verdict.report_md, verdict.report_html = write_audit_report(verdict, folder)
     progress(f"audit of release {release.release_id}: {verdict.conclusion()}")

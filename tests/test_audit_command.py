@@ -229,7 +229,11 @@ def test_an_auditor_without_the_seed_key_gets_every_check_but_the_replay(release
         assert check_line(printed, name).lstrip().startswith("[PASSED]"), printed
     assert check_line(printed, "replay").lstrip().startswith("[SKIPPED]")
     assert "a replay needs the custodian's seed key" in printed
-    assert "INCOMPLETE" in printed
+    assert "INCOMPLETE" in printed and "the custodian's --seed-key for the replay" in printed
+    # the verdict says what it rests on: its checks, the demo inputs, the review
+    assert "Checks: outputs, ledger, privacy store, inputs, replay." in printed
+    assert "Built on the packaged DEMO inputs (" in printed and "not fit for publication" in printed
+    assert "Disclosure review: not held for review (published at once)." in printed
 
 
 def test_inputs_not_available_make_the_audit_incomplete_unless_waived(releases, tmp_path,

@@ -98,7 +98,10 @@ def test_hold_approve_publish_publishes_exactly_the_staged_bytes(tiny, capsys):
     assert run.data.tags["review.clearance"] == "CBDRB-27-042"
     assert run.data.tags["review.status"] == "published"
     assert cli("store", "verify", store, "--tracking-uri", uri) == 0
+    capsys.readouterr()
     assert cli("audit", root / "R1", "--no-replay", "--report", root / "audit-R1") == 0
+    assert "Disclosure review: cleared by DRB chair on " in capsys.readouterr().out
+    assert ", clearance CBDRB-27-042." in (root / "audit-R1" / "audit_report.md").read_text()
     assert cli("publish", "R1", "--out", root / "R1-twice", "--store", store) == 2
     assert "already published" in capsys.readouterr().err
 

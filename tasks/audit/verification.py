@@ -101,6 +101,8 @@ class AuditVerdict:
     code_version: str
     report_md: Path | None = None
     report_html: Path | None = None
+    demo_inputs: tuple[str, ...] = ()     # the packaged demo inputs the release was built on
+    review: str = "not held for review (published at once)"   # the board's decision, in words
 
     @property
     def outcome(self) -> str:
@@ -114,7 +116,14 @@ class AuditVerdict:
         return 0 if self.outcome == "PASS" else 1
 
     def conclusion(self) -> str:
-        """One sentence: the verdict and what it rests on."""
+        """The verdict and what it rests on: the checks, the demo inputs, the review."""
+        names = ", ".join(c.name for c in self.checks)
+        demo = (f" Built on the packaged DEMO inputs ({', '.join(self.demo_inputs)}): not fit "
+                "for publication." if self.demo_inputs else "")
+        return (f"{self._outcome_sentence()} Checks: {names}.{demo} Disclosure review: "
+                f"{self.review}.")
+
+    def _outcome_sentence(self) -> str:
         def named(status: str) -> list[str]:
             return [c.name for c in self.checks if c.status == status]
         n = len(self.checks)
@@ -124,8 +133,9 @@ class AuditVerdict:
         if self.outcome == "INCOMPLETE":
             skipped = named(SKIPPED)
             return (f"INCOMPLETE: no check failed, but {len(skipped)} of {n} could not run "
-                    f"({', '.join(skipped)}); give --data DIR with the confidential inputs, or "
-                    "--no-replay to accept an audit without them.")
+                    f"({', '.join(skipped)}); give --data DIR with the confidential inputs (and "
+                    "the custodian's --seed-key for the replay), or --no-replay to accept an "
+                    "audit without them.")
         waived = named(WAIVED)
         if waived:
             return (f"PASS: {len(named(PASSED))} of {n} checks passed; {', '.join(waived)} waived "
