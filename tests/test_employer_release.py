@@ -50,7 +50,8 @@ def test_a_release_measures_the_flows_with_smooth_laplace(tmp_path, tracking_uri
         assert "covering pseof_all.csv" in document
         assert "pseoe_all.csv, pseoh_all.csv, pseof_all.csv's origin counts are measured for " \
                "the graduates only" in document
-    assert "total delta **0.003**" in report and "not capped" in report
+    assert "total delta **0.003**" in report
+    assert "capped per graduate by the store's lifetime delta cap 0.01" in report   # a new store's
     # the store records the delta: each population 1e-3 per flows tabulation it is in
     lifetime = pd.read_csv(out / "internal" / "lifetime_budget.csv", dtype=str)
     assert [Fraction(d) for d in lifetime["delta_after"]] == \

@@ -100,7 +100,7 @@ def _question_table(store: PrivacyStore, question: Question, rows: pd.DataFrame,
         values = values.astype(np.int32)
     (statement,) = read_statements(store, question, sorted(set(rows["measurement_id"])))
     entries = [measured_entry(statement, len(cells), question.columns,
-                              geometric_composition(statement.sensitivity)
+                              geometric_composition(int(statement.sensitivity or 1))
                               if statement.employer is None else
                               employer_composition(statement.employer.notion, len(cells)),
                               ";".join(streams))]

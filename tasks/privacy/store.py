@@ -642,12 +642,13 @@ class PrivacyStore:
         """A row of `releases` (ATTEMPT_COLUMNS) as a ReleaseAttempt: `seed_hex` holds the
         seed's SHA-256 when the seed is sealed (store_info sealed_seed.N), the seed itself in
         a store of an earlier version."""
-        attempt, release_id, seed_hex, *rest = row
+        attempt, release_id, seed_hex, inputs, config, plan, policy, seq_read, sha_read = row
         sealed = self.info(sealed_seed_key(attempt))
+        recorded = (inputs, config, plan, policy, seq_read, sha_read)
         if sealed is None:
             return ReleaseAttempt(attempt, release_id, ReleaseSeed.from_hex(seed_hex).sha256,
-                                  *rest, plaintext_seed=seed_hex, store_id=self.store_id)
-        return ReleaseAttempt(attempt, release_id, seed_hex, *rest, sealed_seed=sealed,
+                                  *recorded, plaintext_seed=seed_hex, store_id=self.store_id)
+        return ReleaseAttempt(attempt, release_id, seed_hex, *recorded, sealed_seed=sealed,
                               store_id=self.store_id)
 
     def add_release(self, release_id: str, seed: ReleaseSeed, inputs_sha256: str,
