@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pseo_das.config import load_config
+from pseo_das.config import ReleaseConfig, load_config
 from pseo_das.tasks.earnings.cell_statistics import measure_cell_statistics
 from pseo_das.tasks.earnings.cell_statistics_plan import (PRODUCT, StatisticSettings,
                                                           cell_statistics_questions)

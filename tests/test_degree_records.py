@@ -3,7 +3,6 @@ counted with the contribution bound, against an oracle written here; the bound's
 at a person's own records only; bad layouts refused with the reason."""
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -165,7 +164,7 @@ def test_exact_duplicate_degree_row_is_refused(tmp_path):
     assert "graduates.parquet: input rejected" in message
     assert ("column person_id, institution, inst_state, degree_level, cipcode, grad_year: "
             "check unique_degree failed, 2 bad row(s)") in message
-    assert f"row 3" in message and f"row {len(graduates) - 1}" in message
+    assert "row 3" in message and f"row {len(graduates) - 1}" in message
 
 
 def test_jobs_for_unknown_persons_and_bad_rows_are_refused(tmp_path):

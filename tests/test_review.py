@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import filecmp
 import json
-import shutil
 import sqlite3
 from pathlib import Path
 

@@ -150,7 +150,7 @@ def test_a_copied_store_that_diverges_is_refused_until_the_agency_adopts_one(pub
     capsys.readouterr()
     assert run_release(data, tmp_path / "R3", None, uri, "R3", store=copy) == 2
     err = capsys.readouterr().err
-    assert f"used a store with this store's id" in err and f"at {store}" in err
+    assert "used a store with this store's id" in err and f"at {store}" in err
     assert "the two have diverged" in err and "pseo-das store adopt" in err
     assert not (tmp_path / "R3").exists()
     assert cli("store", "verify", copy, "--tracking-uri", uri) == 1
