@@ -55,8 +55,7 @@ def witness_problems(store: PrivacyStore, runs: list) -> list[str]:
                             "created again?)")
             continue
         disagree = check_recorded_heads(store, recorded_heads(params, tags), who)
-        elsewhere = params.get("store", str(store.path)) != str(store.path)
-        if disagree and elsewhere:
+        if disagree and fork_runs(store, [run]):
             problems.append(
                 f"{who} used a store with this store's id {store_id} at {params['store']}, and "
                 f"the two have diverged ({disagree[0].split(': ', 1)[-1]}): a copy or fork of "
