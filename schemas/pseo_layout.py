@@ -21,7 +21,14 @@ below, each with its source:
   4-digit CIP have rows, but every measure is suppressed (standard flags 5; the IPEDS counts'
   flag 3, not available, the only IPEDS flag that withholds a count), every value empty;
 * grad_cohort 0000 for all cohorts; grad_cohort_years 3 for bachelor's degrees (05), 5 for
-  every other degree level ("will take a value (3,5)").
+  every other degree level ("will take a value (3,5)");
+* `y1/y5/y10_grads_nme` (non-employed or marginally employed graduates) is a measure of the
+  origin, not of a destination: the real pseof files carry it on the all-industries
+  national rows of each origin only (geo_level N, ind_level A: agg levels 40 and 46 of
+  institution x 2-digit CIP, ...; empty on 99.7% of the rows of the real 2022 pseof_all)
+  and leave it empty on the sector and division rows, flagged -1 ("data not available to
+  compute this estimate", label_flags.csv): a user adding up sectors or divisions never
+  counts the non-employed twice.
 
 Every value is read as text (codes keep their leading zeros; `1107` is not `11.07`, `1234.0`
 is not an integer). Rows are numbered from 0, the first data row.
@@ -80,6 +87,20 @@ COUNT = r"0|[1-9][0-9]*"                   # Units Count: a non-negative integer
 DOLLARS = r"0|-?[1-9][0-9]*"               # Units Dollars: an integer
 POSITIVE_INTEGER = r"[1-9][0-9]*"
 EXAMPLES = 5                               # example rows a problem shows
+ORIGIN_MEASURES = ("grads_nme",)           # pseof: measures of the origin (module docstring)
+ORIGIN_MEASURE_LEVELS = ("N", "A")         # ... carried at geo_level N, ind_level A only
+FLAG_NOT_AVAILABLE = "-1"                  # label_flags: data not available to compute this estimate
+
+
+def carries_origin_measures(geo_level: str, ind_level: str) -> bool:
+    """Whether a pseof row of this geography and industry level carries the origin's
+    measures (ORIGIN_MEASURES): the all-industries national row only."""
+    return (geo_level, ind_level) == ORIGIN_MEASURE_LEVELS
+
+
+def is_origin_measure(indicator: str) -> bool:
+    """`y5_grads_nme` is one of the ORIGIN_MEASURES."""
+    return indicator.split("_", 1)[-1] in ORIGIN_MEASURES
 
 
 @dataclass(frozen=True)
@@ -489,6 +510,7 @@ class _RowChecks:
         self._aggregation_level()
         self._identifiers()
         self._flags_and_values()
+        self._origin_measures()
         if self.product in RESTRICTED_PRODUCTS:
             self._restricted_cip()
         return self.problems
@@ -600,6 +622,25 @@ class _RowChecks:
             self.report(columns, "a value where the flag publishes one", valid & published & empty)
             self.report(columns, "empty where the flag withholds the value",
                         valid & ~published & ~empty)
+
+    def _origin_measures(self) -> None:
+        """Non-employment only on the all-industries national rows (module docstring)."""
+        detail = self.known_level & ~(
+            (self.level["geo_level"] == ORIGIN_MEASURE_LEVELS[0])
+            & (self.level["ind_level"] == ORIGIN_MEASURE_LEVELS[1]))
+        if not detail.any():
+            return
+        for indicator in self.layout.indicators:
+            if not (is_origin_measure(indicator.name) and self.has(indicator.name)):
+                continue
+            columns = (indicator.name, indicator.status_flag)
+            bad = detail & (self.frame[indicator.name] != "")
+            if self.has(indicator.status_flag):
+                bad |= detail & (self.frame[indicator.status_flag] != FLAG_NOT_AVAILABLE)
+            self.report(columns, "a measure of the origin: empty with flag -1 (data not "
+                        "available) on the sector and division rows; only the all-industries "
+                        "national row (geo_level N, ind_level A) carries it",
+                        bad, ("agg_level_pseo",) + columns)
 
     def _restricted_cip(self) -> None:
         if not self.has("degree_level"):

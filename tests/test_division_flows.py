@@ -86,7 +86,9 @@ def test_division_flows_suppressed_exactly_where_the_share_exceeds_the_maximum()
     assert suppressed == [("00000001", "2001", MOUNTAIN),  # 0.3 > 0.1; Pacific's 0.1 is not above
                           ("00000002", "2001", MOUNTAIN), ("00000002", "2001", PACIFIC)]
     assert division["y1_grads_emp"][suppressed].isna().all()
-    assert (division.loc[suppressed, "status_y1_grads_nme"] == STATUS_OK).all()
+    # non-employment is the origin's: on its national all-industries row, never a division's
+    assert (division["status_y1_grads_nme"] == STATUS_NOT_AVAILABLE).all()
+    assert division["y1_grads_nme"].isna().all()
     by_sector = cells[(cells["geo_level"] == "D") & (cells["ind_level"] == "S")]
     hidden = by_sector[by_sector["status_y1_grads_emp"] == STATUS_SUPPRESSED]
     assert sorted(set(zip(hidden["institution"], hidden["geography"]))) == [
@@ -120,7 +122,8 @@ def test_division_and_national_sums_equal_the_state_flows():
     assert late.loc[("N", "00", "A", "00"), "y1_grads_emp"] == 150
     assert late.loc[("N", "00", "S", "54"), "y1_grads_emp"] == 150
     assert late.loc[("N", "00", "S", "11"), "y1_grads_emp"] == 0
-    assert (late["y1_grads_nme"] == 3).all()
+    assert late.loc[("N", "00", "A", "00"), "y1_grads_nme"] == 3
+    assert late["y1_grads_nme"].drop(("N", "00", "A", "00")).isna().all()
 
 
 def test_state_and_all_cohort_rows_sum_the_institution_cells():
@@ -128,10 +131,11 @@ def test_state_and_all_cohort_rows_sum_the_institution_cells():
     state = rows(pseof, "S", "08", "2001")        # institutions 1 and 2, early cohort
     assert state.loc[("D", MOUNTAIN, "A", "00"), "y1_grads_emp"] == 2 * (40 + 10)
     assert state.loc[("N", "00", "A", "00"), "y1_grads_emp_instate"] == 2 * 40
-    assert (state["y1_grads_nme"] == 2 * 7).all()
+    assert state.loc[("N", "00", "A", "00"), "y1_grads_nme"] == 2 * 7
     every = rows(pseof, "S", "08", "0000")        # and the late cohort of institution 1
     assert every.loc[("N", "00", "A", "00"), "y1_grads_emp"] == 70 + 150 + 70
-    assert (every["y1_grads_nme"] == 7 + 3 + 7).all()
+    assert every.loc[("N", "00", "A", "00"), "y1_grads_nme"] == 7 + 3 + 7
+    assert every["y1_grads_nme"].notna().sum() == 1
     # CIP level A: (state, institution) x (all cohorts, by cohort) x the four destination levels
     assert set(pseof["agg_level_pseo"]) == {26, 32, 38, 44, 74, 80, 86, 92, 122, 128, 134, 140,
                                             170, 176, 182, 188}

@@ -56,9 +56,12 @@ def _measures(product: Product, row: dict, n: int) -> dict:
     lay = layout(product)
     restricted = (product is Product.PSEOE and row["cip_level"] == "4"
                   and row["degree_level"] in ("07", "17"))
+    detail = product is Product.PSEOF and (row["geo_level"], row["ind_level"]) != ("N", "A")
     for flag in lay.status_flags:
         ipeds = flag.endswith("_ipeds_count")
-        if restricted:
+        if detail and flag.endswith("_grads_nme"):
+            out[flag] = "-1"          # the origin's non-employment: national total row only
+        elif restricted:
             out[flag] = "3" if ipeds else "5"
         elif ipeds:
             out[flag] = ["1", "2", "3", "4"][(n + len(out)) % 4]
@@ -278,6 +281,25 @@ def test_a_status_flag_2(valid):
                     "status_y5_grads_nme", "2")
     problem = _only(valid, PSEOF, "status_y5_grads_nme", "-1, 1, 5")
     assert problem.examples[0] == (rows[0], "status_y5_grads_nme='2'")
+
+
+def test_nme_repeated_on_sector_and_division_rows_fails(valid):
+    """The origin's non-employment (y*_grads_nme) is published on the all-industries
+    national row only: a file that repeats it on a sector or division row (value or flag)
+    fails, naming the rows."""
+    frame = _read(valid, PSEOF)
+    national = (frame["geo_level"] == "N") & (frame["ind_level"] == "A")
+    assert (frame.loc[~national, "y1_grads_nme"] == "").all()
+    assert (frame.loc[~national, "status_y1_grads_nme"] == "-1").all()
+    sector = frame.index[(frame["geo_level"] == "N") & (frame["ind_level"] == "S")][0]
+    division = frame.index[frame["geo_level"] == "D"][0]
+    frame.loc[sector, ["y1_grads_nme", "status_y1_grads_nme"]] = ["12", "1"]
+    frame.loc[division, "status_y5_grads_nme"] = "5"
+    _write(frame, valid, PSEOF)
+    one = _only(valid, PSEOF, "y1_grads_nme", "measure of the origin")
+    assert one.rows == 1 and one.examples[0][0] == sector
+    five = _only(valid, PSEOF, "y5_grads_nme", "measure of the origin")
+    assert five.rows == 1 and five.examples[0][0] == division
 
 
 def test_an_ipeds_flag_outside_its_list(valid):

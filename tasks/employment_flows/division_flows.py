@@ -26,7 +26,7 @@ import pyarrow as pa
 from pseo_das.schemas.codes import (CENSUS_DIVISIONS, DIVISION_OF_STATE, NAICS_SECTORS,
                                     STATE_FIPS, STATUS_NOT_AVAILABLE,
                                     STATUS_OK, STATUS_SUPPRESSED, YEARS_AFTER)
-from pseo_das.schemas.pseo_layout import Product, layout
+from pseo_das.schemas.pseo_layout import Product, carries_origin_measures, layout
 from pseo_das.tasks import progress, release_task
 from pseo_das.tasks.codes.destinations import NONEMPLOYED, N_DESTINATIONS, N_SECTORS, N_STATES, destinations
 from pseo_das.tasks.employment_flows.noisy_flows import NoisyFlows
@@ -231,7 +231,10 @@ def part_rows(part: PseofPart, start: int = 0, stop: int | None = None) -> pd.Da
     """pseof rows of the origin cells start:stop of one part, the official columns in order:
     one row per origin cell x geography x industry. A years-after the cell does not have is
     not available (-1); a suppressed division flow is 5 (non-employment, which has no
-    geography, is never suppressed)."""
+    geography, is never suppressed). Non-employment is a measure of the origin, not of a
+    destination: published on the nation's all-industries row only, empty and not available
+    (-1) on the sector and division rows, as the real files carry it
+    (`pseo_layout.ORIGIN_MEASURE_LEVELS`)."""
     origin, per_cell = part.origin, part.rows_per_cell
     stop = part.n_cells if stop is None else min(stop, part.n_cells)
     n = max(stop - start, 0)
@@ -245,14 +248,16 @@ def part_rows(part: PseofPart, start: int = 0, stop: int | None = None) -> pd.Da
         rows = origin.in_table[k][start:stop] if k in origin.in_table else None
         frame = frame.assign(**_year_columns(
             k, n, per_cell, rows, origin.blocks[k][part.block] if rows is not None else None,
-            origin.nonemployed.get(k)))
+            origin.nonemployed.get(k), carries_origin_measures(part.geo_level, part.ind_level)))
     return frame[list(layout(PRODUCT).columns)]
 
 
 def _year_columns(k: int, n_cells: int, per_cell: int, rows: np.ndarray | None,
-                  block: tuple | None, nonemployed: np.ndarray | None) -> dict[str, object]:
+                  block: tuple | None, nonemployed: np.ndarray | None,
+                  with_nonemployed: bool = True) -> dict[str, object]:
     """The year-k measures and status flags of n_cells origin cells' rows; `rows` gives each
-    cell's row in the year-k table (-1: none)."""
+    cell's row in the year-k table (-1: none); `with_nonemployed` False: rows that do not
+    carry the origin's non-employment (empty, flag -1)."""
     emp = np.full((n_cells, per_cell), np.nan)
     instate, nme = emp.copy(), emp.copy()
     present = np.zeros((n_cells, per_cell), bool)
@@ -273,8 +278,9 @@ def _year_columns(k: int, n_cells: int, per_cell: int, rows: np.ndarray | None,
     for name, values in (("grads_emp", emp), ("grads_emp_instate", instate)):
         columns[f"y{k}_{name}"] = pd.array(np.where(hidden, np.nan, values.reshape(-1)), dtype="Int64")
         columns[f"status_y{k}_{name}"] = status
-    columns[f"y{k}_grads_nme"] = pd.array(nme.reshape(-1), dtype="Int64")
-    columns[f"status_y{k}_grads_nme"] = np.where(present, STATUS_OK,
+    carried = present & with_nonemployed
+    columns[f"y{k}_grads_nme"] = pd.array(np.where(carried, nme.reshape(-1), np.nan), dtype="Int64")
+    columns[f"status_y{k}_grads_nme"] = np.where(carried, STATUS_OK,
                                                  STATUS_NOT_AVAILABLE).astype(np.int8)
     return columns
 
