@@ -159,7 +159,8 @@ def post_processing(store_path: Path, plan: ReleasePlan, cfg: ReleaseConfig,
                              record.input_fingerprints, recast_notes(recast_inputs, recasts),
                              None if record.dollars is None else record.dollars.as_dict(),
                              flows_accuracy, cell_statistics,
-                             employer_table, review)
+                             employer_table, review,
+                             ipeds_awards=None if ipeds is None else ipeds.awards)
     return ledger, cells, flows, manifest, lifetime.release_summary
 
 

@@ -116,7 +116,7 @@ Release {result.release_id} published: new epsilon {summary['new_epsilon']} \
 {summary['populations_measured']:,} populations, {summary['reused_measurements']:,} reused from \
 the store for {summary['populations_reused']:,} populations at zero epsilon); largest lifetime \
 epsilon of any population {summary['max_lifetime_epsilon']} of {summary['lifetime_epsilon_cap']}.{guarantee_line(summary)}{demo_line(summary)}{cell_statistics_line(summary)}
-  public files:    {out / 'public'}  (official: pseoe_all.csv, pseof_all.csv, pseo_all_institutions.csv, version_pseo.txt, state folders; pseoh_all.csv{'; pseoemp_all.csv' if (out / 'public' / 'pseoemp_all.csv').exists() else ''}; release_notes.html/.md)
+  public files:    {out / 'public'}  (as the Census Bureau distributes them: all/ with the official pseoe_all, pseof_all (.csv.gz unless [publication] format = "csv"), pseo_all_institutions.csv, pseo_all_partners.txt, version_pseo.txt and pseo-das's pseoh_all{', pseoemp_all' if any((out / 'public' / 'all').glob('pseoemp_all.csv*')) else ''}; one folder per state; release_notes.html/.md)
   internal files:  {out / 'internal'}  (release_summary.json, ledger.csv, lifetime_budget.csv, flows_state.csv, drb_report.html, manifest.json, config.json)
   privacy store:   {summary['store']}  (see it: pseo-das store show {summary['store']})
   audit run:       MLflow run {result.mlflow_run_id} in {result.tracking_uri}
@@ -980,9 +980,10 @@ def parser() -> argparse.ArgumentParser:
     verify.set_defaults(run=_verify_server)
 
     layout = sub.add_parser("validate-layout", parents=[common], help="check a release's public "
-                            "pseoe_all.csv and pseof_all.csv against the LEHD Public Use Schema "
-                            "V4.14 (exit 0 valid, 1 problems, 2 missing folder or file)")
-    layout.add_argument("public_dir", metavar="PUBLIC_DIR", help="the folder holding the files")
+                            "pseoe_all and pseof_all (.csv.gz or .csv) against the LEHD Public "
+                            "Use Schema V4.14 (exit 0 valid, 1 problems, 2 missing folder or file)")
+    layout.add_argument("public_dir", metavar="PUBLIC_DIR", help="the folder holding the files: "
+                        "a release's public/ (its all/ folder is read) or a folder of downloads")
     layout.set_defaults(run=_validate_layout)
     return main
 

@@ -16,7 +16,8 @@ from pydantic_core import PydanticCustomError
 from pseo_das.epsilon import (MAX_EPSILON, MAX_TOTAL_EPSILON, epsilon_range_problem,
                               epsilon_text, exact_epsilon)
 from pseo_das.errors import PseoDasError
-from pseo_das.schemas.codes import DEGREE_LEVELS
+from pseo_das.schemas.codes import DEGREE_LEVELS, STATE_FIPS
+from pseo_das.schemas.distribution import TableFormat
 from pseo_das.schemas.pseo_layout import published_percentiles
 
 DEFAULT_CONFIG_PATH = Path(__file__).with_name("default_config.toml")
@@ -279,6 +280,23 @@ class ReleaseSection(_Strict):
     require_review: bool = Field(default=False, exclude=True)
 
 
+class PublicationConfig(_Strict):
+    """How the public files are written (schemas/distribution.py): the data tables gzipped
+    as the Census Bureau distributes them (`csv.gz`) or plain CSV (`csv`)."""
+    format: TableFormat = TableFormat.CSV_GZ
+    xlsx: bool = True          # all/pseoe_all.xlsx, the labelled earnings file
+    # the partners files' data providers, by state FIPS code (pseo_[st]_partners.txt)
+    data_providers: dict[str, list[str]] = {}
+
+    @model_validator(mode="after")
+    def _states(self) -> "PublicationConfig":
+        unknown = sorted(set(self.data_providers) - set(STATE_FIPS))
+        if unknown:
+            raise ValueError(f"publication.data_providers: {', '.join(unknown)} not the 2-digit "
+                             "FIPS code of one of the 50 states or DC")
+        return self
+
+
 MOS_ACKNOWLEDGEMENT_KEY = "acknowledge_not_formally_dp"
 
 
@@ -374,6 +392,7 @@ class ReleaseConfig(_Strict):
     release: ReleaseSection = ReleaseSection()
     mos: MosConfig = MosConfig()
     employer_table: EmployerTableConfig = EmployerTableConfig()
+    publication: PublicationConfig = PublicationConfig()
 
     @model_serializer(mode="wrap")
     def _without_default_mos(self, handler):
@@ -384,6 +403,8 @@ class ReleaseConfig(_Strict):
             dumped.pop("mos", None)
         if self.employer_table == EmployerTableConfig():
             dumped.pop("employer_table", None)
+        if self.publication == PublicationConfig():
+            dumped.pop("publication", None)
         if self.privacy.max_degrees_per_person == 1 and isinstance(dumped.get("privacy"), dict):
             dumped["privacy"].pop("max_degrees_per_person", None)   # as before the bound existed
         return dumped

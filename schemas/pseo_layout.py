@@ -50,6 +50,7 @@ import pyarrow.csv as pa_csv
 
 import pseo_das
 from pseo_das.errors import PseoDasError
+from pseo_das.schemas.distribution import ALL_FOLDER, open_table, table_path
 
 SCHEMA_VERSION = "V4.14.0"
 SCHEMA_DIR = Path(pseo_das.__file__).parent / "reference" / "lehd-schema-v4.14.0"
@@ -278,23 +279,31 @@ class LayoutInputMissing(PseoDasError):
 
 
 def check_public_folder(folder: Path, note=None) -> LayoutReport:
-    """Check `pseoe_all.csv` and `pseof_all.csv` of `folder` against the schema. Raises
-    LayoutInputMissing when the folder or a file is missing. `note(message)`, if given,
-    is told each file's progress."""
+    """Check `pseoe_all` and `pseof_all` of `folder` against the schema: a release's public
+    folder (the files in its `all/` folder) or a folder holding them, each gzipped
+    (`pseoe_all.csv.gz`, as published) or plain CSV (schemas/distribution.py). Raises
+    LayoutInputMissing when the folder or a file is missing. `note(message)`, if given, is
+    told each file's progress. The report names the files as found (`pseoe_all.csv.gz`)."""
     folder = Path(folder)
     if not folder.is_dir():
         raise LayoutInputMissing(f"{folder}: no such folder")
-    missing = [p.file_name for p in Product if not (folder / p.file_name).is_file()]
+    paths, missing = {}, []
+    for product in Product:
+        try:
+            paths[product] = table_path(folder, product.file_name)
+        except FileNotFoundError:
+            missing.append(product.file_name)
     if missing:
         raise LayoutInputMissing(f"{folder}: missing {', '.join(missing)} (the official "
-                                 f"files are {', '.join(p.file_name for p in Product)})")
+                                 f"files are {', '.join(p.file_name for p in Product)}, "
+                                 f"gzipped or not, in {ALL_FOLDER}/ or the folder itself)")
     rows, problems = {}, []
     for product in Product:
-        count, found = check_file(folder / product.file_name, product, note)
-        rows[product.file_name] = count
+        count, found = check_file(paths[product], product, note)
+        rows[paths[product].name] = count
         problems += found
         if note is not None:
-            note(f"checked {product.file_name}: {count:,} rows, {len(found)} problem(s)")
+            note(f"checked {paths[product].name}: {count:,} rows, {len(found)} problem(s)")
     return LayoutReport(folder, rows, problems)
 
 
@@ -306,7 +315,7 @@ def check_file(path: Path, product: Product | str, note=None
     name = Path(path).name
     try:
         header = _header(path)
-    except (UnicodeDecodeError, csv.Error) as exc:
+    except (UnicodeDecodeError, csv.Error, OSError, EOFError) as exc:   # OSError: not gzip
         return 0, [LayoutProblem(name, ("*",), f"not a UTF-8 CSV file ({exc})", 0)]
     if header is None:
         return 0, [LayoutProblem(name, ("*",), "empty file: no header", 0)]
@@ -338,7 +347,7 @@ def check_file(path: Path, product: Product | str, note=None
 
 
 def _header(path: Path) -> list[str] | None:
-    with open(path, newline="", encoding="utf-8") as handle:
+    with open_table(path) as handle:
         return next(csv.reader(handle), None)
 
 
@@ -460,7 +469,7 @@ def repeated_rows(keys: np.ndarray) -> np.ndarray:
 
 def _widths(path: Path) -> np.ndarray:
     """The number of fields of every data row."""
-    with open(path, newline="", encoding="utf-8") as handle:
+    with open_table(path) as handle:
         reader = csv.reader(handle)
         next(reader, None)
         return np.fromiter((len(row) for row in reader), dtype=np.int64)

@@ -44,6 +44,14 @@ def tracking_uri(tmp_path) -> str:
     return f"sqlite:///{tmp_path / 'audit' / 'mlflow.db'}"
 
 
+def public_table(release: Path, name: str, folder: str | None = None) -> Path:
+    """A public file of a release by its CSV name (`pseoe_all.csv`, `pseof_co.csv`,
+    `version_pseo.txt` with `folder`), as published: in all/ or its state's folder,
+    gzipped (`.csv.gz`) or not (schemas/distribution.py). pandas reads either."""
+    from pseo_das.schemas.distribution import table_path
+    return table_path(Path(release) / "public", name, folder)
+
+
 def store_beside(tracking_uri: str) -> Path:
     """The tests' privacy store: a folder `store` beside the MLflow SQLite store."""
     return Path(tracking_uri.removeprefix("sqlite:///")).parent / "store"

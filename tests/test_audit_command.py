@@ -7,6 +7,7 @@ Uses the session's releases (conftest.py); tampering is done on copies of releas
 """
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import os
@@ -18,7 +19,7 @@ import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
-from conftest import SEED_A
+from conftest import SEED_A, public_table
 from pseo_das.cli import main
 from pseo_das.config import load_config
 from pseo_das.tasks.audit.replay import configuration_toml
@@ -119,10 +120,10 @@ def test_release_verifies_end_to_end_with_replay(releases, tmp_path, capsys, mon
 
 
 def test_tampered_public_file_fails_the_outputs_check_naming_the_file(release_copy, capsys):
-    pseoe = release_copy / "public" / "pseoe_all.csv"
-    lines = pseoe.read_bytes().split(b"\n")
+    pseoe = public_table(release_copy, "pseoe_all.csv")
+    lines = gzip.decompress(pseoe.read_bytes()).split(b"\n")
     lines[1] = lines[1][:-1] + (b"5" if lines[1][-1:] != b"5" else b"1")  # one status flag
-    pseoe.write_bytes(b"\n".join(lines))
+    pseoe.write_bytes(gzip.compress(b"\n".join(lines), mtime=0))
 
     code = run_audit(release_copy, "--no-replay", "--report", release_copy.parent / "report")
     printed = capsys.readouterr().out
@@ -130,13 +131,13 @@ def test_tampered_public_file_fails_the_outputs_check_naming_the_file(release_co
     assert code == 1, printed
     outputs = check_line(printed, "outputs")
     assert outputs.lstrip().startswith("[FAILED]")
-    assert "public/pseoe_all.csv" in findings_of(printed, "outputs")
+    assert "public/all/pseoe_all.csv.gz" in findings_of(printed, "outputs")
     assert "the file was changed after the release" in findings_of(printed, "outputs")
     assert findings_of(printed, "outputs").count("\n") == 0  # that file and nothing else
     assert check_line(printed, "ledger").lstrip().startswith("[PASSED]")
     assert "FAIL: 1 of 5 checks failed (outputs)." in printed
     report = (release_copy.parent / "report" / "audit_report.md").read_text()
-    assert "public/pseoe_all.csv" in report and report.startswith("# Audit of PSEO release 2026Q4-test: FAIL")
+    assert "public/all/pseoe_all.csv.gz" in report and report.startswith("# Audit of PSEO release 2026Q4-test: FAIL")
 
 
 def test_a_lifetime_budget_file_that_disagrees_with_the_store_fails_the_store_check(

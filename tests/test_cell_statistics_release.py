@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import SEED_A, run_release, store_beside
+from conftest import SEED_A, public_table, run_release, store_beside
 from pseo_das.config import ConfigError, ReleaseConfig, load_config
 from pseo_das.tasks.earnings.cell_statistics import measure_statistic
 from pseo_das.tasks.earnings.cell_statistics_plan import cell_statistics_questions
@@ -106,9 +106,9 @@ def mos_release(synthetic_dir, tmp_path_factory):
 @pytest.mark.slow
 def test_a_release_with_mos_publishes_pseom_with_honest_documentation(mos_release):
     root, uri = mos_release
-    public, internal = root / "r" / "public", root / "r" / "internal"
-    pseom = pd.read_csv(public / "pseom_all.csv", dtype=str)
-    pseoe = pd.read_csv(public / "pseoe_all.csv", dtype=str, nrows=1)
+    internal = root / "r" / "internal"
+    pseom = pd.read_csv(public_table(root / "r", "pseom_all.csv"), dtype=str)
+    pseoe = pd.read_csv(public_table(root / "r", "pseoe_all.csv"), dtype=str, nrows=1)
     identifiers = list(pseoe.columns[:12])
     assert list(pseom.columns[:12]) == identifiers
     assert (pseom["cip_level"] == "A").all() and (pseom["inst_level"] == "I").all()
@@ -147,7 +147,7 @@ def test_republish_rebuilds_pseom_from_the_store_alone(mos_release, tmp_path):
         main(["republish", "--store", str(store_beside(uri)), "--release", "MOS1",
               "--out", str(tmp_path / "again")])
     assert stop.value.code == 0
-    for name in ("public/pseom_all.csv", "internal/ledger.csv", "public/release_notes.md"):
+    for name in ("public/all/pseom_all.csv.gz", "internal/ledger.csv", "public/release_notes.md"):
         assert (tmp_path / "again" / name).read_bytes() == (root / "r" / name).read_bytes(), name
 
 
@@ -180,7 +180,7 @@ def test_a_second_release_reuses_the_stored_cell_statistics_at_zero_epsilon(
                        extra=("--config", str(root / "mos.toml")),
                        store=store_beside(uri)) == 0
     said = capsys.readouterr().out
-    for name in ("public/pseom_all.csv", "public/pseoe_all.csv"):
+    for name in ("public/all/pseom_all.csv.gz", "public/all/pseoe_all.csv.gz"):
         assert (root / "r2" / name).read_bytes() == (root / "r" / name).read_bytes(), name
     summary = json.loads((root / "r2" / "internal" / "release_summary.json").read_text())
     cells = summary["cell_statistics"]

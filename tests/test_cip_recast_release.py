@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import run_release, store_beside
+from conftest import run_release, store_beside, public_table
 from pseo_das.config import load_config
 from pseo_das.tasks.cip_recast.recast import RecastError, check_recastable, recast_context
 from pseo_das.tasks.cip_recast.recast_inputs import load_recast_inputs
@@ -39,10 +39,10 @@ def test_a_mixed_vintage_release_publishes_only_schema_cip_2020_codes(releases, 
     valid = set(zip(labels["cipcode"], labels["cip_level"]))
     root, _ = releases
     for name in ("pseoe_all.csv", "pseoh_all.csv", "pseof_all.csv"):
-        table = pd.read_csv(root / "a" / "public" / name, dtype=str)
+        table = pd.read_csv(public_table(root / "a", name), dtype=str)
         published = set(zip(table["cipcode"], table["cip_level"]))   # as the schema writes them
         assert published and published <= valid, (name, sorted(published - valid)[:5])
-    pseoe = pd.read_csv(root / "a" / "public" / "pseoe_all.csv", dtype=str)
+    pseoe = pd.read_csv(public_table(root / "a", "pseoe_all.csv"), dtype=str)
     assert not set(pseoe["cipcode"]) & {c[:5] for c in moved
                                         if c[:5] not in set(inputs.transitions(4)["cip2020"])}
 
@@ -170,7 +170,7 @@ def test_republish_recasts_a_release_published_as_measured(synthetic_dir, tmp_pa
                   "2026Q4-legacy", "--out", str(tmp_path / out)]
                  + (["--cip-vintage", vintage] if vintage else []))
         assert stop.value.code == 0
-    public = {name: pd.read_csv(tmp_path / name / "public" / "pseoe_all.csv", dtype=str)
+    public = {name: pd.read_csv(public_table(tmp_path / name, "pseoe_all.csv"), dtype=str)
               for name in ("legacy", "as-measured", "recast")}
     pd.testing.assert_frame_equal(public["recast"], public["legacy"])
     assert set(public["as-measured"]["cipcode"]) - set(public["recast"]["cipcode"])

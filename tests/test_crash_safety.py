@@ -80,7 +80,8 @@ def test_killed_release_resumes_to_the_same_bytes_without_spending_twice(
     assert rerun.returncode == 0, rerun.stdout[-3000:] + rerun.stderr[-3000:]
     assert store_rows(store) == spent_before  # nothing spent twice
     assert_absent_or_complete(out)
-    for name in ("pseoe_all.csv", "pseoh_all.csv", "pseof_all.csv", "release_notes.md"):
+    for name in ("all/pseoe_all.csv.gz", "all/pseoh_all.csv.gz", "all/pseof_all.csv.gz",
+                 "release_notes.md"):
         assert (out / "public" / name).read_bytes() == (root / "a" / "public" / name).read_bytes()
     assert not list(tmp_path.glob(".release.staging-*"))
 

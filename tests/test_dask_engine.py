@@ -89,7 +89,7 @@ def test_dask_and_local_releases_are_byte_identical(dataset, tmp_path, tracking_
         assert code == 0
         published[engine] = _digest(tmp_path / engine / "public")
     assert published["local"] == published["dask"]
-    assert any(name.endswith("pseof_all.csv") for name in published["dask"])
+    assert any(name.endswith("pseof_all.csv.gz") for name in published["dask"])
 
 
 def test_the_cell_statistics_moments_come_from_the_one_counting_pass_on_both_engines(dataset):

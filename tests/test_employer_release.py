@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import SEED_A, run_release
+from conftest import SEED_A, run_release, public_table
 from pseo_das.synth import write_synthetic
 
 pytestmark = pytest.mark.slow  # a real release
@@ -64,6 +64,6 @@ def test_a_release_measures_the_flows_with_smooth_laplace(tmp_path, tracking_uri
     summed = state.astype({"corrected_count": np.int64, "origin_total": np.int64}) \
         .groupby(keys).agg(corrected=("corrected_count", "sum"), target=("origin_total", "first"))
     assert (summed["corrected"] == summed["target"].clip(lower=0)).all()
-    pseof = pd.read_csv(out / "public" / "pseof_all.csv", dtype=str)
+    pseof = pd.read_csv(public_table(out, "pseof_all.csv"), dtype=str)
     values = pseof.filter(regex=r"^y\d+_grads").apply(pd.to_numeric).to_numpy(dtype=float)
     assert np.nanmin(values) >= 0

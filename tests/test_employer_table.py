@@ -14,7 +14,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import SEED_A, run_release, store_beside
+from conftest import SEED_A, run_release, store_beside, public_table
 from pseo_das.config import ConfigError, load_config
 from pseo_das.synth import write_synthetic
 from pseo_das.tasks.employment_flows.employer_table import employer_table_questions
@@ -183,7 +183,7 @@ def test_releases_publish_reuse_and_remeasure_the_table(tmp_path, tracking_uri):
     extra = ("--config", str(settings))
     first, second, third = tmp_path / "r1", tmp_path / "r2", tmp_path / "r3"
     assert run_release(partial, first, SEED_A, tracking_uri, "2026Q4-a", extra) == 0
-    table = pd.read_csv(first / "public" / "pseoemp_all.csv", dtype=str)
+    table = pd.read_csv(public_table(first, "pseoemp_all.csv"), dtype=str)
     assert list(table.columns) == ["grad_cohort", "geo_level", "geography", "ind_level",
                                    "industry", "y1_grads_emp", "y5_grads_emp", "y10_grads_emp",
                                    "status_y1_grads_emp", "status_y5_grads_emp",
@@ -223,7 +223,7 @@ def test_releases_publish_reuse_and_remeasure_the_table(tmp_path, tracking_uri):
         assert "covering pseoemp_all.csv; pseoe_all.csv, pseoh_all.csv, pseof_all.csv" in document
         assert "are measured for the graduates only" in document
     manifest = json.loads((first / "internal" / "manifest.json").read_text())
-    assert "public/pseoemp_all.csv" in json.dumps(manifest)
+    assert "public/all/pseoemp_all.csv.gz" in json.dumps(manifest)
     # each population is charged the table's 0.5 once per years-after it is observed
     spent = _lifetime(first)
     assert spent["this_release"].max() == Fraction(9)   # 3 x (1 + 1.5 + 0.5)
@@ -233,8 +233,8 @@ def test_releases_publish_reuse_and_remeasure_the_table(tmp_path, tracking_uri):
     assert run_release(partial, second, None, tracking_uri, "2026Q4-b", extra) == 0
     summary = json.loads((second / "internal" / "release_summary.json").read_text())
     assert summary["new_epsilon"] == "0" and summary["new_measurements"] == 0
-    assert (second / "public" / "pseoemp_all.csv").read_bytes() == \
-        (first / "public" / "pseoemp_all.csv").read_bytes()
+    assert public_table(second, "pseoemp_all.csv").read_bytes() == \
+        public_table(first, "pseoemp_all.csv").read_bytes()
 
     # new populations in the first cohort(s): those cohorts' tables are other questions,
     # charged to every population of the cohort (0.5 per years-after); others are reused
@@ -250,7 +250,7 @@ def test_releases_publish_reuse_and_remeasure_the_table(tmp_path, tracking_uri):
     assert len(charged) and set(charged["grad_cohort"]) <= its_cohorts
     assert set(charged["this_release"]) <= {Fraction(1, 2), Fraction(1), Fraction(3, 2)}
     assert (others.loc[~others["grad_cohort"].isin(its_cohorts), "this_release"] == 0).all()
-    changed = pd.read_csv(third / "public" / "pseoemp_all.csv", dtype=str)
+    changed = pd.read_csv(public_table(third, "pseoemp_all.csv"), dtype=str)
     kept = table[~table["grad_cohort"].isin(sorted(its_cohorts) + ["0000"])]
     assert len(kept) and kept.reset_index(drop=True).equals(
         changed[changed["grad_cohort"].isin(set(kept["grad_cohort"]))].reset_index(drop=True))

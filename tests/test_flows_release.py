@@ -5,6 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from conftest import public_table
 from pseo_das.config import load_config
 from pseo_das.schemas.codes import DIVISION_OF_STATE, NONEMPLOYED_INDUSTRY
 from pseo_das.schemas.pseo_layout import Product, check_public_folder, layout
@@ -23,7 +24,7 @@ DESTINATION = ["geo_level", "geography", "ind_level", "industry"]
 @pytest.fixture(scope="module")
 def published(releases):
     root, _ = releases
-    pseof = pd.read_csv(root / "a" / "public" / "pseof_all.csv", dtype=TEXT)
+    pseof = pd.read_csv(public_table(root / "a", "pseof_all.csv"), dtype=TEXT)
     pseof = pseof.astype({c: "Int64" for c in pseof.columns if c.startswith("y")})
     state = pd.read_csv(root / "a" / "internal" / "flows_state.csv", dtype=TEXT)
     return pseof, state.assign(grad_cohort=state["grad_cohort"].str.zfill(4))
@@ -275,7 +276,7 @@ def test_appendix_flows_erase_the_non_employed(appendix_state, true_national):
     """The failure the default corrects, on the same data: the appendix's procedure as
     written removes most non-employed graduates and overstates the employed."""
     *_, release = appendix_state
-    pseof = pd.read_csv(release / "public" / "pseof_all.csv", dtype=TEXT)
+    pseof = pd.read_csv(public_table(release, "pseof_all.csv"), dtype=TEXT)
     pseof = pseof.astype({c: "Int64" for c in pseof.columns if c.startswith("y")})
     for k, acc in national_accuracy(pseof, true_national).items():
         assert acc["not_employed"] < -0.5 and acc["employed"] > 0.2, (k, acc)
@@ -353,9 +354,8 @@ def test_grads_emp_and_grads_earn_consistency_recomputed_from_the_published_file
     grads_emp - grads_earn equal a recomputation from pseoe_all.csv and pseof_all.csv, and
     the standard deviation the noise implies is of the size observed."""
     root, _ = releases
-    public = root / "a" / "public"
-    pseoe = pd.read_csv(public / "pseoe_all.csv", dtype=str)
-    pseof = pd.read_csv(public / "pseof_all.csv", dtype=str)
+    pseoe = pd.read_csv(public_table(root / "a", "pseoe_all.csv"), dtype=str)
+    pseof = pd.read_csv(public_table(root / "a", "pseof_all.csv"), dtype=str)
     keys = ["institution", "degree_level", "grad_cohort"]
 
     def all_fields(frame):

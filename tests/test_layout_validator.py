@@ -331,6 +331,23 @@ def test_measures_are_integers_and_counts_not_negative(valid, column, value):
 
 # --- the folder and the command ------------------------------------------------------------
 
+def test_the_files_gzipped_in_the_all_folder_are_read_as_published(valid, tmp_path):
+    """A release's public folder as distributed (all/pseoe_all.csv.gz, ...) is checked as
+    the plain files are: the same rows, the same problems, named by the published files."""
+    import gzip
+    public = tmp_path / "release" / "public"
+    (public / "all").mkdir(parents=True)
+    for name in (PSEOE, PSEOF):
+        (public / "all" / f"{name}.gz").write_bytes(gzip.compress((valid / name).read_bytes()))
+    report = check_public_folder(public)
+    assert report.ok and report.rows == {f"{PSEOE}.gz": 12 * 4, f"{PSEOF}.gz": 32 * 4}
+    _corrupt(valid, PSEOF, lambda f: f["geo_level"] == "D", "geography", "01")
+    (public / "all" / f"{PSEOF}.gz").write_bytes(gzip.compress((valid / PSEOF).read_bytes()))
+    assert {p.file for p in check_public_folder(public).problems} == {f"{PSEOF}.gz"}
+    (public / "all" / f"{PSEOE}.gz").write_bytes(b"not gzip")
+    assert any("not a UTF-8 CSV" in p.rule for p in check_public_folder(public).problems)
+
+
 def test_a_missing_file_or_folder_is_refused(tmp_path, valid):
     with pytest.raises(LayoutInputMissing, match="no such folder"):
         check_public_folder(tmp_path / "nowhere")

@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from conftest import SEED_A, run_release, store_beside
+from conftest import SEED_A, run_release, store_beside, public_table
 from pseo_das.config import load_config
 from pseo_das.tasks.inputs.cells import cell_frame, cohort_attributes
 from pseo_das.tasks.inputs.ingest import read_inputs
@@ -291,8 +291,8 @@ def test_a_second_release_spends_nothing_and_publishes_the_same_numbers(releases
     assert second["new_epsilon"] == "0" and second["new_measurements"] == 0
     assert second["reused_measurements"] == first["new_measurements"]
     for name in ("pseoe_all.csv", "pseoh_all.csv", "pseof_all.csv"):
-        assert (root / "a" / "public" / name).read_bytes() == \
-            (root / "a_next" / "public" / name).read_bytes(), name
+        assert public_table(root / "a", name).read_bytes() == \
+            public_table(root / "a_next", name).read_bytes(), name
     lifetime = pd.read_csv(root / "a_next" / "internal" / "lifetime_budget.csv", dtype=str)
     assert set(lifetime["this_release"]) == {"0"} and lifetime["after"].map(Fraction).max() == 7.5
     assert "is a rerun of attempt 1" in (root / "a_again" / "internal" / "drb_report.md").read_text()
@@ -388,7 +388,8 @@ def republish_beside_a_running_release(store: Path, tmp_path: Path, capsys) -> N
     running = tmp_path / "running"
     with destination_lock(running):          # as `pseo-das release --out running` holds it
         staging = new_staging(running)
-        (staging / "public" / "pseoe_all.csv").write_text("being written\n")
+        being_written = staging / "public" / "all" / "pseoe_all.csv.gz"
+        being_written.write_text("being written\n")
         for out, says in [(running, f"the release folder {running} is in use by pseo-das (pid"),
                           (tmp_path / "runn*", "may not contain *, ?, [ (glob characters)"),
                           (tmp_path / "r?nning", "may not contain *, ?, [ (glob characters)")]:
@@ -397,7 +398,7 @@ def republish_beside_a_running_release(store: Path, tmp_path: Path, capsys) -> N
             err = capsys.readouterr().err
             assert stop.value.code == 2 and says in err, err
             assert "pseo-das republish: FAILED, nothing was written." in err
-            assert (staging / "public" / "pseoe_all.csv").read_text() == "being written\n"
+            assert being_written.read_text() == "being written\n"
         assert not running.exists()
 
 
@@ -425,7 +426,7 @@ def test_a_release_whose_cohorts_reach_only_one_year_after(synthetic_dir, tmp_pa
         .to_parquet(data / "outcomes.parquet", index=False)
     assert run_release(data, tmp_path / "r", SEED_A, tracking_uri, "R1") == 0
     assert _summary(tmp_path / "r")["new_epsilon"] == "2.5"  # 1-year earnings 1 + flows 1.5
-    pseoe = pd.read_csv(tmp_path / "r" / "public" / "pseoe_all.csv", dtype=str)
+    pseoe = pd.read_csv(public_table(tmp_path / "r", "pseoe_all.csv"), dtype=str)
     restricted = (pseoe["cip_level"] == "4") & pseoe["degree_level"].isin(["07", "17"])
     assert (pseoe.loc[restricted, "status_y5_earnings"] == "5").all()   # the schema's rule
     observed = pseoe[~restricted]

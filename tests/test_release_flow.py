@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import SEED_A, SEED_B, run_release
+from conftest import SEED_A, SEED_B, run_release, public_table
 from pseo_das.tasks.privacy.release_seed import seed_sha256
 from pseo_das.config import load_config
 from pseo_das.schemas.outputs import pseoh_schema
@@ -20,8 +20,9 @@ from pseo_das.schemas.pseo_layout import Product, check_public_folder, layout
 pytestmark = pytest.mark.slow  # system tests: real releases (make test-fast leaves them out)
 
 CFG = load_config()
-PUBLIC_FILES = ["pseo_all_institutions.csv", "pseoe_all.csv", "pseof_all.csv", "pseoh_all.csv",
-                "release_notes.html", "release_notes.md", "version_pseo.txt"]
+PUBLIC_FILES = ["release_notes.html", "release_notes.md"]
+ALL_FILES = ["pseo_all_institutions.csv", "pseo_all_partners.txt", "pseoe_all.csv.gz",
+             "pseof_all.csv.gz", "pseoh_all.csv.gz", "version_pseo.txt"]
 STATE_FOLDERS = ["co", "mi", "tx", "va", "wi"]   # the synthetic institutions' states
 IDENTIFIERS = list(layout(Product.PSEOE).identifiers)
 TEXT_COLUMNS = {c: str for c in IDENTIFIERS} | {"agg_level_pseo": np.int64,
@@ -43,22 +44,26 @@ def test_outputs_exist_and_pass_output_schemas(releases):
     release = root / "a"
     public = release / "public"
     assert sorted(p.name for p in public.iterdir() if p.is_file()) == PUBLIC_FILES
-    assert sorted(p.name for p in public.iterdir() if p.is_dir()) == STATE_FOLDERS
-    assert (public / "version_pseo.txt").read_text().startswith(
-        "PSEOE ALL 00 2001-")                            # release 2026Q4-test: quarter 2026Q4
+    assert sorted(p.name for p in public.iterdir() if p.is_dir()) == ["all"] + STATE_FOLDERS
+    assert sorted(p.name for p in (public / "all").iterdir()) == ALL_FILES
+    versions = (public / "all" / "version_pseo.txt").read_text()
+    assert versions.startswith("PSEOE CO 08 2001-")      # release 2026Q4-test: quarter 2026Q4
+    assert versions == "".join((public / st / "version_pseo.txt").read_text()
+                               for st in STATE_FOLDERS)   # all/ consolidates the state files
     assert sorted(p.name for p in (public / "co").iterdir()) == [
-        "pseo_co_institutions.csv", "pseoe_co.csv", "pseof_co.csv", "version_pseo.txt"]
+        "pseo_co_institutions.csv", "pseo_co_partners.txt", "pseoe_co.csv.gz", "pseof_co.csv.gz",
+        "version_pseo.txt"]
     for product in ("pseoe", "pseof"):   # every row of the _all file in exactly one state file
-        rows = sum(len(pd.read_csv(public / st / f"{product}_{st}.csv", usecols=[0]))
+        rows = sum(len(pd.read_csv(public_table(release, f"{product}_{st}.csv"), usecols=[0]))
                    for st in STATE_FOLDERS)
-        assert rows == len(pd.read_csv(public / f"{product}_all.csv", usecols=[0]))
+        assert rows == len(pd.read_csv(public_table(release, f"{product}_all.csv"), usecols=[0]))
     assert sorted(p.name for p in (release / "internal").iterdir()) == \
         ["config.json", "drb_report.html", "drb_report.md", "flows_state.csv", "ledger.csv",
          "lifetime_budget.csv", "manifest.json", "release_summary.json"]
     report = check_public_folder(release / "public")
     assert report.ok, "\n".join(map(str, report.problems))
-    pseoe = read_pseoe(release / "public" / "pseoe_all.csv")
-    pseoh = read_pseoh(release / "public" / "pseoh_all.csv")
+    pseoe = read_pseoe(public_table(release, "pseoe_all.csv"))
+    pseoh = read_pseoh(public_table(release, "pseoh_all.csv"))
     pseoh_schema().validate(pseoh, lazy=True)
     assert set(pseoe["inst_level"]) == {"I", "S"} and set(pseoe["cip_level"]) == {"A", "2", "4"}
     assert "0000" in set(pseoe["grad_cohort"])
@@ -87,8 +92,8 @@ def hand_percentile(q: list[int], lower: list[int], upper: list[int], y: int) ->
 
 def test_published_percentiles_recompute_by_hand_from_published_histograms(releases):
     root, _ = releases
-    pseoe = read_pseoe(root / "a" / "public" / "pseoe_all.csv")
-    pseoh = read_pseoh(root / "a" / "public" / "pseoh_all.csv")
+    pseoe = read_pseoe(public_table(root / "a", "pseoe_all.csv"))
+    pseoh = read_pseoh(public_table(root / "a", "pseoh_all.csv"))
     ids = IDENTIFIERS
     histograms = {key: group.sort_values("bin") for key, group in pseoh.groupby(ids + ["years_after"])}
     checked = 0
@@ -126,10 +131,10 @@ def test_the_notes_state_both_dollar_years_and_the_cpi_values(releases):
 
 def test_same_seed_same_bytes_other_seed_other_bytes(releases):
     root, _ = releases
-    for name in PUBLIC_FILES:
+    for name in PUBLIC_FILES + [f"all/{name}" for name in ALL_FILES]:   # gzip: fixed header
         assert (root / "a" / "public" / name).read_bytes() == (root / "a_again" / "public" / name).read_bytes(), name
     for name in ("pseoe_all.csv", "pseoh_all.csv"):
-        assert (root / "a" / "public" / name).read_bytes() != (root / "b" / "public" / name).read_bytes()
+        assert public_table(root / "a", name).read_bytes() != public_table(root / "b", name).read_bytes()
 
 
 def test_seed_is_never_published_only_its_hash(releases):
@@ -202,16 +207,18 @@ def test_mlflow_run_has_the_audit_trail(releases):
     assert metrics["cells.suppressed"] > 0
     for name, digest in manifest["files"].items():
         assert run.data.tags[f"output_sha256.{name}"] == digest
-    artifacts = {a.path for folder in ("internal", "public") for a in client.list_artifacts(run_id, folder)}
+    artifacts = {a.path for folder in ("internal", "public", "public/all")
+                 for a in client.list_artifacts(run_id, folder)}
     assert {"internal/ledger.csv", "internal/drb_report.html", "internal/manifest.json",
-            "internal/config.json", "public/pseoe_all.csv", "public/release_notes.html"} <= artifacts
+            "internal/config.json", "public/all/pseoe_all.csv.gz",
+            "public/release_notes.html"} <= artifacts
 
 
 def test_existing_destination_is_refused(releases, synthetic_dir):
     root, uri = releases
-    before = (root / "a" / "public" / "pseoe_all.csv").read_bytes()
+    before = public_table(root / "a", "pseoe_all.csv").read_bytes()
     assert run_release(synthetic_dir, root / "a", SEED_B, uri) == 2
-    assert (root / "a" / "public" / "pseoe_all.csv").read_bytes() == before
+    assert public_table(root / "a", "pseoe_all.csv").read_bytes() == before
 
 
 def test_configured_cip_levels_and_budget_cap(synthetic_dir, tmp_path, tracking_uri, capsys):
@@ -302,7 +309,7 @@ def test_the_readme_consumer_script_finds_rows(releases, tmp_path):
     done = subprocess.run([sys.executable, str(tmp_path / "consumer.py"),
                            str(root / "a" / "public")], capture_output=True, text=True, check=True)
     found = int(done.stdout.split()[0])
-    pseoe = pd.read_csv(root / "a" / "public" / "pseoe_all.csv", dtype=str)
+    pseoe = pd.read_csv(public_table(root / "a", "pseoe_all.csv"), dtype=str)
     assert found == ((pseoe["agg_level_pseo"] == "38") & (pseoe["status_y1_earnings"] == "1")).sum()
     assert found > 0
 
@@ -322,7 +329,7 @@ def test_an_independent_check_against_the_schema_label_files(releases):
     states = set(label("label_fipsnum.csv").query("geo_level == 'S'")["geography"])
     root, _ = releases
     for product in ("pseoe", "pseof"):
-        published = pd.read_csv(root / "a" / "public" / f"{product}_all.csv", dtype=str,
+        published = pd.read_csv(public_table(root / "a", f"{product}_all.csv"), dtype=str,
                                 keep_default_na=False)
         variables = label(f"variables_{product}.csv")
         assert list(published.columns) == (list(label("lehd_identifiers_pseo.csv")["Variable"])

@@ -11,7 +11,7 @@ from pathlib import Path
 import mlflow
 import pytest
 
-from conftest import run_release, store_beside
+from conftest import run_release, store_beside, public_table
 from pseo_das.cli import main
 from pseo_das.tasks.inputs.ingest import sha256_file
 from pseo_das.tasks.publication.release_files import fingerprints
@@ -56,9 +56,9 @@ def test_hold_approve_publish_publishes_exactly_the_staged_bytes(tiny, capsys):
     assert hold(tiny, "R1") == 0
     staged = store / "review" / "R1-1"
     assert not (root / "R1").exists()                       # nothing public
-    assert (staged / "public" / "pseoe_all.csv").is_file()
+    assert public_table(staged, "pseoe_all.csv").is_file()
     drb = (staged / "internal" / "drb_report.md").read_text()
-    assert "## Decision requested" in drb and "public/pseoe_all.csv" in drb
+    assert "## Decision requested" in drb and "public/all/pseoe_all.csv.gz" in drb
     held = tree(staged)
 
     capsys.readouterr()
@@ -77,11 +77,11 @@ def test_hold_approve_publish_publishes_exactly_the_staged_bytes(tiny, capsys):
                store) == 2                                  # decided once
     assert "already approved" in capsys.readouterr().err
 
-    table = staged / "public" / "pseoe_all.csv"
+    table = public_table(staged, "pseoe_all.csv")
     cleared = table.read_bytes()
-    table.write_bytes(cleared.replace(b"\n", b"\r\n", 1))   # changed after the approval
+    table.write_bytes(cleared + b"\n")                      # changed after the approval
     assert cli("publish", "R1", "--out", root / "R1", "--store", store) == 2
-    assert "files changed since the release was staged (public/pseoe_all.csv)" in \
+    assert "files changed since the release was staged (public/all/pseoe_all.csv.gz)" in \
         capsys.readouterr().err
     table.write_bytes(cleared)
     assert cli("publish", "R1", "--out", root / "R1", "--store", store) == 0

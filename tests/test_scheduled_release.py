@@ -1,6 +1,8 @@
 """The scheduled quarterly release: its deployment, and a rerun of a scheduled run."""
 from __future__ import annotations
 
+from conftest import public_table
+
 from datetime import datetime
 
 import pytest
@@ -40,7 +42,7 @@ def test_a_rerun_of_a_scheduled_release_spends_nothing(synthetic_dir, tmp_path):
     assert again["already_published"]
     assert store.spends().equals(spent) and len(store.attempts("2027Q1")) == 1
     store.close()
-    assert (tmp_path / "releases" / "2027Q1" / "public" / "pseof_all.csv").exists()
+    assert public_table(tmp_path / "releases" / "2027Q1", "pseof_all.csv").exists()
     # The rerun is recorded as a child of the run that published, without the seed again.
     from mlflow.tracking import MlflowClient
     rerun = MlflowClient(tracking_uri=uri).get_run(again["mlflow_run_id"]).data

@@ -34,7 +34,7 @@ EXPERIMENT = "pseo-das quarterly release"
 DEFAULT_AUDIT_DIR = Path("audit")
 # Large tables (the state flows, the flows files, the histograms) stay with the release;
 # the run carries their SHA-256 (tags).
-NOT_COPIED_TO_MLFLOW = re.compile(r"flows_state\.csv|pseof_\w+\.csv|pseoh_\w+\.csv")
+NOT_COPIED_TO_MLFLOW = re.compile(r"flows_state\.csv|(pseof|pseoh)_\w+\.(csv|csv\.gz|xlsx)")
 
 
 def default_tracking_uri() -> str:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from itertools import zip_longest
 from pathlib import Path
 
+from pseo_das.schemas.distribution import open_bytes
 from pseo_das.errors import PseoDasError
 from pseo_das.config import load_config
 from pseo_das.tasks.audit.audit_target import AuditedRelease
@@ -121,8 +122,9 @@ def plan_replay(release: AuditedRelease, locations: InputLocations, workdir: Pat
 
 
 def first_difference(a: Path, b: Path) -> str:
-    """Where two files first differ: the first line that is not the same."""
-    with open(a, "rb") as fa, open(b, "rb") as fb:
+    """Where two files first differ: the first line that is not the same (of the CSV text
+    of a gzipped table)."""
+    with open_bytes(a) as fa, open_bytes(b) as fb:
         for number, (la, lb) in enumerate(zip_longest(fa, fb), start=1):
             if la != lb:
                 if la is None or lb is None:

@@ -15,12 +15,14 @@ import pandas as pd
 
 from pseo_das.errors import EXIT_CHECK_FAILED, PseoDasError
 from pseo_das.config import ReleaseConfig
+from pseo_das.schemas.distribution import (ALL_FOLDER, TableFormat, published_name,
+                                           published_table)
 from pseo_das.schemas.pseo_layout import SCHEMA_VERSION, Product, check_public_folder
 from pseo_das.tasks.earnings.earnings_tables import institution_states
 from pseo_das.tasks.inputs.cells import CIP_2020
 from pseo_das.tasks.publication.employer_context import employer_context
 from pseo_das.tasks.publication.flows_files import PseofWritten, write_flows_state, write_pseof
-from pseo_das.tasks.publication.metadata_files import (INSTITUTIONS_FILE_NAME, VERSION_FILE_NAME,
+from pseo_das.tasks.publication.metadata_files import (ALL_INSTITUTIONS, ALL_VERSION,
                                                        official_folder_files, row_states)
 from pseo_das.version import package_versions
 from pseo_das.tasks.publication.document_context import (HISTOGRAMS_FILE, flows_context,
@@ -44,6 +46,7 @@ from pseo_das.tasks.employment_flows.employer_table import NoisyEmployerTable
 from pseo_das.tasks.publication.employer_table_file import (EMPLOYER_TABLE_FILE,
                                                             checked_employer_table_file,
                                                             employer_table_context)
+from pseo_das.tasks.publication.labelled_workbook import write_release_workbook
 from pseo_das.tasks.publication.review_request import ReviewRequest, decision_request
 from pseo_das.tasks.publication.release_files import fingerprints, write_code_table, write_csv, write_manifest
 
@@ -70,8 +73,10 @@ class ReleaseCheckFailed(PseoDasError, RuntimeError):
     exit_code = EXIT_CHECK_FAILED
 
 
-def write_folder_files(public: Path, files: dict[str, pd.DataFrame | str]) -> None:
-    """The metadata and per-state files, by path relative to the public folder."""
+def write_folder_files(public: Path, files: dict[str, pd.DataFrame | str],
+                       table_format: TableFormat) -> None:
+    """The metadata and per-state files, by path relative to the public folder (the data
+    tables by their CSV names, written in `table_format`)."""
     started = time.perf_counter()
     for name, content in files.items():
         path = public / name
@@ -84,14 +89,14 @@ def write_folder_files(public: Path, files: dict[str, pd.DataFrame | str]) -> No
         elif name.endswith("_institutions.csv"):
             write_csv(content, path)        # names may hold commas: quoted as CSV needs
         else:
-            write_code_table(content, path)
+            write_code_table(content, path.with_name(published_name(path.name, table_format)))
 
 
 def metadata_summary(files: dict[str, pd.DataFrame | str]) -> dict:
     """What the release notes say about the metadata and per-state files."""
-    return {"states": sorted({name.split("/")[0] for name in files if "/" in name}),
-            "version": files.get(VERSION_FILE_NAME),
-            "institutions": len(files[INSTITUTIONS_FILE_NAME])}
+    return {"states": sorted({name.split("/")[0] for name in files} - {ALL_FOLDER}),
+            "version": files.get(ALL_VERSION),
+            "institutions": len(files[ALL_INSTITUTIONS])}
 
 
 def official_layout_check(public: Path, cip_vintage: str) -> dict:
@@ -201,8 +206,9 @@ def write_flows_files(staging: Path, cfg: ReleaseConfig, flows: FlowsRelease,
         state_rows = beside(write_flows_state, internal / "flows_state.csv", flows, flows_checks)
         institution_state = institution_states(tables)
         pseof = write_pseof(public, flows, institution_state,
-                            set(row_states(pseoe, institution_state)), flows_checks)
-        progress(f"wrote {Product.PSEOF.file_name} ({pseof.rows[Product.PSEOF.file_name]:,} rows)"
+                            set(row_states(pseoe, institution_state)), flows_checks,
+                            cfg.publication.format)
+        progress(f"wrote {Product.PSEOF.file_name} ({pseof.all_rows:,} rows)"
                  f" and {len(pseof.rows) - 1} state copies, internal/flows_state.csv "
                  f"({state_rows.result():,} rows) ({time.perf_counter() - started:.1f} s)")
     return FlowsFiles(pseof, flows_checks.results(), flows_context(cfg, flows))
@@ -224,19 +230,21 @@ def write_release(staging: Path, identity: ReleaseIdentity, cfg: ReleaseConfig,
                   dollars: dict | None, flows_accuracy: dict,
                   cell_statistics: NoisyCellStatistics | None = None,
                   employer_table: NoisyEmployerTable | None = None,
-                  review: ReviewRequest | None = None) -> dict[str, str]:
+                  review: ReviewRequest | None = None,
+                  ipeds_awards: pd.DataFrame | None = None) -> dict[str, str]:
     """Write every other file of the release into `staging` (the flows files are written:
     `flows_files`; `flows` may have released its tables); return the manifest.
     `flows_accuracy`: `release_flows_accuracy`'s simulation of the published flows;
     `cell_statistics`: the optional pseom_all.csv's noisy values (README, "Cell statistics");
-    `review`: the release is held for review (the DRB report says what is to be cleared).
+    `review`: the release is held for review (the DRB report says what is to be cleared);
+    `ipeds_awards`: the IPEDS completions of the IPEDS counts (the partners files' coverage).
     The official files are checked in a second thread while the documents are made; it
     has finished when this returns or raises."""
     with second_thread() as beside:
         return _write_release(beside, staging, identity, cfg, ledger, tables, pseoe, pseoh,
                               cells, flows, flows_files, lifetime, checks, input_fingerprints,
                               cip_recast, dollars, flows_accuracy, cell_statistics,
-                              employer_table, review)
+                              employer_table, review, ipeds_awards)
 
 
 def _write_release(beside, staging: Path, identity: ReleaseIdentity, cfg: ReleaseConfig,
@@ -247,23 +255,28 @@ def _write_release(beside, staging: Path, identity: ReleaseIdentity, cfg: Releas
                    dollars: dict | None, flows_accuracy: dict,
                    cell_statistics: NoisyCellStatistics | None,
                    employer_table: NoisyEmployerTable | None = None,
-                   review: ReviewRequest | None = None) -> dict[str, str]:
+                   review: ReviewRequest | None = None,
+                   ipeds_awards: pd.DataFrame | None = None) -> dict[str, str]:
     public, internal = staging / "public", staging / "internal"
     started = time.perf_counter()
 
     def done(what: str) -> None:
         progress(f"{what} ({time.perf_counter() - started:.1f} s into writing the release)")
 
-    write_code_table(pseoe, public / Product.PSEOE.file_name)
-    write_code_table(pseoh, public / HISTOGRAMS_FILE)
+    table_format = cfg.publication.format
+    write_code_table(pseoe, published_table(public, Product.PSEOE.file_name, table_format))
+    write_code_table(pseoh, published_table(public, HISTOGRAMS_FILE, table_format))
     done(f"wrote {Product.PSEOE.file_name} ({len(pseoe):,} rows) and {HISTOGRAMS_FILE}")
     pseof = flows_files.pseof
     metadata = official_folder_files(pseoe, pseof.cohorts, institution_states(tables),
-                                     identity.release_id)
-    write_folder_files(public, metadata)
+                                     identity.release_id, ipeds_awards,
+                                     cfg.publication.data_providers)
+    write_folder_files(public, metadata, table_format)
     done(f"wrote the institutions, version and {len(metadata) - 1} other state folder files")
     # the files are read back and checked on the other core while the documents are made
     layout_check = beside(official_layout_check, public, cip_recast["published_vintage"])
+    workbook = beside(write_release_workbook, public, identity.release_id) \
+        if cfg.publication.xlsx else None
     context = release_context(cfg, ledger, tables, cells, release_id=identity.release_id,
                               code_version=identity.code_version,
                               seed_sha256=identity.seed_sha256,
@@ -285,7 +298,7 @@ def _write_release(beside, staging: Path, identity: ReleaseIdentity, cfg: Releas
     if cell_statistics is not None:
         factor = float(DollarYears(**dollars).factor) if dollars else 1.0
         pseom = cell_statistics_table(cell_statistics, factor)
-        write_code_table(pseom, public / CELL_STATISTICS_FILE)
+        write_code_table(pseom, published_table(public, CELL_STATISTICS_FILE, table_format))
         done(f"wrote {CELL_STATISTICS_FILE} ({len(pseom):,} rows)")
         context["cell_statistics"] = cell_statistics_context(
             cell_statistics, pseom, factor, dollars["publication_year"] if dollars else None)
@@ -293,7 +306,7 @@ def _write_release(beside, staging: Path, identity: ReleaseIdentity, cfg: Releas
     if employer_table is not None:   # the optional employer-side table, pseoemp_all.csv
         pseoemp, check = checked_employer_table_file(employer_table, cfg.cells.years_after)
         checks = checks + [check]
-        write_code_table(pseoemp, public / EMPLOYER_TABLE_FILE)
+        write_code_table(pseoemp, published_table(public, EMPLOYER_TABLE_FILE, table_format))
         done(f"wrote {EMPLOYER_TABLE_FILE} ({len(pseoemp):,} rows)")
         context["employer_table"] = employer_table_context(cfg, employer_table, len(pseoemp))
     write_release_notes(public, render_markdown("release_notes.md.j2", context),
@@ -305,6 +318,8 @@ def _write_release(beside, staging: Path, identity: ReleaseIdentity, cfg: Releas
     (internal / "release_summary.json").write_text(
         json.dumps(lifetime.release_summary, indent=2) + "\n")
     (internal / "config.json").write_text(json.dumps(cfg.model_dump(mode="json"), indent=2) + "\n")
+    if workbook is not None:
+        done(f"wrote {workbook.result().relative_to(public)}")
     written = fingerprints(staging)      # every file but the DRB report and the manifest
     accuracy = release_accuracy(cfg, tables, bytes.fromhex(identity.seed_sha256))
     checks = stop_on_failed_checks(checks + [layout_check.result()] + flows.checks

@@ -16,6 +16,7 @@ import pandas as pd
 import pyarrow as pa
 
 from pseo_das.schemas.codes import STATE_POSTAL
+from pseo_das.schemas.distribution import ALL_FOLDER, TableFormat, published_name
 from pseo_das.schemas.pseo_layout import Product, layout
 from pseo_das.tasks import progress
 from pseo_das.tasks.employment_flows.division_flows import (FLOWS_STATE_COLUMNS, FlowsRelease,
@@ -35,6 +36,11 @@ class PseofWritten:
     cohorts: dict[str, pd.DataFrame]     # ALL_STATES or state FIPS -> grad_cohort values
     national_rows: pd.DataFrame          # all-fields institution cells by cohort, nation, all industries
 
+    @property
+    def all_rows(self) -> int:
+        """The rows of all/pseof_all (the first file of `rows`)."""
+        return next(iter(self.rows.values()))
+
 
 STATE_ROWS_BLOCK_CELLS = 4096   # origin cells of flows_state.csv built at a time
 
@@ -53,12 +59,14 @@ def write_flows_state(path: Path, flows: FlowsRelease, checks: PublishedFlowsChe
 
 
 def write_pseof(public: Path, flows: FlowsRelease, institution_state: Mapping[str, str],
-                states: set[str], checks: PublishedFlowsChecks) -> PseofWritten:
-    """pseof_all.csv and `[st]/pseof_[st].csv` for each state FIPS code in `states` (the
-    states with a folder), chunk by chunk; a state's file holds its rows in the order of
-    pseof_all (`metadata_files.row_states`). Every chunk goes through `checks`."""
+                states: set[str], checks: PublishedFlowsChecks,
+                table_format: TableFormat = TableFormat.CSV_GZ) -> PseofWritten:
+    """`all/pseof_all.csv` and `[st]/pseof_[st].csv` for each state FIPS code in `states`
+    (the states with a folder), in `table_format` (gzipped: `.csv.gz`), chunk by chunk; a
+    state's file holds its rows in the order of pseof_all (`metadata_files.row_states`).
+    Every chunk goes through `checks`."""
     columns = list(layout(Product.PSEOF).columns)
-    all_name = Product.PSEOF.file_name
+    all_name = f"{ALL_FOLDER}/{published_name(Product.PSEOF.file_name, table_format)}"
     cohorts: dict[str, set[str]] = {ALL_STATES: set()}
     national = []
     with ExitStack() as files:
@@ -83,7 +91,7 @@ def write_pseof(public: Path, flows: FlowsRelease, institution_state: Mapping[st
                 if fips not in writers:
                     st = STATE_POSTAL[fips].lower()
                     (public / st).mkdir(exist_ok=True)
-                    names[fips] = f"{st}/{state_file_name(Product.PSEOF, fips)}"
+                    names[fips] = f"{st}/{published_name(state_file_name(Product.PSEOF, fips), table_format)}"
                     writers[fips] = files.enter_context(CodeTableWriter(public / names[fips], columns))
                     cohorts[fips] = set()
                 mine = cell_state == fips

@@ -11,6 +11,8 @@ published rows).
   notation (`PSEOE CO 08 2001-2015 V4.5.0 2019Q1 pseopu_co_20190617_0839`).
 * `state_files`: `pseoe_[st].csv` / `pseof_[st].csv` ("PSEO Earnings data broken by
   institution state"): each state's rows of the `_all` file.
+* `official_folder_files`: all of them by their place in the public folder (`all/` and the
+  state folders, schemas/distribution.py), with the partners files (partners_files.py).
 """
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ import pandas as pd
 from pseo_das.schemas.codes import STATE_POSTAL
 from pseo_das.schemas.institutions import institution_labels
 from pseo_das.schemas.pseo_layout import ALL_COHORTS, SCHEMA_DIR, SCHEMA_VERSION, Product
+from pseo_das.tasks.publication.partners_files import partners_files, statewide_coverage
 
 INSTITUTIONS_FILE_NAME = "pseo_all_institutions.csv"
 VERSION_FILE_NAME = "version_pseo.txt"
@@ -232,26 +235,38 @@ def release_production(release_id: str) -> tuple[str, datetime] | None:
     return None
 
 
+ALL_INSTITUTIONS = f"{ALL_STATES}/{INSTITUTIONS_FILE_NAME}"
+ALL_VERSION = f"{ALL_STATES}/{VERSION_FILE_NAME}"
+
+
 def official_folder_files(pseoe: pd.DataFrame, pseof_cohorts: Mapping[str, pd.DataFrame],
-                          institution_state: Mapping[str, str],
-                          release_id: str) -> dict[str, pd.DataFrame | str]:
-    """The metadata and per-state files of a release's public folder (the schema's `all`
-    folder), by path relative to it: pseo_all_institutions.csv and version_pseo.txt, and one
-    folder per state as the schema's state folders are (`co/pseoe_co.csv`,
-    `co/pseo_co_institutions.csv`, `co/version_pseo.txt`; `co/pseof_co.csv` is written
-    beside them in chunks, `tasks.publication.flows_files`). `pseof_cohorts`: the
+                          institution_state: Mapping[str, str], release_id: str,
+                          ipeds_awards: pd.DataFrame | None = None,
+                          data_providers: Mapping[str, list[str]] | None = None
+                          ) -> dict[str, pd.DataFrame | str]:
+    """The metadata and per-state files of a release's public folder, by path relative to
+    it (schemas/distribution.py): `all/pseo_all_institutions.csv`, `all/pseo_all_partners.txt`
+    and `all/version_pseo.txt` (every state's lines, as the real `all/` file carries them:
+    "The ALL directory consolidates the individual state files"), and one folder per state
+    as the schema's state folders are (`co/pseoe_co.csv`, `co/pseo_co_institutions.csv`,
+    `co/pseo_co_partners.txt`, `co/version_pseo.txt`; `co/pseof_co.csv` is written beside
+    them in chunks, `tasks.publication.flows_files`). The data tables are named by their
+    CSV names (the writer gives them their published names). `pseof_cohorts`: the
     grad_cohort values of pseof_all (key ALL_STATES) and of each state's pseof file (key:
     its FIPS code), as frames with that column. No version_pseo.txt when the release id
-    names no quarter (`release_production`)."""
+    names no quarter (`release_production`). `ipeds_awards`, `data_providers`: the partners
+    files' coverage and providers (`partners_files`)."""
     institutions = institutions_table(pd.DataFrame(
         {"institution": list(institution_state), "statefips": list(institution_state.values())}))
-    files: dict[str, pd.DataFrame | str] = {INSTITUTIONS_FILE_NAME: institutions}
+    files: dict[str, pd.DataFrame | str] = {ALL_INSTITUTIONS: institutions}
     production = release_production(release_id)
-    if production is not None:
-        files[VERSION_FILE_NAME] = version_lines(
-            {Product.PSEOE: pseoe, Product.PSEOF: pseof_cohorts[ALL_STATES]},
-            production[1], production[0])
     pseoe_by_state = state_files(pseoe, institution_state, Product.PSEOE)
+    states = [fips for fips in STATE_POSTAL
+              if state_file_name(Product.PSEOE, fips) in pseoe_by_state]
+    files.update(partners_files(states, statewide_coverage(ipeds_awards, institution_state),
+                                dict(data_providers or {})))
+    if production is not None:
+        files[ALL_VERSION] = ""                     # the states' lines, added below
     for fips, postal in sorted(STATE_POSTAL.items(), key=lambda item: item[1]):
         st = postal.lower()
         mine = pseoe_by_state.get(state_file_name(Product.PSEOE, fips))
@@ -266,4 +281,5 @@ def official_folder_files(pseoe: pd.DataFrame, pseof_cohorts: Mapping[str, pd.Da
                 of_state[Product.PSEOF] = pseof_cohorts[fips]
             files[f"{st}/{VERSION_FILE_NAME}"] = version_lines(
                 of_state, production[1], production[0], state=fips)
+            files[ALL_VERSION] += files[f"{st}/{VERSION_FILE_NAME}"]
     return files

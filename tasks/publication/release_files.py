@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.csv as pa_csv
 
 from pseo_das.errors import PseoDasError
+from pseo_das.schemas.distribution import ALL_FOLDER, open_output
 from pseo_das.tasks.inputs.ingest import sha256_file
 from pseo_das.tasks.privacy.store import exclusive_lock
 
@@ -108,7 +109,7 @@ def new_staging(out_dir: Path, discard_stale: bool = True) -> Path:
     if discard_stale:
         discard_stale_staging(out_dir)
     staging = out_dir.parent / f".{out_dir.name}.staging-{uuid.uuid4().hex[:8]}"
-    (staging / "public").mkdir(parents=True)
+    (staging / "public" / ALL_FOLDER).mkdir(parents=True)
     (staging / "internal").mkdir()
     return staging
 
@@ -119,14 +120,15 @@ def write_csv(frame: pd.DataFrame, path: Path) -> None:
 
 class CodeTableWriter:
     """Fast plain CSV for the public tables, written in pieces: nothing quoted, empty for
-    missing; the bytes do not depend on how the rows are split. Only for tables whose
-    text columns are codes that passed the output schemas (digits and letters, never a
-    comma or a quote)."""
+    missing; the bytes do not depend on how the rows are split; gzipped (deterministic
+    bytes, schemas/distribution.py) when `path` ends in .gz. Only for tables whose text
+    columns are codes that passed the output schemas (digits and letters, never a comma or
+    a quote)."""
 
     def __init__(self, path: Path, columns: list[str]):
         self.columns = list(columns)
         self.rows = 0
-        self._out = open(path, "wb")
+        self._out = open_output(path)
         self._out.write((",".join(self.columns) + "\n").encode())
 
     def write(self, rows: pd.DataFrame | pa.Table) -> None:

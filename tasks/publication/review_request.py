@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from pseo_das.schemas.distribution import ALL_FOLDER, open_bytes
+
 
 DRB_REPORT = "internal/drb_report."
 
@@ -31,8 +33,8 @@ class ReviewRequest:
 
 
 def csv_rows(path: Path) -> int:
-    """Data rows of a CSV file (lines after the header)."""
-    with open(path, "rb") as handle:
+    """Data rows of a CSV file, gzipped or not (lines after the header)."""
+    with open_bytes(path) as handle:
         return max(sum(chunk.count(b"\n") for chunk in iter(lambda: handle.read(1 << 20), b""))
                    - 1, 0)
 
@@ -56,9 +58,10 @@ def decision_request(review: ReviewRequest, staging: Path, written: dict[str, st
                      flows_accuracy: dict) -> dict:
     """The context of the DRB report's "decision requested" section."""
     public = staging / "public"
-    tables = [{"file": p.name, "rows": csv_rows(p)} for p in sorted(public.glob("*.csv"))]
-    state_files = sum(1 for name in written
-                      if name.startswith("public/") and name.count("/") > 1)
+    tables = [{"file": p.name, "rows": csv_rows(p)}
+              for p in sorted((public / ALL_FOLDER).glob("*.csv*"))]
+    state_files = sum(1 for name in written if name.startswith("public/") and name.count("/") > 1
+                      and not name.startswith(f"public/{ALL_FOLDER}/"))
     return {"folder": str(review.folder), "tables": tables, "state_files": state_files,
             "cells": len(cells), "suppressed": int((~cells["published"]).sum()),
             "summary": release_summary,

@@ -1,0 +1,147 @@
+"""The labelled XLSX variant of a public table (the schema's Basic Schema: "In some cases,
+visually formatted Excel (XLSX) files are also available, containing the same information
+together with header lines on each sheet"): `all/pseoe_all.xlsx`, the earnings file with,
+after each code column, its label from the schema's label files, and a second sheet naming
+every column. Privacy cost: none (published values and public labels).
+
+* sheet `pseoe_all`: one header line (the column names), then the rows of pseoe_all as
+  published; codes as text (`08`, `11.07`), measures and flags as numbers, empty where the
+  file is empty. `<code>_label` follows each code column: agg_level_pseo (grad_char, and
+  firm_char where there is one, of label_agg_level_pseo.csv), inst_level, institution
+  (label_institution.csv: the institution's name, or "Institutions in Colorado"),
+  degree_level, cip_level, cipcode, geo_level, geography (label_fipsnum.csv at geo_level N,
+  label_geography_division.csv at D), ind_level, industry;
+* sheet `variables`: every column of the first sheet with its description
+  (lehd_identifiers_pseo.csv, variables_pseoe.csv; the flags' and labels' own lines).
+
+Only the earnings file: pseof_all has more rows than a worksheet holds (1,048,576) and its
+state copies would take minutes to write; XlsxWriter writes about 10^5 cells a second.
+The bytes are the same on every run: XlsxWriter dates the zip members 1980-01-01 and the
+document's creation time is the release's production time (`created`)."""
+from __future__ import annotations
+
+from datetime import datetime
+from functools import cache
+from pathlib import Path
+
+import pandas as pd
+import xlsxwriter
+
+from pseo_das.schemas.distribution import ALL_FOLDER, table_path
+from pseo_das.schemas.pseo_layout import SCHEMA_DIR, Product, layout
+from pseo_das.tasks.publication.metadata_files import release_production
+
+XLSX_ROWS = 1_048_576            # rows of a worksheet
+LABEL_SUFFIX = "_label"
+SIMPLE_LABELS = {"inst_level": "label_inst_level.csv", "degree_level": "label_degree_level.csv",
+                 "cip_level": "label_cip_level.csv", "cipcode": "label_cipcode.csv",
+                 "geo_level": "label_geo_level.csv", "ind_level": "label_ind_level.csv",
+                 "industry": "label_industry.csv"}
+
+
+def _read(name: str) -> pd.DataFrame:
+    return pd.read_csv(SCHEMA_DIR / name, dtype=str, keep_default_na=False, encoding="utf-8-sig")
+
+
+@cache
+def code_labels() -> dict[str, dict]:
+    """Code column -> {code: label} (geography: {(geo_level, code): label})."""
+    labels = {column: dict(zip(_read(name)[column], _read(name)["label"]))
+              for column, name in SIMPLE_LABELS.items()}
+    levels = _read("label_agg_level_pseo.csv")
+    labels["agg_level_pseo"] = dict(zip(levels["agg_level_pseo"], [
+        grad + (f" by {firm}" if firm else "") for grad, firm in
+        zip(levels["grad_char"].str.strip(), levels["firm_char"].str.strip())]))
+    institutions = _read("label_institution.csv")
+    labels["institution"] = dict(zip(institutions["institution"], institutions["label"]))
+    nation = _read("label_fipsnum.csv")
+    division = _read("label_geography_division.csv")
+    labels["geography"] = {("N", code): label for code, label in
+                           zip(nation["geography"], nation["label"])} | \
+                          {("D", code): label for code, label in
+                           zip(division["geography"], division["label"])}
+    return labels
+
+
+def labelled_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """`frame` (a public table, every value as text) with `<code>_label` after each code
+    column that has a label file (module docstring); a code without a label gets ""."""
+    labels = code_labels()
+    out = {}
+    for column in frame.columns:
+        out[column] = frame[column]
+        if column not in labels:
+            continue
+        if column == "geography":
+            keys = pd.Series(list(zip(frame["geo_level"], frame[column])), index=frame.index)
+        else:
+            keys = frame[column]
+        out[column + LABEL_SUFFIX] = keys.map(labels[column]).fillna("")
+    return pd.DataFrame(out)
+
+
+def column_descriptions(product: Product, columns: list[str]) -> list[tuple[str, str]]:
+    """(column, description) of every column of the labelled table."""
+    identifiers = _read("lehd_identifiers_pseo.csv")
+    described = dict(zip(identifiers["Variable"], identifiers["label"]))
+    variables = _read(f"variables_{product.value}.csv")
+    described |= dict(zip(variables["Indicator Variable"], variables["Indicator Name"]))
+    for flag, indicator in zip(variables["Status Flag"], variables["Indicator Variable"]):
+        described.setdefault(flag, f"Status flag of {indicator} (label_flags.csv)")
+    return [(c, described.get(c) or (f"Label of {c.removesuffix(LABEL_SUFFIX)} (schema label "
+                                     "files)" if c.endswith(LABEL_SUFFIX) else ""))
+            for c in columns]
+
+
+def write_labelled_workbook(frame: pd.DataFrame, path: Path, product: Product,
+                            created: datetime) -> int:
+    """`path` (.xlsx): the labelled table of `frame` (every value as text, as published)
+    and its variables sheet. Returns the data rows. Raises ValueError when the rows do
+    not fit a worksheet."""
+    if len(frame) + 1 > XLSX_ROWS:
+        raise ValueError(f"{path.name}: {len(frame):,} rows do not fit a worksheet "
+                         f"({XLSX_ROWS - 1:,} data rows at most)")
+    table = labelled_table(frame)
+    numeric = {c for c in layout(product).columns if c not in layout(product).identifiers} \
+        | {"agg_level_pseo", "grad_cohort_years"}
+    workbook = xlsxwriter.Workbook(str(path), {"constant_memory": True})
+    try:
+        workbook.set_properties({"created": created.replace(tzinfo=None),
+                                 "title": path.stem, "comments": "LEHD Public Use Schema"})
+        header = workbook.add_format({"bold": True})
+        sheet = workbook.add_worksheet(path.stem)
+        sheet.freeze_panes(1, 0)
+        for c, column in enumerate(table.columns):
+            sheet.write_string(0, c, column, header)
+        # one (column, writer, values) per column, values as Python objects (None: empty)
+        columns = [(c, sheet.write_number if column in numeric else sheet.write_string,
+                    (pd.to_numeric(table[column].replace("", None)).astype("Int64")
+                     if column in numeric else table[column].replace("", None)).tolist())
+                   for c, column in enumerate(table.columns)]
+        for r in range(len(table)):
+            for c, write, values in columns:
+                if values[r] is not None and values[r] is not pd.NA:
+                    write(r + 1, c, values[r])
+        variables = workbook.add_worksheet("variables")
+        variables.write_row(0, 0, ["variable", "description"], header)
+        for r, (column, text) in enumerate(column_descriptions(product, list(table.columns))):
+            variables.write_row(r + 1, 0, [column, text])
+    finally:
+        workbook.close()
+    return len(table)
+
+
+WORKBOOK_NAME = "pseoe_all.xlsx"
+NO_PRODUCTION_TIME = datetime(1980, 1, 1)    # a release id that names no time (the zip's epoch)
+
+
+def write_release_workbook(public: Path, release_id: str) -> Path:
+    """all/pseoe_all.xlsx of a release's public folder, from its pseoe_all as written (read
+    back as text: the workbook holds what the file publishes)."""
+    frame = pd.read_csv(table_path(public, Product.PSEOE.file_name), dtype=str,
+                        keep_default_na=False)
+    production = release_production(release_id)
+    path = public / ALL_FOLDER / WORKBOOK_NAME
+    write_labelled_workbook(frame, path, Product.PSEOE,
+                            production[1] if production else NO_PRODUCTION_TIME)
+    return path
