@@ -22,7 +22,7 @@ pytestmark = pytest.mark.slow  # system tests: real releases (make test-fast lea
 CFG = load_config()
 PUBLIC_FILES = ["release_notes.html", "release_notes.md"]
 ALL_FILES = ["pseo_all_institutions.csv", "pseo_all_partners.txt", "pseoe_all.csv.gz",
-             "pseof_all.csv.gz", "pseoh_all.csv.gz", "version_pseo.txt"]
+             "pseoe_all.xlsx", "pseof_all.csv.gz", "pseoh_all.csv.gz", "version_pseo.txt"]
 STATE_FOLDERS = ["co", "mi", "tx", "va", "wi"]   # the synthetic institutions' states
 IDENTIFIERS = list(layout(Product.PSEOE).identifiers)
 TEXT_COLUMNS = {c: str for c in IDENTIFIERS} | {"agg_level_pseo": np.int64,
