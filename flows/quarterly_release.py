@@ -81,6 +81,7 @@ class ReleaseResult:
     summary: dict                 # release_summary.json
     already_published: bool = False
     held: Hold | None = None      # held for review: staged in held.folder, nothing published
+    new_spending: bool = True     # False: the attempt was measured by an earlier run
 
 
 @dataclass(frozen=True)
@@ -304,7 +305,8 @@ def _measure_and_publish(data_dir: Path, out_dir: Path, given_seed: ReleaseSeed 
             audit.set_tags(hold_tags(hold))
             audit.finish()
             return ReleaseResult(Path(hold.folder), release_id, audit.run_id,
-                                 audit.tracking_uri, processed.summary, held=hold)
+                                 audit.tracking_uri, processed.summary, held=hold,
+                                 new_spending=plan.new_spending)
         with PrivacyStore.open(store_path) as privacy_store:
             head = privacy_store.add_publication(plan.attempt.attempt,
                                                  privacy_store.put_json(record.stored()),
@@ -318,7 +320,7 @@ def _measure_and_publish(data_dir: Path, out_dir: Path, given_seed: ReleaseSeed 
         audit.fail(f"{type(exc).__name__}: {exc}")
         raise
     return ReleaseResult(out_dir, release_id, audit.run_id, audit.tracking_uri,
-                         processed.summary)
+                         processed.summary, new_spending=plan.new_spending)
 
 
 @flow(name="republish")
