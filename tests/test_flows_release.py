@@ -365,7 +365,7 @@ def test_grads_emp_and_grads_earn_consistency_recomputed_from_the_published_file
     earn, emp = all_fields(pseoe), all_fields(pseof)
     emp = emp[(emp["geo_level"] == "N") & (emp["ind_level"] == "A")]
     drb = _consistency_rows((root / "a" / "internal" / "drb_report.md").read_text())
-    notes = _consistency_rows((public / "release_notes.md").read_text())
+    notes = _consistency_rows((root / "a" / "public" / "release_notes.md").read_text())
     assert drb == notes and sorted(drb) == list(YEARS)
     for k in YEARS:
         e = earn[earn[f"status_y{k}_grads_earn"] == "1"].set_index(keys)[f"y{k}_grads_earn"]
