@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from pseo_das.config import load_config
+from pseo_das.schemas.distribution import table_path
 from pseo_das.tasks.codes.destinations import NONEMPLOYED, destinations
 from pseo_das.tasks.inputs.cpi import find_cpi, read_cpi
 from pseo_das.tasks.inputs.reference_inputs import default_reference_dir
@@ -40,7 +41,7 @@ def main() -> None:
     level, last = cfg.flows.measured_levels()[0], cfg.cells.last_earnings_year
     places = destinations().iloc[:NONEMPLOYED]
     key = pd.MultiIndex.from_arrays([places["state"], places["industry"]])
-    published = pd.read_csv(args.release / "public" / "pseoemp_all.csv", dtype=str)
+    published = pd.read_csv(table_path(args.release / "public", "pseoemp_all.csv"), dtype=str)
     factor = {"smooth-laplace": SMOOTH_LAPLACE_FACTOR,
               "smooth-gamma": SMOOTH_GAMMA_FACTOR * INVERSE_QUARTIC_MEAN_ABSOLUTE
               }.get(table_cfg.mechanism)
