@@ -28,7 +28,7 @@ import gzip
 import io
 from enum import StrEnum
 from pathlib import Path
-from typing import BinaryIO, TextIO
+from typing import TextIO
 
 ALL_FOLDER = "all"
 GZIP_SUFFIX = ".gz"
@@ -80,14 +80,16 @@ def is_gzipped(path: Path) -> bool:
     return Path(path).name.endswith(GZIP_SUFFIX)
 
 
-def open_bytes(path: Path) -> BinaryIO:
+def open_bytes(path: Path) -> io.BufferedIOBase:
     """A public table's CSV bytes, gunzipped when it is gzipped."""
     return gzip.open(path, "rb") if is_gzipped(path) else open(path, "rb")
 
 
 def open_table(path: Path) -> TextIO:
     """A public table as UTF-8 text, gunzipped when it is gzipped."""
-    return io.TextIOWrapper(open_bytes(path), encoding="utf-8", newline="")
+    if is_gzipped(path):
+        return gzip.open(path, "rt", encoding="utf-8", newline="")
+    return open(path, encoding="utf-8", newline="")
 
 
 class _DeterministicGzip(gzip.GzipFile):
@@ -105,7 +107,7 @@ class _DeterministicGzip(gzip.GzipFile):
             self._raw.close()
 
 
-def open_output(path: Path) -> BinaryIO:
+def open_output(path: Path) -> io.BufferedIOBase:
     """A binary file to write a public table to: gzipped (deterministic bytes) when its name
     ends in .gz, plain otherwise."""
     return _DeterministicGzip(path) if is_gzipped(path) else open(path, "wb")
