@@ -91,7 +91,7 @@ def partners_files(states: list[str], coverage: Mapping[str, tuple[Fraction, int
     """{path relative to the public folder: text}: each state's partners file in its folder,
     and all/pseo_all_partners.txt, the states' files in postal-code order."""
     names = state_names()
-    ordered = sorted(states, key=STATE_POSTAL.get)
+    ordered = sorted(states, key=lambda fips: STATE_POSTAL[fips])
     texts = {fips: partners_text(fips, coverage.get(fips), list(providers.get(fips, [])), names)
              for fips in ordered}
     files = {f"{STATE_POSTAL[fips].lower()}/{partners_file_name(STATE_POSTAL[fips].lower())}": text
