@@ -142,7 +142,7 @@ class EarningsConfig(_Strict):
         return tuple(self.bin_edges[1:]) + (self.top_bin_upper,)
 
 
-# The largest contribution bound accepted (a person with more degrees keeps the most recent).
+# The largest contribution bound accepted (a person with more degrees keeps the earliest).
 MAX_DEGREES_PER_PERSON = 10
 
 
@@ -151,8 +151,8 @@ class PrivacyConfig(_Strict):
     epsilon_cap: EpsilonCap
     store: str = ""   # the privacy store folder, if neither --store nor PSEO_DAS_STORE names one
     cip_levels: dict[Literal["4", "2", "A"], Literal["measure", "derive"]]
-    # Contribution bound: a person counts with at most this many degree records (the most
-    # recent; tasks/inputs/degree_records.py), and every measured count is noised for
+    # Contribution bound: a person counts with at most this many degree records (the
+    # earliest; tasks/inputs/degree_records.py), and every measured count is noised for
     # sensitivity k (geometric: q = exp(-epsilon / k)). Part of every question when above 1.
     max_degrees_per_person: int = Field(default=1, ge=1, le=MAX_DEGREES_PER_PERSON)
 

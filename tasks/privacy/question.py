@@ -138,16 +138,20 @@ def lifetime_spends(store: PrivacyStore) -> pd.DataFrame:
     with each measurement's delta and the length of its populations' cohort windows
     (`cohort_years`: the atoms it is charged to), derived from its recorded question,
     exactly. The store's schema records epsilon only; delta is a function of the question
-    (0 for every pure mechanism)."""
+    (0 for every pure mechanism). `degrees_per_person`: its question's contribution bound
+    k."""
     spends = store.spends()
     recorded = store.table("SELECT measurement_id, question FROM measurements")
     questions = {m: recorded_question(json.loads(q))
                  for m, q in zip(recorded["measurement_id"], recorded["question"])}
     if spends.empty:
-        return spends.assign(delta=pd.Series(dtype=object), cohort_years=pd.Series(dtype="int64"))
+        return spends.assign(delta=pd.Series(dtype=object), cohort_years=pd.Series(dtype="int64"),
+                             degrees_per_person=pd.Series(dtype="int64"))
     return spends.assign(delta=spends["measurement_id"].map({m: q.delta
                                                              for m, q in questions.items()}),
-                         cohort_years=spend_windows(spends, questions))
+                         cohort_years=spend_windows(spends, questions),
+                         degrees_per_person=spends["measurement_id"].map(
+                             {m: q.sensitivity for m, q in questions.items()}))
 
 
 def spend_windows(spends: pd.DataFrame, questions: Mapping[str, Question]) -> np.ndarray:
