@@ -26,7 +26,8 @@ from pathlib import Path
 import numpy as np
 from randomgen import ChaCha
 
-from pseo_das.tasks.privacy.mechanism import discrete_laplace_noise, stream_key
+from pseo_das.tasks.privacy.geometric import discrete_laplace_noise
+from pseo_das.tasks.privacy.streams import stream_key
 
 RESULTS = Path(__file__).resolve().parent / "results"
 SEED = bytes(range(32))

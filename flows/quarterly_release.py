@@ -43,7 +43,7 @@ from pseo_das.tasks.inputs.true_counts import Engine, count_inputs
 from pseo_das.tasks.inputs.ipeds_counts import load_ipeds_counts_inputs
 from pseo_das.tasks.inputs.reference_inputs import (ReferenceInputs, default_reference_dir,
                                                     demo_flows_inputs, load_reference)
-from pseo_das.tasks.privacy.mechanism import PrivacyLedger
+from pseo_das.tasks.privacy.ledger import PrivacyLedger
 from pseo_das.tasks.measurements.products import (CELL_STATISTICS, EARNINGS, EMPLOYER_TABLE,
                                                   FLOWS, StoreReading, measure_pending,
                                                   planning_frames)

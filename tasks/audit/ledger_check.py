@@ -15,9 +15,9 @@ import pandas as pd
 from pseo_das.config import ReleaseConfig
 from pseo_das.epsilon import epsilon_text, exact_epsilon
 from pseo_das.tasks.audit.audit_target import AuditedRelease
-from pseo_das.tasks.privacy.mechanism import (FORMAL_NO, LAPLACE, MEASURING_MECHANISMS,
-                                              entry_of_ledger_row, ledger_row)
-from pseo_das.tasks.privacy.statement import release_guarantee
+from pseo_das.tasks.privacy.ledger import (FORMAL_NO, MEASURING_MECHANISMS, entry_of_ledger_row,
+                                           ledger_row)
+from pseo_das.tasks.privacy.statement import Mechanism, release_guarantee
 from pseo_das.tasks.earnings.cell_statistics import PRODUCT as CELL_STATISTICS_PRODUCT
 from pseo_das.tasks.employment_flows.employer_table import PRODUCT as EMPLOYER_TABLE_PRODUCT
 from pseo_das.tasks.employment_flows.noisy_flows import PRODUCT as FLOWS_PRODUCT
@@ -36,7 +36,7 @@ EPSILON_SETTING = {EARNINGS_PRODUCT: "privacy.epsilon_per_tabulation",
                    FLOWS_TOTAL_PRODUCT: "flows.total_epsilon_per_tabulation",
                    CELL_STATISTICS_PRODUCT: "mos.epsilon",
                    EMPLOYER_TABLE_PRODUCT: "employer_table.epsilon"}
-MEASURING = MEASURING_MECHANISMS | {LAPLACE}   # mechanisms that spend epsilon
+MEASURING = MEASURING_MECHANISMS | {Mechanism.LAPLACE}   # mechanisms that spend epsilon
 
 
 def _read_ledger_text(path: Path) -> pd.DataFrame:

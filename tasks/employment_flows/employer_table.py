@@ -38,8 +38,9 @@ from pseo_das.schemas.cpi import CPI_U_SERIES
 from pseo_das.tasks import file_task, progress, release_task
 from pseo_das.tasks.codes.destinations import NONEMPLOYED
 from pseo_das.tasks.privacy.establishment import MECHANISM_NAMES, PrivacyNotion
-from pseo_das.tasks.privacy.mechanism import (LedgerEntry, NoisyMeasurement, measured_entry,
-                                              measure_with_employer_protection, stream_sha256)
+from pseo_das.tasks.privacy.employer_side import measure_with_employer_protection
+from pseo_das.tasks.privacy.ledger import LedgerEntry, NoisyMeasurement, measured_entry
+from pseo_das.tasks.privacy.streams import stream_sha256
 from pseo_das.tasks.privacy.statement import employer_statement
 from pseo_das.tasks.inputs.cells import observable_populations
 from pseo_das.tasks.privacy.question import Question, stored_question

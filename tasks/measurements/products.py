@@ -49,7 +49,7 @@ from pseo_das.tasks.inputs.true_counts import TrueCounts
 from pseo_das.tasks.measurements.stored_cell_statistics import stored_cell_statistics
 from pseo_das.tasks.measurements.stored_tables import StoredTables, stored_earnings, stored_flows
 from pseo_das.tasks.privacy.establishment import MECHANISM_NAMES
-from pseo_das.tasks.privacy.mechanism import NoisyMeasurement
+from pseo_das.tasks.privacy.ledger import NoisyMeasurement
 from pseo_das.tasks.privacy.question import BOUND_PARAMETER, PendingMeasurement, Question
 from pseo_das.tasks.privacy.store import exact_epsilon
 

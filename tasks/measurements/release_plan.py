@@ -24,7 +24,7 @@ from pseo_das.tasks.inputs.cells import CellFrame, observable_populations
 from pseo_das.tasks.measurements.products import PRODUCTS, Product, planned_questions
 from pseo_das.tasks.measurements.questions import QUESTION_KINDS
 from pseo_das.tasks.measurements.publication_record import PublicationRecord
-from pseo_das.tasks.privacy.mechanism import PrivacyBudgetExceeded
+from pseo_das.tasks.privacy.ledger import PrivacyBudgetExceeded
 from pseo_das.tasks.privacy.release_seed import ReleaseSeed
 from pseo_das.tasks.privacy.store import (POPULATION_KEYS, ChainHead, LifetimeBudgetExceeded,
                                           PrivacyStore, ReleaseAttempt, ReleaseConflict,

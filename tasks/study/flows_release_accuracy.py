@@ -31,7 +31,7 @@ from pseo_das.tasks.employment_flows.flows_correction import correct_values
 from pseo_das.tasks.employment_flows.noisy_flows import NoisyFlows
 from pseo_das.tasks.inputs.cells import ALL_FIELDS_CIPCODE
 from pseo_das.tasks.inputs.reference_inputs import ReferenceInputs
-from pseo_das.tasks.privacy.mechanism import geometric_variance
+from pseo_das.tasks.privacy.geometric import geometric_variance
 from pseo_das.tasks.study.flows_measures import (home_state_index, measure_rows,
                                                  published_quantities, stratum_groups)
 from pseo_das.tasks.study.flows_study import simulate_all_fields
