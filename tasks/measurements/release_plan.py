@@ -29,7 +29,7 @@ from pseo_das.tasks.privacy.release_seed import ReleaseSeed
 from pseo_das.tasks.privacy.store import (POPULATION_KEYS, ChainHead, LifetimeBudgetExceeded,
                                           PrivacyStore, ReleaseAttempt, ReleaseConflict,
                                           StoreError, StorePolicy, StorePolicyError,
-                                          epsilon_text, exact_epsilon)
+                                          epsilon_text)
 from pseo_das.tasks.privacy.lifetime_budget import (POPULATION_ATOM_KEYS, SPENT, SPENT_COLUMNS,
                                                     LifetimeBudget, atoms, lifetime_budget)
 from pseo_das.tasks.privacy.question import (PendingMeasurement, Question, lifetime_spends,
@@ -146,7 +146,7 @@ def release_cap_check(populations: pd.DataFrame, cfg: ReleaseConfig, release_id:
     """Refuse, before anything is recorded or drawn, a plan whose new spending on some
     population exceeds the release's cap (privacy.epsilon_cap): the ledger checks it again
     when it is assembled."""
-    cap = exact_epsilon(cfg.privacy.epsilon_cap)
+    cap = cfg.privacy.epsilon_cap
     over = populations[populations["this_release"] > cap]
     if len(over):
         worst = over.sort_values("this_release", ascending=False).iloc[0]

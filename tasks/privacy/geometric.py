@@ -29,10 +29,10 @@ def geometric_composition(k: int) -> str:
             "tabulation")
 
 
-def geometric_variance(epsilon: float, sensitivity: int = 1) -> float:
+def geometric_variance(epsilon: float | Fraction, sensitivity: int = 1) -> float:
     """Variance of the two-sided geometric noise at epsilon for counts of `sensitivity`
     k: 2a/(1-a)^2 with a = exp(-epsilon / k)."""
-    a = math.exp(-epsilon / sensitivity)
+    a = math.exp(-float(epsilon) / sensitivity)
     return 2 * a / (1 - a) ** 2
 
 

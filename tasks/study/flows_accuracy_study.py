@@ -61,8 +61,8 @@ def flows_accuracy_study(data_dir: Path, out_dir: Path, quick: bool = False,
              "nonemployed_weights": list(grid.nonemployed_weights),
              "calibrated_weight": f"{CALIBRATED_NONEMPLOYED_WEIGHT:g}",
              # the flows epsilon of one years-after, measured total included
-             "release_epsilon": round(cfg.flows.epsilon_per_tabulation
-                                     + cfg.flows.total_epsilon_per_tabulation, 10),
+             "release_epsilon": float(cfg.flows.epsilon_per_tabulation
+                                      + cfg.flows.total_epsilon_per_tabulation),
              "runtime": f"{seconds:.0f} s up to the report", "code_version": code_version()}
     outcome = write_flows_study_outputs(Path(out_dir), measures, summary, study)
     return FlowsStudyResult(Path(out_dir), time.time() - started, outcome)
