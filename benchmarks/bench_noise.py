@@ -5,7 +5,7 @@
 For epsilon 1 and 1.5, the time of `--draws` two-sided geometric draws, in one process
 (so the three compare under the same load), best of --repeat, in ns per draw:
 
-  exact        the release's sampler: pseo_das.tasks.privacy.mechanism.discrete_laplace_noise
+  exact        the release's sampler: pseo_das.tasks.privacy.geometric.discrete_laplace_noise
                (ChaCha20 words -> integer-only inversion, discrete_laplace.py)
   float        the path releases used before it: ChaCha20 under numpy's Generator,
                X - Y with X, Y = Generator.geometric(1 - exp(-epsilon)) (float inversion)
