@@ -389,7 +389,8 @@ class EmployerTableConfig(_Strict):
         """The EmployerProtection of the table's measurements."""
         from pseo_das.tasks.privacy.establishment import EmployerProtection, FlowsMechanism
         return EmployerProtection(FlowsMechanism(self.mechanism), self.alpha,
-                                  float(self.epsilon), self.delta if self.mechanism == "smooth-laplace" else 0.0,
+                                  float(self.epsilon),
+                                  self.delta if self.mechanism == "smooth-laplace" else 0.0,
                                   self.unbiased)
 
 

@@ -167,7 +167,8 @@ def test_no_public_function_of_the_privacy_core_hands_out_a_raw_generator():
                  if getattr(f, "__module__", None) == module.__name__ and not n.startswith("_")]
         callables = [(n, f) for n, f in owned if inspect.isfunction(f)]
         callables += [(f"{n}.{m}", g) for n, f in owned if inspect.isclass(f)
-                      for m, g in vars(f).items() if inspect.isfunction(g) and not m.startswith("_")]
+                      for m, g in vars(f).items()
+                      if inspect.isfunction(g) and not m.startswith("_")]
         for qualified, function in callables:
             returned = str(inspect.signature(function).return_annotation)
             if re.search(r"Generator|ChaCha|BitGenerator|Draws", returned):

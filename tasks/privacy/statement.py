@@ -8,7 +8,8 @@ used), whether the guarantee is formal and whether the sampler is exact. The mec
 (geometric.py, employer_side.py, laplace.py) draw only what a statement allows
 (`check_calibration`) and build the ledger entry from it; the store readers rebuild the
 same statement from the stored question. Every summary of a release (documents,
-release_summary.json, MLflow, the CLI, the audit) is `release_guarantee` of its statements. Privacy cost: none.
+release_summary.json, MLflow, the CLI, the audit) is `release_guarantee` of its statements.
+Privacy cost: none.
 """
 from __future__ import annotations
 
