@@ -92,12 +92,12 @@ def epsilon_findings(ledger: pd.DataFrame, settings: dict[str, object]) -> list[
             out.append(f"tabulation {tab}: epsilon {row['epsilon_text']!r} is not a number")
         elif row["mechanism"] in MEASURING:
             setting = EPSILON_SETTING.get(product)
+            logged = settings.get(setting) if setting is not None else None
             if setting is None:
                 out.append(f"tabulation {tab}: unknown product {product!r}, no configured epsilon")
-            elif not isinstance(settings.get(setting), (int, float)) or \
-                    isinstance(settings.get(setting), bool):
+            elif not isinstance(logged, (int, float)) or isinstance(logged, bool):
                 out.append(f"tabulation {tab}: the run logged no {setting}")
-            elif epsilon != exact_epsilon(settings[setting]):
+            elif epsilon != exact_epsilon(logged):
                 out.append(f"tabulation {tab} ({product}, measured): epsilon "
                            f"{epsilon_text(epsilon)} in the ledger, but the logged configuration "
                            f"sets {setting} = {epsilon_text(settings[setting])}")
