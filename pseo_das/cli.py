@@ -455,8 +455,12 @@ def _evaluate_flows(args: argparse.Namespace) -> int:
     for row in outcome["targets"]:
         print(f"  [{'met' if row['meets_target'] else 'missed'}] epsilon {outcome['epsilon']:g}, "
               f"{row['setting']}: MAE not employed {row['mae_nonemployed']:.2f}")
-    best = outcome["recommended"]
+    best, shipped = outcome["recommended"], outcome["shipped"]
     print(f"  recommended: {best['setting'] if best else 'none meets the target'}")
+    if shipped:
+        print(f"  shipped default ({shipped['setting']}): "
+              f"{'meets' if shipped['meets_target'] else 'misses'} the target, "
+              f"{'the recommended setting' if shipped['wins'] else 'not the recommended setting'}")
     return 0
 
 

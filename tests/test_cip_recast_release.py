@@ -149,6 +149,7 @@ def test_a_code_without_destination_is_refused_before_any_noise(synthetic_dir):
         check_recastable({"4": frame}, inputs)
 
 
+@pytest.mark.slow
 def test_republish_recasts_a_release_published_as_measured(synthetic_dir, tmp_path,
                                                             tracking_uri, monkeypatch):
     """A release of an earlier version has no recast inputs in its record: republished as
