@@ -528,7 +528,7 @@ def _noise_sample(args: argparse.Namespace) -> int:
     import numpy as np
 
     from pseo_das.epsilon import epsilon_from_text, epsilon_range_problem
-    from pseo_das.tasks.privacy.mechanism import discrete_laplace_noise
+    from pseo_das.tasks.privacy.geometric import discrete_laplace_noise
 
     try:
         epsilon = epsilon_from_text(args.epsilon)

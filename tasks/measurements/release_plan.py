@@ -25,12 +25,12 @@ from pseo_das.tasks.measurements.products import PRODUCTS, Product, planned_ques
 from pseo_das.tasks.measurements.questions import QUESTION_KINDS
 from pseo_das.tasks.measurements.publication_record import PublicationRecord, ReleaseIdentity
 from pseo_das.tasks.measurements.release_inputs import ReleaseInputs
-from pseo_das.tasks.privacy.mechanism import PrivacyBudgetExceeded
+from pseo_das.tasks.privacy.ledger import PrivacyBudgetExceeded
 from pseo_das.tasks.privacy.release_seed import ReleaseSeed
 from pseo_das.tasks.privacy.store import (POPULATION_KEYS, ChainHead, LifetimeBudgetExceeded,
                                           PrivacyStore, ReleaseAttempt, ReleaseConflict,
                                           StoreError, StorePolicy, StorePolicyError,
-                                          epsilon_text, exact_epsilon)
+                                          epsilon_text)
 from pseo_das.tasks.privacy.lifetime_budget import (POPULATION_ATOM_KEYS, SPENT, SPENT_COLUMNS,
                                                     LifetimeBudget, atoms, lifetime_budget,
                                                     person_worst_case)
@@ -159,7 +159,7 @@ def release_cap_check(populations: pd.DataFrame, cfg: ReleaseConfig, release_id:
     """Refuse, before anything is recorded or drawn, a plan whose new spending on some
     population exceeds the release's cap (privacy.epsilon_cap): the ledger checks it again
     when it is assembled."""
-    cap = exact_epsilon(cfg.privacy.epsilon_cap)
+    cap = cfg.privacy.epsilon_cap
     over = populations[populations["this_release"] > cap]
     if len(over):
         worst = over.sort_values("this_release", ascending=False).iloc[0]
