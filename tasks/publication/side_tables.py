@@ -28,7 +28,7 @@ class WrittenTable:
     """A side table as written: its file, rows, the documents' section and its checks."""
     file_name: str
     rows: int
-    context: dict
+    context: dict | None
     checks: list[dict]
 
 
