@@ -7,8 +7,12 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 from pseo_das.epsilon import exact_epsilon
 from pseo_das.tasks.privacy.discrete_laplace import draw, inversion_table

@@ -9,8 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
+
+if TYPE_CHECKING:        # pandas is imported where a frame is made: noise-sample starts without it
+    import pandas as pd
 
 from pseo_das.epsilon import epsilon_text, exact_epsilon
 from pseo_das.errors import PseoDasError
@@ -167,6 +171,8 @@ class PrivacyLedger:
     def to_frame(self) -> pd.DataFrame:
         """The ledger as ledger.csv has it: epsilons (and deltas) as exact decimals (or
         fractions); the employer columns only when some entry protects employers."""
+        import pandas as pd
+
         columns = list(LEDGER_COLUMNS)
         if not any(e.employer is not None for e in self._entries.values()):
             columns = [c for c in columns if c not in EMPLOYER_COLUMNS]
