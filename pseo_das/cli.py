@@ -39,6 +39,8 @@ def _synth(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     if args.jobs and args.part_graduates:
         return refused(args, ValueError("--jobs writes single files: leave out --part-graduates"))
+    if args.second_degree_share is not None and not args.jobs:
+        return refused(args, ValueError("--second-degree-share is an option of --jobs"))
     try:
         counts = write_synthetic(Path(args.out), graduates=args.graduates, seed=args.seed,
                                  cip_switch_year=args.cip_switch_year,
@@ -48,7 +50,11 @@ def _synth(args: argparse.Namespace) -> int:
         return refused(args, exc)
     if args.jobs:
         from pseo_das.synth_jobs import write_jobs_layout
-        jobs = write_jobs_layout(Path(args.out), args.seed, 2022, args.cip_switch_year)
+        try:
+            jobs = write_jobs_layout(Path(args.out), args.seed, 2022, args.cip_switch_year,
+                                     second_degree_share=args.second_degree_share)
+        except ValueError as exc:   # more second degrees than candidates
+            return refused(args, exc)
         print(f"synthetic data (jobs layout): {jobs['graduates']:,} degree rows of "
               f"{jobs['persons']:,} persons, {jobs['jobs']:,} job rows in {args.out} "
               f"({time.perf_counter() - started:.1f} s)")
@@ -755,6 +761,10 @@ def parser() -> argparse.ArgumentParser:
                             "(about 20%% of bachelor's graduates with a master's too) and "
                             "jobs.parquet, one row per person, year and job (a quarter of the "
                             "years over two jobs); single files only")
+    synth.add_argument("--second-degree-share", type=float, metavar="S",
+                       help="--jobs only: the expected share S of persons with a second degree "
+                            "(a master's), e.g. 0.2 for the bounding study (default: 20%% of the "
+                            "bachelor's graduates who can, about 7.8%% of persons)")
     synth.set_defaults(run=_synth)
 
     release = sub.add_parser("release", parents=[common, keyed], help="run a quarterly release (earnings and employment flows)")
