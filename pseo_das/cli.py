@@ -947,9 +947,9 @@ def parser() -> argparse.ArgumentParser:
                           help="earnings: the percentile study (paper section 5); flows: the "
                           "employment flows post-processing study; mos: the cell statistics (mos, mos-dp, histogram means; --epsilons, --draws); "
                           "bounding: percentiles, counts and flows at privacy.max_degrees_per_person "
-                          "k = 1, 2, 3 on the jobs layout (--draws, default 10; --quick: 2)")
+                          "k = 1, 2, 3 on the jobs layout (--draws, default 10; --quick: 1)")
     evaluate.add_argument("--quick", action="store_true", help="reduced grid (earnings: bins 10-30 by 5, "
-                          "7 epsilons, 5 draws, under two minutes; flows: epsilon 1.5, 2 draws; bounding: 2 draws)")
+                          "7 epsilons, 5 draws, under two minutes; flows: epsilon 1.5, 2 draws; bounding: 1 draw)")
     evaluate.add_argument("--epsilons", type=lambda t: [float(x) for x in t.split(",")],
                           help="flows only: comma-separated epsilons (default 0.5,1,1.5,2,3)")
     evaluate.add_argument("--draws", type=int, help="flows only: noise draws per setting (default 5)")

@@ -67,7 +67,7 @@ from pseo_das.tasks.study.study_sample import StudySample, study_sample
 
 DEFAULT_BOUNDING_STUDY_SEED = hashlib.sha256(b"pseo-das bounding study").hexdigest()
 BOUNDS = (1, 2, 3)
-FULL_DRAWS, QUICK_DRAWS = 10, 2
+FULL_DRAWS, QUICK_DRAWS = 10, 1
 FLOWS_QUANTITIES = ("employed", "not employed", "in-state", "division x sector")
 COUNT = "graduates with earnings"
 BACHELORS = "05"
