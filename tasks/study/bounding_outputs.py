@@ -16,10 +16,11 @@ import pandas as pd
 
 from pseo_das.reports.render import render_markdown, to_html
 from pseo_das.tasks import progress
+from pseo_das.tasks.study.accuracy import PUBLISHABLE
 from pseo_das.tasks.study.bounding_study import COUNT, FLOWS_QUANTITIES, BoundingResults
 
-HEADLINE_GROUP = "30 and over"
-BACHELORS_GROUP = "30 and over, bachelor's"
+HEADLINE_GROUP = PUBLISHABLE
+BACHELORS_GROUP = f"{PUBLISHABLE}, bachelor's"
 MEASURES_CSV, BY_K_CSV = "bounding_accuracy.csv", "bounding_by_k.csv"
 
 

@@ -58,6 +58,7 @@ from pseo_das.tasks.inputs.degree_records import write_degree_records
 from pseo_das.tasks.inputs.ingest import (ValidatedInputs, find_input_files, read_inputs,
                                           read_whole)
 from pseo_das.tasks.inputs.reference_inputs import ReferenceInputs
+from pseo_das.tasks.study.accuracy import ALL_CELLS, PUBLISHABLE, STRATUM_EDGES
 from pseo_das.tasks.study.flows_measures import home_state_index, published_quantities
 from pseo_das.tasks.study.flows_study import simulate_all_fields
 from pseo_das.tasks.study.flows_study_sample import (ORIGIN_KEYS, TrueFlows,
@@ -71,7 +72,7 @@ FULL_DRAWS, QUICK_DRAWS = 10, 1
 FLOWS_QUANTITIES = ("employed", "not employed", "in-state", "division x sector")
 COUNT = "graduates with earnings"
 BACHELORS = "05"
-PUBLISHABLE_SIZE = 30
+PUBLISHABLE_SIZE = STRATUM_EDGES[0]    # a release publishes a cell from a noisy count of 30
 EARNINGS_KEYS = ["years_after", "institution", "degree_level", "cipcode", "grad_cohort"]
 FLOWS_KEYS = ["years_after"] + ORIGIN_KEYS
 
@@ -113,6 +114,7 @@ def bounded_data(data_dir: Path, cfg: ReleaseConfig, cpi: ConsumerPrices, k: int
 def degrees_per_person(data_dir: Path) -> pd.Series:
     """The number of degree records of each person of the jobs layout's graduates."""
     source = find_input_files(Path(data_dir), "graduates")
+    source.check_columns(("person_id",))
     return read_whole(source, ("person_id",))["person_id"].value_counts()
 
 
@@ -139,10 +141,10 @@ def cell_groups(sizes: np.ndarray, degree_level: np.ndarray) -> list[tuple[str, 
     of 30), those of bachelor's and of other degrees, and all cells."""
     big = sizes >= PUBLISHABLE_SIZE
     bachelors = degree_level.astype(str) == BACHELORS
-    return [("30 and over", np.flatnonzero(big)),
-            ("30 and over, bachelor's", np.flatnonzero(big & bachelors)),
-            ("30 and over, other degrees", np.flatnonzero(big & ~bachelors)),
-            ("all cells", np.arange(len(sizes)))]
+    return [(PUBLISHABLE, np.flatnonzero(big)),
+            (f"{PUBLISHABLE}, bachelor's", np.flatnonzero(big & bachelors)),
+            (f"{PUBLISHABLE}, other degrees", np.flatnonzero(big & ~bachelors)),
+            (ALL_CELLS, np.arange(len(sizes)))]
 
 
 def count_parts(published: np.ndarray, bounded: np.ndarray, truth: np.ndarray) -> dict:
@@ -259,7 +261,8 @@ def _flows_quantities(flows: list[TrueFlows], published: list[np.ndarray] | None
                       ) -> tuple[pd.DataFrame, dict[str, np.ndarray]]:
     """The all-fields cells of every years-after (FLOWS_KEYS, inst_state) and their
     published quantities, stacked (the true ones when `published` is None)."""
-    cells, quantities = [], {q: [] for q in FLOWS_QUANTITIES}
+    cells: list[pd.DataFrame] = []
+    quantities: dict[str, list[np.ndarray]] = {q: [] for q in FLOWS_QUANTITIES}
     for i, t in enumerate(flows):
         values = t.all_fields_flows if published is None else published[i]
         q = published_quantities(values, home_state_index(t.all_fields_cells))
@@ -284,7 +287,7 @@ def evaluate_flows(truth: list[TrueFlows], data: BoundedData, cfg: ReleaseConfig
     bounded_q = {q: _spread(v, where, len(truth_cells)) for q, v in bounded_q.items()}
     total_epsilon = (noise_epsilon(cfg.flows.total_epsilon_per_tabulation, k)
                      if cfg.flows.measures_total else None)
-    published = {q: [] for q in FLOWS_QUANTITIES}
+    published: dict[str, list[np.ndarray]] = {q: [] for q in FLOWS_QUANTITIES}
     for draw in range(draws):
         stream = f"bounding-study/flows/k={k}/draw={draw}"
         corrected = []
