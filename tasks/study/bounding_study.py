@@ -4,7 +4,7 @@ contribution bound k = 1, 2, 3 (privacy.max_degrees_per_person) against the trut
 any bound (every degree record counted), on synthetic data in the jobs layout where some
 graduates hold a second degree (`pseo-das synth --jobs --second-degree-share S`).
 
-At bound k the release keeps each person's k most recent degree records (the release's own
+At bound k the release keeps each person's k earliest degree records (the release's own
 code, tasks/inputs/degree_records.py) and noises every tabulation at epsilon / k
 (sensitivity k, the exact sampler). The error of a published value against the unbounded
 truth splits exactly into
