@@ -311,10 +311,14 @@ class ReleaseSection(_Strict):
 class PublicationConfig(_Strict):
     """How the public files are written (schemas/distribution.py): the data tables gzipped
     as the Census Bureau distributes them (`csv.gz`) or plain CSV (`csv`)."""
-    format: TableFormat = TableFormat.CSV_GZ
+    format: Literal["csv.gz", "csv"] = TableFormat.CSV_GZ.value
     xlsx: bool = True          # all/pseoe_all.xlsx, the labelled earnings file
     # the partners files' data providers, by state FIPS code (pseo_[st]_partners.txt)
-    data_providers: dict[str, list[str]] = {}
+    data_providers: dict[str, tuple[str, ...]] = {}
+
+    @property
+    def table_format(self) -> TableFormat:
+        return TableFormat(self.format)
 
     @model_validator(mode="after")
     def _states(self) -> "PublicationConfig":

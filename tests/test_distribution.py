@@ -133,3 +133,24 @@ def test_the_labelled_workbook(tmp_path):
     variables = dict(list(book["variables"].iter_rows(values_only=True))[1:])
     assert variables["institution"] == "Place of the institution"
     assert variables["cipcode_label"] == "Label of cipcode (schema label files)"
+
+
+def test_the_configuration_switch(tmp_path):
+    """[publication] format: "csv.gz" by default (left out of config.json, so the hashes
+    of earlier configurations stay), "csv" for plain CSV; anything else refused by name."""
+    from pseo_das.config import ConfigError, load_config
+    default = load_config()
+    assert default.publication.table_format is TableFormat.CSV_GZ
+    assert "publication" not in default.model_dump()
+    plain = tmp_path / "plain.toml"
+    plain.write_text('[publication]\nformat = "csv"\ndata_providers = { "08" = ["CDHE"] }\n')
+    chosen = load_config(plain)
+    assert chosen.publication.table_format is TableFormat.CSV
+    assert chosen.model_dump()["publication"]["format"] == "csv"
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[publication]\nformat = "zip"\n')
+    with pytest.raises(ConfigError, match="publication.format = 'zip'"):
+        load_config(bad)
+    bad.write_text('[publication]\ndata_providers = { "99" = ["x"] }\n')
+    with pytest.raises(ConfigError, match="99 not the 2-digit FIPS code"):
+        load_config(bad)

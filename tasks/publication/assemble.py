@@ -200,7 +200,7 @@ def write_flows_files(staging: Path, cfg: ReleaseConfig, flows: FlowsRelease,
         institution_state = institution_states(tables)
         pseof = write_pseof(public, flows, institution_state,
                             set(row_states(pseoe, institution_state)), flows_checks,
-                            cfg.publication.format)
+                            cfg.publication.table_format)
         progress(f"wrote {Product.PSEOF.file_name} ({pseof.all_rows:,} rows)"
                  f" and {len(pseof.rows) - 1} state copies, internal/flows_state.csv "
                  f"({state_rows.result():,} rows) ({time.perf_counter() - started:.1f} s)")
@@ -277,7 +277,7 @@ def _write_release(beside, staging: Path, content: ReleaseContent,
     def done(what: str) -> None:
         progress(f"{what} ({time.perf_counter() - started:.1f} s into writing the release)")
 
-    table_format = cfg.publication.format
+    table_format = cfg.publication.table_format
     write_code_table(pseoe, published_table(public, Product.PSEOE.file_name, table_format))
     write_code_table(pseoh, published_table(public, HISTOGRAMS_FILE, table_format))
     done(f"wrote {Product.PSEOE.file_name} ({len(pseoe):,} rows) and {HISTOGRAMS_FILE}")

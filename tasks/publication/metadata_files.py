@@ -17,7 +17,7 @@ published rows).
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 
 import pandas as pd
@@ -242,7 +242,7 @@ ALL_VERSION = f"{ALL_STATES}/{VERSION_FILE_NAME}"
 def official_folder_files(pseoe: pd.DataFrame, pseof_cohorts: Mapping[str, pd.DataFrame],
                           institution_state: Mapping[str, str], release_id: str,
                           ipeds_awards: pd.DataFrame | None = None,
-                          data_providers: Mapping[str, list[str]] | None = None
+                          data_providers: Mapping[str, Sequence[str]] | None = None
                           ) -> dict[str, pd.DataFrame | str]:
     """The metadata and per-state files of a release's public folder, by path relative to
     it (schemas/distribution.py): `all/pseo_all_institutions.csv`, `all/pseo_all_partners.txt`

@@ -24,7 +24,7 @@ completions for the state the line says the share is not available. Privacy cost
 (public IPEDS data and the public list of the release's institutions)."""
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from fractions import Fraction
 
 import pandas as pd
@@ -87,7 +87,7 @@ def partners_text(fips: str, coverage: tuple[Fraction, int] | None, providers: l
 
 
 def partners_files(states: list[str], coverage: Mapping[str, tuple[Fraction, int]],
-                   providers: Mapping[str, list[str]]) -> dict[str, str]:
+                   providers: Mapping[str, Sequence[str]]) -> dict[str, str]:
     """{path relative to the public folder: text}: each state's partners file in its folder,
     and all/pseo_all_partners.txt, the states' files in postal-code order."""
     names = state_names()

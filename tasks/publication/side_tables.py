@@ -73,7 +73,7 @@ class CellStatisticsFile:
     def write(self, public: Path, cfg: ReleaseConfig, dollars: dict | None) -> WrittenTable:
         factor = float(DollarYears(**dollars).factor) if dollars else 1.0
         pseom = cell_statistics_table(self.statistics, factor)
-        write_code_table(pseom, published_table(public, CELL_STATISTICS_FILE, cfg.publication.format))
+        write_code_table(pseom, published_table(public, CELL_STATISTICS_FILE, cfg.publication.table_format))
         return WrittenTable(CELL_STATISTICS_FILE, len(pseom), cell_statistics_context(
             self.statistics, pseom, factor, dollars["publication_year"] if dollars else None), [])
 
@@ -94,7 +94,7 @@ class EmployerTableFile:
 
     def write(self, public: Path, cfg: ReleaseConfig, dollars: dict | None) -> WrittenTable:
         pseoemp, check = checked_employer_table_file(self.table, cfg.cells.years_after)
-        write_code_table(pseoemp, published_table(public, EMPLOYER_TABLE_FILE, cfg.publication.format))
+        write_code_table(pseoemp, published_table(public, EMPLOYER_TABLE_FILE, cfg.publication.table_format))
         return WrittenTable(EMPLOYER_TABLE_FILE, len(pseoemp),
                             employer_table_context(cfg, self.table, len(pseoemp)), [check])
 
