@@ -15,12 +15,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pandas as pd
-from prefect import flow
 from pydantic import SecretStr
 
 from pseo_das.config import ReleaseConfig, check_release_id, load_config
 from pseo_das.version import code_version
-from pseo_das.tasks import progress
+from pseo_das.tasks import progress, release_flow
 from pseo_das.tasks.audit.mlflow_run import (AuditRun, default_tracking_uri, record_release,
                                              release_parameters, seed_parameters)
 from pseo_das.tasks.audit.store_witness import (HEAD_PARAMS, PUBLISHED_TAG, close_abandoned_runs,
@@ -108,7 +107,7 @@ def fingerprint(values: dict) -> str:
     return hashlib.sha256(json.dumps(values, sort_keys=True).encode()).hexdigest()
 
 
-@flow(name="post_processing")
+@release_flow("post_processing")
 def post_processing(store_path: Path, plan: ReleasePlan, cfg: ReleaseConfig,
                     reference: ReferenceInputs, recast_inputs: RecastInputs | None,
                     identity: ReleaseIdentity, record: PublicationRecord,
@@ -163,7 +162,7 @@ def post_processing(store_path: Path, plan: ReleasePlan, cfg: ReleaseConfig,
     return ledger, cells, flows, manifest, lifetime.release_summary
 
 
-@flow(name="quarterly_release")
+@release_flow("quarterly_release")
 def quarterly_release(data_dir: Path, out_dir: Path, release_seed: SecretStr | None,
                       release_id: str, config_path: Path | None = None,
                       tracking_uri: str | None = None, reference_dir: Path | None = None,
@@ -313,12 +312,12 @@ def _measure_and_publish(data_dir: Path, out_dir: Path, given_seed: ReleaseSeed 
         audit.finish()
     except BaseException as exc:
         discard(staging)
-        audit.fail(f"{type(exc).__name__}: {exc}")
+        audit.fail(exc)
         raise
     return ReleaseResult(out_dir, release_id, audit.run_id, audit.tracking_uri, summary)
 
 
-@flow(name="republish")
+@release_flow("republish")
 def republish(store: Path, release_id: str, out_dir: Path, cip_vintage: str | None = None,
               reference_dir: Path | None = None) -> ReleaseResult:
     """Re-derive every public and internal file of a published release from the privacy

@@ -13,7 +13,7 @@ import time
 import traceback
 from pathlib import Path
 
-from pseo_das.errors import EXIT_BAD_INPUT, EXIT_CHECK_FAILED, PseoDasError
+from pseo_das.errors import EXIT_BAD_INPUT, EXIT_CHECK_FAILED, PseoDasError, disclosed
 
 # What a refusal's message follows, per command (fields: the parsed arguments); the other
 # commands: "pseo-das COMMAND: ".
@@ -84,7 +84,8 @@ def _release(args: argparse.Namespace) -> int:
     if args.release_id:
         check_release_id(args.release_id)
     _quiet_prefect_defaults()
-    from pseo_das.prefect_runtime import hide_tracebacks_of, prefect_api
+    from pseo_das.prefect_runtime import prefect_api
+    from pseo_das.tasks import hide_tracebacks_of
 
     with prefect_api() as wait_until_ready:  # the server boots while the code below imports
         from pseo_das.flows.quarterly_release import quarterly_release
@@ -221,7 +222,8 @@ def demo_line(summary: dict) -> str:
 
 def _republish(args: argparse.Namespace) -> int:
     _quiet_prefect_defaults()
-    from pseo_das.prefect_runtime import hide_tracebacks_of, prefect_api
+    from pseo_das.prefect_runtime import prefect_api
+    from pseo_das.tasks import hide_tracebacks_of
 
     with prefect_api() as wait_until_ready:
         from pseo_das.flows.quarterly_release import republish
@@ -1013,15 +1015,20 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         print(f"\npseo-das {args.command}: interrupted", file=sys.stderr)
         code = 130
-    except PseoDasError as exc:  # a refusal or a failed check: its message and exit code
+    except Exception as exc:
+        code = _failed(args, disclosed(exc))   # on the terminal, its message in full
+    raise SystemExit(code)
+
+
+def _failed(args: argparse.Namespace, exc: Exception) -> int:
+    """Report the exception the command stopped on; returns the exit code."""
+    if isinstance(exc, PseoDasError):  # a refusal or a failed check: its message, exit code
         if args.debug:
             traceback.print_exception(exc)
-        code = refused(args, exc, exc.exit_code)
-    except Exception as exc:  # no traceback reaches a user unless --debug asks for it
-        if args.debug:
-            raise
-        code = _unexpected(args.command, exc)
-    raise SystemExit(code)
+        return refused(args, exc, exc.exit_code)
+    if args.debug:   # no traceback reaches a user unless --debug asks for it
+        raise exc
+    return _unexpected(args.command, exc)
 
 
 def refused(args: argparse.Namespace, exc: Exception, exit_code: int = EXIT_BAD_INPUT) -> int:

@@ -27,6 +27,8 @@ CIP_LEVELS = ("4", "2", "A")  # finest to coarsest: 4-digit, 2-digit, all fields
 class ConfigError(PseoDasError, ValueError):
     """The release configuration is unusable."""
 
+    quotes_records = False
+
 
 RELEASE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 # Keys that earlier versions read from a release configuration and that now belong to the

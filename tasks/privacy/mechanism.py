@@ -60,6 +60,8 @@ def geometric_composition(k: int) -> str:
 class PrivacyBudgetExceeded(PseoDasError, RuntimeError):
     """A spend would take the release's total epsilon over its cap."""
 
+    quotes_records = False
+
 
 class MeasurementRefused(PseoDasError, ValueError):
     """An array the mechanism is not calibrated for: its statement declares another
