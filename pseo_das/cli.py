@@ -328,12 +328,14 @@ def _verify_store(path: Path, tracking_uri: str | None) -> int:
     from pseo_das.tasks.measurements.publication_record import record_objects
     from pseo_das.tasks.privacy.store import PrivacyStore
     from pseo_das.tasks.privacy.store_integrity import verify_store
-    from pseo_das.tasks.verification.ledger import ledger_custody, ledger_path, verify_ledger
+    from pseo_das.tasks.verification.ledger import (ledger_custody, ledger_path,
+                                                    plaintext_server_seed, verify_ledger)
 
     report = verify_store(path, check_objects=True, record_objects=record_objects)
     report.problems += [f"verification ledger: {p}" for p in ledger_custody(path)]
     if ledger_path(path).is_file():     # the verification server's ledger, when the store has one
         report.problems += [f"verification ledger: {p}" for p in verify_ledger(path)]
+        report.exposures += plaintext_server_seed(path)
     uri = tracking_uri or default_tracking_uri()
     try:
         with PrivacyStore.open(path) as store:
@@ -951,7 +953,7 @@ def parser() -> argparse.ArgumentParser:
     synthesize.add_argument("--config", help="TOML file overriding the default configuration")
     synthesize.set_defaults(run=_synthesize)
 
-    verify = sub.add_parser("verify-server", parents=[common], help="the verification server "
+    verify = sub.add_parser("verify-server", parents=[common, keyed], help="the verification server "
                             "(Barrientos et al. 2017): serve, init, add-analyst, show, fit")
     verify.add_argument("action", nargs="?", default="serve",
                         choices=["serve", "init", "add-analyst", "show", "fit"],

@@ -117,7 +117,7 @@ def release_flow(name: str, **options) -> Callable[[Callable], Any]:
     def make(fn: Callable):
         from prefect import flow
         hide_tracebacks_of()
-        return flow(withholding_records(fn), name=name, persist_result=False, **options)
+        return flow(name=name, persist_result=False, **options)(withholding_records(fn))
     return make
 
 

@@ -80,6 +80,8 @@ def custody(tmp_path_factory):
     refusal = release_command(ragged, root / "refused", audit)
     refusal[refusal.index("--release-id") + 1] = "2026Q4-ragged"
     refused = run(*refusal)
+    printed = "".join(run.stdout + run.stderr for run in (resumed, audited, refused))
+    assert SEED_A not in printed     # nor is the seed printed (it was given, never echoed)
     return root, (data, ragged), refused
 
 
