@@ -111,17 +111,17 @@ def _release(args: argparse.Namespace) -> int:
         print(f"\nRelease {result.release_id} is already published in {out} (complete, matching its "
               "manifest); nothing was redone and nothing was spent.")
         return 0
+    pseo_das, mlflow = installed_command("pseo-das"), installed_command("mlflow")
     print(f"""
-Release {result.release_id} published: new epsilon {summary['new_epsilon']} \
-({summary['new_measurements']:,} tabulation x population units measured for \
-{summary['populations_measured']:,} populations, {summary['reused_measurements']:,} reused from \
-the store for {summary['populations_reused']:,} populations at zero epsilon); largest lifetime \
-epsilon of any population {summary['max_lifetime_epsilon']} of {summary['lifetime_epsilon_cap']}.{guarantee_line(summary)}{demo_line(summary)}{cell_statistics_line(summary)}
+Release {result.release_id} published. {spending_sentence(summary, result.new_spending)}{guarantee_line(summary)}{demo_line(summary)}{cell_statistics_line(summary)}
   public files:    {out / 'public'}  (official: pseoe_all.csv, pseof_all.csv, pseo_all_institutions.csv, version_pseo.txt, state folders; pseoh_all.csv{'; pseoemp_all.csv' if (out / 'public' / 'pseoemp_all.csv').exists() else ''}; release_notes.html/.md)
   internal files:  {out / 'internal'}  (release_summary.json, ledger.csv, lifetime_budget.csv, flows_state.csv, drb_report.html, manifest.json, config.json)
-  privacy store:   {summary['store']}  (see it: pseo-das store show {summary['store']})
+  privacy store:   {summary['store']}
   audit run:       MLflow run {result.mlflow_run_id} in {result.tracking_uri}
-  see the audit:   mlflow ui --backend-store-uri {result.tracking_uri}""")
+Look at it:
+  {pseo_das} store show {summary['store']}        # the budget spent, per graduate
+  {pseo_das} audit {out}      # check the release against its run log
+  {mlflow} ui --backend-store-uri {result.tracking_uri}   # the run log""")
     return 0
 
 
@@ -186,6 +186,44 @@ def _publish(args: argparse.Namespace) -> int:
     return 0
 
 
+def installed_command(name: str) -> str:
+    """How to run `name` of this installation from the current folder: its bare name when
+    the shell finds this very program, else its path (`.venv/bin/pseo-das` after `make
+    release`, where the virtual environment is not activated)."""
+    import shutil
+
+    here = Path(sys.executable).parent / name
+    if not here.exists() or shutil.which(name) == str(here):
+        return name
+    try:
+        return str(here.relative_to(Path.cwd()))
+    except ValueError:
+        return str(here)
+
+
+def spending_sentence(summary: dict, new_spending: bool) -> str:
+    """What this run spent, in words: a run that re-derived a release measured by an
+    earlier run spent nothing, whatever the release's own figures are."""
+    lifetime = (f"Largest lifetime epsilon of any graduate: {summary['max_lifetime_epsilon']} "
+                f"of the store's cap {summary['lifetime_epsilon_cap']}.")
+    if not new_spending:
+        return (f"This run spent nothing: the release was measured by an earlier run (new "
+                f"epsilon {summary['new_epsilon']} then), and its files were derived again from "
+                f"the privacy store. {lifetime}")
+    new, reused = summary["new_measurements"], summary["reused_measurements"]
+    if not new:
+        return (f"This run spent nothing: all {reused:,} measurements (tabulation x "
+                f"population units, {summary['populations_reused']:,} populations) were reused "
+                f"from the privacy store at zero epsilon. {lifetime}")
+    drawn = (f"a new epsilon of {summary['new_epsilon']} ({new:,} tabulation x population units "
+             f"measured in {summary['populations_measured']:,} populations")
+    if reused:
+        whole = summary["populations_reused"]
+        drawn += (f"; {reused:,} earlier measurements reused from the store at zero epsilon"
+                  + (f", {whole:,} populations entirely from the store" if whole else ""))
+    return f"This run spent {drawn}). {lifetime}"
+
+
 def guarantee_line(summary: dict) -> str:
     """The final message's lines on the release's guarantee (release_summary.json's,
     derived from its measurements' statements)."""
@@ -221,18 +259,22 @@ def demo_line(summary: dict) -> str:
 
 
 def _republish(args: argparse.Namespace) -> int:
+    from pseo_das.tasks.privacy.store import PrivacyStore, resolve_store
+
+    store = resolve_store(args.store)
+    with PrivacyStore.open(store) as opened:   # an unknown release: refused before Prefect starts
+        opened.stored_publication_record(args.release)
     _quiet_prefect_defaults()
     from pseo_das.prefect_runtime import prefect_api
     from pseo_das.tasks import hide_tracebacks_of
 
     with prefect_api() as wait_until_ready:
         from pseo_das.flows.quarterly_release import republish
-        from pseo_das.tasks.privacy.store import resolve_store
 
         if not args.debug:
             hide_tracebacks_of(PseoDasError)
         wait_until_ready()
-        result = republish(resolve_store(args.store), args.release, Path(args.out),
+        result = republish(store, args.release, Path(args.out),
                            args.cip_vintage,
                            Path(args.reference) if args.reference else None)
     print(f"\nRelease {result.release_id} re-derived from the privacy store into {result.out_dir} "
@@ -356,6 +398,9 @@ def _verify_store(path: Path, tracking_uri: str | None) -> int:
 
 
 def _audit(args: argparse.Namespace) -> int:
+    if args.data and not Path(args.data).is_dir():   # never a silent waiver of the replay
+        raise PseoDasError(f"--data {args.data}: no such folder (the confidential inputs to "
+                           "replay the release with; --no-replay audits without them)")
     _quiet_prefect_defaults()
     from pseo_das.prefect_runtime import prefect_api
 
@@ -414,8 +459,12 @@ def _evaluate_flows(args: argparse.Namespace) -> int:
     for row in outcome["targets"]:
         print(f"  [{'met' if row['meets_target'] else 'missed'}] epsilon {outcome['epsilon']:g}, "
               f"{row['setting']}: MAE not employed {row['mae_nonemployed']:.2f}")
-    best = outcome["recommended"]
+    best, shipped = outcome["recommended"], outcome["shipped"]
     print(f"  recommended: {best['setting'] if best else 'none meets the target'}")
+    if shipped:
+        print(f"  shipped default ({shipped['setting']}): "
+              f"{'meets' if shipped['meets_target'] else 'misses'} the target, "
+              f"{'the recommended setting' if shipped['wins'] else 'not the recommended setting'}")
     return 0
 
 
@@ -645,8 +694,15 @@ def _verify_server(args: argparse.Namespace) -> int:
                 raise StoreError("add-analyst needs NAME and --budget E")
             with VerificationLedger.open(store) as ledger:
                 token = ledger.add_analyst(args.name, args.budget, args.by or "unknown")
+                above = ledger.analyst_budget(args.name) > ledger.global_cap()
+                cap = ledger.global_cap()
             print(f"analyst {args.name} registered with epsilon budget {args.budget}. Their token "
                   f"(shown once, only its SHA-256 is kept):\n{token}")
+            if above:
+                print(f"WARNING: {args.name}'s budget {args.budget} is above the global budget "
+                      f"{cap}: every query is also charged to the global budget, so they can "
+                      f"never spend more than {cap} (less once others have spent)",
+                      file=sys.stderr)
         elif args.action == "show":
             print(commands.ledger_summary(store))
         else:
@@ -656,6 +712,19 @@ def _verify_server(args: argparse.Namespace) -> int:
     except (ValidationError, json.JSONDecodeError) as exc:   # a query file that is not one
         return refused(args, exc)
     return 0
+
+
+def check_port_free(host: str, port: int) -> None:
+    """The server's address can be bound (it is bound again by the server itself)."""
+    import socket
+
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            raise PseoDasError(f"cannot serve on {host}:{port}: {exc.strerror or exc} (another "
+                               "server there? choose one with --port); nothing was read") from exc
 
 
 def _serve_verification(args, store: Path, years: tuple[int, int], default_tracking_uri) -> int:
@@ -668,6 +737,7 @@ def _serve_verification(args, store: Path, years: tuple[int, int], default_track
 
     from pseo_das.tasks.verification.ledger import VerificationLedger
     VerificationLedger.open(store).close()      # a missing ledger is refused before any reading
+    check_port_free(args.host, args.port)       # before minutes of reading the data
     records = load_records(Path(args.data), *years)
     uri = args.tracking_uri or default_tracking_uri()
     session = SessionLog(uri, {"store": str(store), "data_dir": str(Path(args.data).resolve()),
@@ -972,7 +1042,8 @@ def parser() -> argparse.ArgumentParser:
     verify.add_argument("--by", help="init, add-analyst: who does it (recorded)")
     verify.add_argument("--query", help="fit: the query, a JSON file")
     verify.add_argument("--tracking-uri", help="serve: MLflow tracking URI for the session's "
-                        "audit run (default as for release)")
+                        "audit run (default as for release: $MLFLOW_TRACKING_URI, else "
+                        "./audit/mlflow.db, created in the current folder if missing)")
     verify.add_argument("--query-seconds", type=_positive_seconds, help="serve: a query is "
                         "answered or refused (HTTP 503, nothing charged) within this many "
                         "seconds (default: the README's verification server limits)")

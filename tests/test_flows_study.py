@@ -103,6 +103,17 @@ def test_the_flows_study_end_to_end(small_synthetic, tmp_path, capsys):
     study = json.loads((out / "flows_study.json").read_text())
     assert study["epsilons"] == [1.5] and study["draws"] == 1
     assert "recommended:" in printed and "Flows accuracy study" in printed
+    # the shipped default is in the grid, and the report says whether it wins
+    shipped = study["shipped"]
+    assert shipped["setting"] == ("appendix, non-employed weight "
+                                  f"{CALIBRATED_NONEMPLOYED_WEIGHT:g}, measured total (20% of epsilon)")
+    row = targets[targets["candidate"].eq(f"appendix, non-employed weight "
+                                          f"{CALIBRATED_NONEMPLOYED_WEIGHT:g}")
+                  & targets["total_share"].eq(0.2)].iloc[0]
+    assert shipped["meets_target"] == bool(row["meets_target"])
+    assert shipped["wins"] == ((study["recommended"] or {}).get("setting") == shipped["setting"])
+    assert f"shipped default ({shipped['setting']})" in printed
+    assert "The shipped default" in (out / "flows_accuracy_report.md").read_text()
     # reproducible for a seed
     _run(small_synthetic, tmp_path / "b", capsys)
     assert (out / "flows_accuracy.csv").read_text() == \

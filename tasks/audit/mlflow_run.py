@@ -206,6 +206,16 @@ def release_parameters(cfg: ReleaseConfig, release_id: str, data_dir: Path,
             "supersede": str(supersede).lower(), "remeasure": remeasure or ""}
 
 
+def rerun_tags(release_id: str, out_dir: Path, release_run_id: str) -> dict[str, str]:
+    """The tags of a rerun that found its release already published: a child of the run
+    that published it (MLflow's parent link), with a note; its seed stays on that run."""
+    return {"already_published": str(out_dir), "rerun_of_run": release_run_id,
+            "mlflow.parentRunId": release_run_id,
+            "mlflow.note.content": f"Rerun of release {release_id}: it was already published in "
+                                   f"{out_dir} by run {release_run_id}. Nothing was measured, "
+                                   "spent or written; the seed and the record are on that run."}
+
+
 def seed_parameters(release_seed: ReleaseSeed, plan: ReleasePlan) -> dict[str, object]:
     """The seed's commitment (its SHA-256; known once the privacy store has recorded the
     plan) and that plan. Never the seed: the run log is handed to auditors, and whoever holds

@@ -23,7 +23,8 @@ from pseo_das.tasks import progress, release_task
 from pseo_das.tasks.inputs.cells import CellFrame, observable_populations
 from pseo_das.tasks.measurements.products import PRODUCTS, Product, planned_questions
 from pseo_das.tasks.measurements.questions import QUESTION_KINDS
-from pseo_das.tasks.measurements.publication_record import PublicationRecord
+from pseo_das.tasks.measurements.publication_record import PublicationRecord, ReleaseIdentity
+from pseo_das.tasks.measurements.release_inputs import ReleaseInputs
 from pseo_das.tasks.privacy.mechanism import PrivacyBudgetExceeded
 from pseo_das.tasks.privacy.release_seed import ReleaseSeed
 from pseo_das.tasks.privacy.store import (POPULATION_KEYS, ChainHead, LifetimeBudgetExceeded,
@@ -63,6 +64,16 @@ class ReleasePlan:
     def new_delta(self) -> Fraction:
         """This release's fresh delta: the largest new delta of any population."""
         return max(self.populations["delta_this_release"], default=Fraction(0))
+
+    def record_fields(self, identity: ReleaseIdentity, cfg: ReleaseConfig,
+                      inputs: ReleaseInputs, store_chain: dict) -> dict:
+        """The publication record's own fields for this plan's attempt, measured
+        (`stored_tables.keep_publication_record` adds the public tables' addresses)."""
+        return {"identity": identity, "attempt": self.attempt.attempt, "config": cfg,
+                "input_fingerprints": inputs.fingerprints, "input_checks": inputs.counts.checks,
+                "new_spending": self.new_spending, "superseded": self.superseded,
+                "store_policy": self.policy.as_dict(), "store_chain": store_chain,
+                "dollars": inputs.dollars.as_dict(), "demo_inputs": inputs.demo}
 
     def summary(self) -> dict:
         """New and reused measurements (tabulation x population units), populations, new
