@@ -1093,7 +1093,7 @@ def main(argv: list[str] | None = None) -> None:
     raise SystemExit(code)
 
 
-def _failed(args: argparse.Namespace, exc: Exception) -> int:
+def _failed(args: argparse.Namespace, exc: BaseException) -> int:
     """Report the exception the command stopped on; returns the exit code."""
     if isinstance(exc, PseoDasError):  # a refusal or a failed check: its message, exit code
         if args.debug:
@@ -1104,7 +1104,7 @@ def _failed(args: argparse.Namespace, exc: Exception) -> int:
     return _unexpected(args.command, exc)
 
 
-def refused(args: argparse.Namespace, exc: Exception, exit_code: int = EXIT_BAD_INPUT) -> int:
+def refused(args: argparse.Namespace, exc: BaseException, exit_code: int = EXIT_BAD_INPUT) -> int:
     """Say why the command stopped: its headline, then the exception's message. Returns
     the exit code."""
     headline = REFUSAL_HEADLINES.get(args.command, "pseo-das {command}: ")
@@ -1112,7 +1112,7 @@ def refused(args: argparse.Namespace, exc: Exception, exit_code: int = EXIT_BAD_
     return exit_code
 
 
-def _unexpected(command: str, exc: Exception) -> int:
+def _unexpected(command: str, exc: BaseException) -> int:
     if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
         where = f" writing {exc.filename}" if exc.filename else ""
         print(f"\npseo-das {command}: FAILED: the disk is full{where} ({exc.strerror}); nothing "
