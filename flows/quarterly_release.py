@@ -35,7 +35,7 @@ from pseo_das.tasks.cip_recast.recast_inputs import RecastInputs, load_recast
 from pseo_das.tasks.inputs.cells import CIP_2020
 from pseo_das.tasks.inputs.true_counts import Engine
 from pseo_das.tasks.inputs.reference_inputs import ReferenceInputs, default_reference_dir
-from pseo_das.tasks.privacy.mechanism import LedgerEntry, PrivacyLedger
+from pseo_das.tasks.privacy.ledger import LedgerEntry, PrivacyLedger
 from pseo_das.tasks.measurements.products import (CELL_STATISTICS, EARNINGS, EMPLOYER_TABLE,
                                                   FLOWS, StoreReading, measure_pending,
                                                   planning_frames)

@@ -39,6 +39,8 @@ def _synth(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     if args.jobs and args.part_graduates:
         return refused(args, ValueError("--jobs writes single files: leave out --part-graduates"))
+    if args.second_degree_share is not None and not args.jobs:
+        return refused(args, ValueError("--second-degree-share is an option of --jobs"))
     try:
         counts = write_synthetic(Path(args.out), graduates=args.graduates, seed=args.seed,
                                  cip_switch_year=args.cip_switch_year,
@@ -48,7 +50,11 @@ def _synth(args: argparse.Namespace) -> int:
         return refused(args, exc)
     if args.jobs:
         from pseo_das.synth_jobs import write_jobs_layout
-        jobs = write_jobs_layout(Path(args.out), args.seed, 2022, args.cip_switch_year)
+        try:
+            jobs = write_jobs_layout(Path(args.out), args.seed, 2022, args.cip_switch_year,
+                                     second_degree_share=args.second_degree_share)
+        except ValueError as exc:   # more second degrees than candidates
+            return refused(args, exc)
         print(f"synthetic data (jobs layout): {jobs['graduates']:,} degree rows of "
               f"{jobs['persons']:,} persons, {jobs['jobs']:,} job rows in {args.out} "
               f"({time.perf_counter() - started:.1f} s)")
@@ -492,6 +498,24 @@ def _evaluate_mos(args: argparse.Namespace) -> int:
     return 0
 
 
+def _evaluate_bounding(args: argparse.Namespace) -> int:
+    """The contribution bound's study (k = 1, 2, 3; README, "Several degrees per person")."""
+    from pseo_das.tasks.study.bounding_accuracy_study import bounding_accuracy_study
+    from pseo_das.tasks.study.bounding_study import DEFAULT_BOUNDING_STUDY_SEED
+
+    result = bounding_accuracy_study(Path(args.data), Path(args.out), quick=args.quick,
+                                     seed_hex=args.seed or DEFAULT_BOUNDING_STUDY_SEED,
+                                     draws=args.draws)
+    study, out = result.study, result.out_dir
+    print(f"\nBounding study{' (quick)' if args.quick else ''} done in {result.seconds:.0f} s.\n"
+          f"  report:  {out / 'bounding_report.md'} (.html)\n"
+          f"  tables:  {out / 'bounding_accuracy.csv'}, {out / 'bounding_by_k.csv'}\n"
+          "  mean error over the headline measures (cells of 30 and over): "
+          + ", ".join(f"k = {k}: {v:.1%}" for k, v in study["mean_headline_error"].items())
+          + f"\n  recommended: k = {study['recommended_k']}")
+    return 0
+
+
 def _evaluate(args: argparse.Namespace) -> int:
     from pseo_das.synth import is_synthetic
 
@@ -503,10 +527,15 @@ def _evaluate(args: argparse.Namespace) -> int:
         return _evaluate_flows(args)
     if args.product == "mos":
         return _evaluate_mos(args)
+    if args.product == "bounding" and not (args.epsilons or args.total_shares or
+                                           args.nonemployed_weights or args.mechanisms or
+                                           args.alphas):
+        return _evaluate_bounding(args)
     if args.epsilons or args.draws or args.total_shares or args.nonemployed_weights or \
             args.mechanisms or args.alphas:
         print("pseo-das evaluate: --epsilons, --draws, --total-shares, --nonemployed-weights, "
-              "--mechanisms and --alphas are options of --product flows",
+              "--mechanisms and --alphas are options of --product flows (--draws also of "
+              "mos and bounding)",
               file=sys.stderr)
         return EXIT_BAD_INPUT
     _quiet_prefect_defaults()
@@ -532,7 +561,7 @@ def _noise_sample(args: argparse.Namespace) -> int:
     import numpy as np
 
     from pseo_das.epsilon import epsilon_from_text, epsilon_range_problem
-    from pseo_das.tasks.privacy.mechanism import discrete_laplace_noise
+    from pseo_das.tasks.privacy.geometric import discrete_laplace_noise
 
     try:
         epsilon = epsilon_from_text(args.epsilon)
@@ -829,6 +858,10 @@ def parser() -> argparse.ArgumentParser:
                             "(about 20%% of bachelor's graduates with a master's too) and "
                             "jobs.parquet, one row per person, year and job (a quarter of the "
                             "years over two jobs); single files only")
+    synth.add_argument("--second-degree-share", type=float, metavar="S",
+                       help="--jobs only: the expected share S of persons with a second degree "
+                            "(a master's), e.g. 0.2 for the bounding study (default: 20%% of the "
+                            "bachelor's graduates who can, about 7.8%% of persons)")
     synth.set_defaults(run=_synth)
 
     release = sub.add_parser("release", parents=[common, keyed], help="run a quarterly release (earnings and employment flows)")
@@ -983,11 +1016,14 @@ def parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--data", required=True, help="folder with synthetic graduates and outcomes")
     evaluate.add_argument("--out", required=True, help="folder for the tables, figures and report "
                           "(created if missing; existing study files are replaced)")
-    evaluate.add_argument("--product", choices=["earnings", "flows", "mos"], default="earnings",
+    evaluate.add_argument("--product", choices=["earnings", "flows", "mos", "bounding"],
+                          default="earnings",
                           help="earnings: the percentile study (paper section 5); flows: the "
-                          "employment flows post-processing study; mos: the cell statistics (mos, mos-dp, histogram means; --epsilons, --draws)")
+                          "employment flows post-processing study; mos: the cell statistics (mos, mos-dp, histogram means; --epsilons, --draws); "
+                          "bounding: percentiles, counts and flows at privacy.max_degrees_per_person "
+                          "k = 1, 2, 3 on the jobs layout (--draws, default 10; --quick: 1)")
     evaluate.add_argument("--quick", action="store_true", help="reduced grid (earnings: bins 10-30 by 5, "
-                          "7 epsilons, 5 draws, under two minutes; flows: epsilon 1.5, 2 draws)")
+                          "7 epsilons, 5 draws, under two minutes; flows: epsilon 1.5, 2 draws; bounding: 1 draw)")
     evaluate.add_argument("--epsilons", type=lambda t: [float(x) for x in t.split(",")],
                           help="flows only: comma-separated epsilons (default 0.5,1,1.5,2,3)")
     evaluate.add_argument("--draws", type=int, help="flows only: noise draws per setting (default 5)")

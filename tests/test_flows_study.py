@@ -1,5 +1,6 @@
 """The flows accuracy study (issue 13): the published quantities and measures on hand-made
 flows, the simulation noise, and a small end-to-end run through the command line."""
+from fractions import Fraction
 import json
 import math
 
@@ -137,7 +138,7 @@ def test_the_default_correction_meets_the_target_on_the_tests_data(synthetic_dir
     cfg = load_config()
     flows_epsilon = cfg.flows.epsilon_per_tabulation + cfg.flows.total_epsilon_per_tabulation
     share = cfg.flows.total_epsilon_per_tabulation / flows_epsilon
-    assert (round(flows_epsilon, 10), round(share, 10)) == (1.5, 0.2)
+    assert (flows_epsilon, share) == (Fraction(3, 2), Fraction(1, 5))   # exact epsilons
     assert cfg.flows.nonemployed_weight == CALIBRATED_NONEMPLOYED_WEIGHT
     with pytest.raises(SystemExit) as done:
         main(["evaluate", "--product", "flows", "--data", str(synthetic_dir),

@@ -23,11 +23,11 @@ from pseo_das.tasks.codes.ipeds_counts import IpedsCounts
 from pseo_das.tasks.cip_recast.recast_inputs import RecastInputs
 from pseo_das.tasks.cip_recast.recast import (DIRECT, RecastContext, RecastTable, as_coded,
                                              to_cip_2020)
-from pseo_das.tasks.privacy.mechanism import (LedgerEntry, NoisyMeasurement,
-                                              employer_composition, geometric_composition,
-                                              geometric_variance,
-                                              measured_entry, post_processing_seed,
-                                              stream_sha256)
+from pseo_das.tasks.privacy.employer_side import employer_composition
+from pseo_das.tasks.privacy.geometric import geometric_composition, geometric_variance
+from pseo_das.tasks.privacy.ledger import LedgerEntry, NoisyMeasurement, measured_entry
+from pseo_das.tasks.privacy.post_processing import post_processing_seed
+from pseo_das.tasks.privacy.streams import stream_sha256
 from pseo_das.tasks.measurements.questions import read_statements
 from pseo_das.tasks.measurements.release_inputs import ReleaseInputs
 from pseo_das.tasks.measurements.publication_record import (PublicationRecord,

@@ -30,7 +30,7 @@ from pseo_das.tasks import file_task, progress
 from pseo_das.tasks.study.accuracy import release_accuracy
 from pseo_das.tasks.study.flows_release_accuracy import grads_consistency
 from pseo_das.tasks.employment_flows.division_flows import FlowsRelease, PublishedFlowsChecks
-from pseo_das.tasks.privacy.mechanism import MEASURING_MECHANISMS, PrivacyLedger
+from pseo_das.tasks.privacy.ledger import MEASURING_MECHANISMS, PrivacyLedger
 from pseo_das.tasks.earnings.noisy_histograms import NoisyHistograms
 from pseo_das.tasks.measurements.publication_record import PublicationRecord, ReleaseIdentity
 from pseo_das.tasks.measurements.release_plan import (ReleasePlan, lifetime_budget_file,

@@ -16,7 +16,7 @@ from pseo_das.tasks.earnings.cell_statistics import (CELL_STATISTICS_FILE, Noisy
                                                      cell_statistics_table)
 from pseo_das.tasks.employment_flows.employer_table import NoisyEmployerTable
 from pseo_das.tasks.inputs.constant_dollars import DollarYears
-from pseo_das.tasks.privacy.mechanism import LedgerEntry
+from pseo_das.tasks.privacy.ledger import LedgerEntry
 from pseo_das.tasks.publication.employer_table_file import (EMPLOYER_TABLE_FILE,
                                                             checked_employer_table_file,
                                                             employer_table_context)
@@ -28,7 +28,7 @@ class WrittenTable:
     """A side table as written: its file, rows, the documents' section and its checks."""
     file_name: str
     rows: int
-    context: dict
+    context: dict | None
     checks: list[dict]
 
 

@@ -48,9 +48,9 @@ class ShippedDefault:
 
 def shipped_default(cfg) -> ShippedDefault:
     flows = cfg.flows
-    epsilon = round(flows.epsilon_per_tabulation + flows.total_epsilon_per_tabulation, 10)
-    share = round(flows.total_epsilon_per_tabulation / epsilon, 10) if flows.measures_total else 0.0
-    return ShippedDefault(epsilon, share, flows.nonemployed_weight)
+    epsilon = flows.epsilon_per_tabulation + flows.total_epsilon_per_tabulation   # exact
+    share = flows.total_epsilon_per_tabulation / epsilon if flows.measures_total else 0
+    return ShippedDefault(float(epsilon), float(share), flows.nonemployed_weight)
 
 
 def _with(values, value) -> tuple:
