@@ -84,16 +84,42 @@ class _WithoutTraceback(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         error = record.exc_info[1] if record.exc_info else None
+        if record.levelno >= logging.WARNING and self._about_expected(record, error):
+            return False     # a refusal: the CLI says it once, without Prefect's ERROR lines
         if error is not None and (isinstance(error, self.expected) or is_withheld(error)):
             record.exc_info, record.exc_text = None, None
         return True
+
+    def _about_expected(self, record: logging.LogRecord, error: BaseException | None) -> bool:
+        """A warning or error of a run that failed with an expected exception: the record
+        carries it, or names its class ("... encountered an exception StoreError: ...")."""
+        if not self.expected:
+            return False
+        if error is not None:
+            return isinstance(error, self.expected)
+        message = record.getMessage()
+        return any(f"exception {name}" in message or f"exception: {name}" in message
+                   for name in _class_names(self.expected))
 
 
 _RUN_LOGS = _WithoutTraceback()
 
 
+def _class_names(classes: tuple[type[BaseException], ...]) -> set[str]:
+    """The names of `classes` and of every subclass of them."""
+    names, todo = set(), list(classes)
+    while todo:
+        cls = todo.pop()
+        if cls.__name__ not in names:
+            names.add(cls.__name__)
+            todo.extend(cls.__subclasses__())
+    return names
+
+
 def hide_tracebacks_of(*expected: type[BaseException]) -> None:
-    """Prefect's run logs show no traceback of a withheld error nor of these classes."""
+    """Prefect's run logs show no traceback of a withheld error, and no warning or error
+    line at all about an exception of these classes (the refusals the CLI reports itself;
+    `--debug` does not call this)."""
     _RUN_LOGS.expected += expected
     for name in ("prefect.flow_runs", "prefect.task_runs"):
         if _RUN_LOGS not in logging.getLogger(name).filters:
