@@ -38,6 +38,7 @@ from pseo_das.tasks.cip_recast.recast_inputs import RecastInputs, load_recast
 from pseo_das.tasks.inputs.cells import CIP_2020
 from pseo_das.tasks.inputs.constant_dollars import dollar_years
 from pseo_das.tasks.inputs.cpi import find_cpi, read_cpi
+from pseo_das.tasks.inputs.frame_check import check_frame_against_ipeds
 from pseo_das.tasks.inputs.ingest import InputValidationError
 from pseo_das.tasks.inputs.true_counts import Engine, count_inputs
 from pseo_das.tasks.inputs.ipeds_counts import load_ipeds_counts_inputs
@@ -247,6 +248,7 @@ def _measure_and_publish(data_dir: Path, out_dir: Path, given_seed: ReleaseSeed 
         cpi = read_cpi(find_cpi(reference_dir))
         counts = count_inputs(Path(data_dir), cfg, recast_inputs.vintages(cfg.cip.switch_year),
                               cpi, engine)
+        counts = check_frame_against_ipeds(counts, ipeds, cfg)   # before any noise
         dollars = dollar_years(cpi, cfg.earnings.dollar_year, cfg.earnings.publication_dollar_year)
         reference = load_reference(reference_dir)
         fingerprints = {**counts.fingerprints, **reference.fingerprints,
