@@ -122,16 +122,19 @@ def test_flag_keeps_every_cell_and_counts_those_ipeds_does_not_show():
     assert frame_check_of(kept.checks)["choice"] == "flag"
 
 
-def test_withholding_is_part_of_the_question_flag_is_not():
+def test_withholding_is_part_of_the_question_flag_is_not(tmp_path):
     """A measurement taken on the whole frame does not answer a release that withholds."""
     withhold = earnings_questions(with_choice(FrameNotInIpeds.WITHHOLD))[0]
     flag = earnings_questions(with_choice(FrameNotInIpeds.FLAG))[0]
     assert FRAME_PARAMETER in withhold.parameters and FRAME_PARAMETER not in flag.parameters
-    # a configuration recorded before the check (no key) is "flag", and dumps as it did
-    dumped = with_choice(FrameNotInIpeds.FLAG).model_dump(mode="json")
-    assert "frame_not_in_ipeds" not in dumped["cells"]
-    assert type(CFG).model_validate(dumped).cells.frame_not_in_ipeds == FrameNotInIpeds.FLAG
-    assert CFG.cells.frame_not_in_ipeds == FrameNotInIpeds.WITHHOLD   # the default
+    # the default dumps as configurations did before the check; both round-trip
+    assert CFG.cells.frame_not_in_ipeds == FrameNotInIpeds.WITHHOLD
+    assert "frame_not_in_ipeds" not in CFG.model_dump(mode="json")["cells"]
+    from pseo_das.tasks.audit.replay import configuration_toml
+    for choice in FrameNotInIpeds:   # as the audit's replay writes the logged configuration
+        dumped = with_choice(choice).model_dump(mode="json")
+        (tmp_path / "config.toml").write_text(configuration_toml(dumped))
+        assert load_config(tmp_path / "config.toml").cells.frame_not_in_ipeds == choice
 
 
 def coverage_counts(institutions: list[str]) -> TrueCounts:
