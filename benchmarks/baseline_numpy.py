@@ -4,7 +4,7 @@ Reads the needed Parquet columns, links outcomes to graduates, builds the instit
 degree x 4-digit CIP x cohort cells, and for 1, 5 and 10 years after graduation counts
 earnings into the bins (searchsorted + bincount), adds two-sided geometric noise to every
 bin of every observable cell (ChaCha20 under numpy's Generator, keyed exactly as
-tasks/mechanism.py keys it, cells in the same canonical order) and computes the
+tasks/privacy/streams.py keys it, cells in the same canonical order) and computes the
 percentiles vectorized. Parameters come from pseo_das/default_config.toml.
 No validation, no derived levels, no files, no audit: the bare arithmetic.
 
@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 from randomgen import ChaCha
 
 CONFIG = Path(__file__).resolve().parents[1] / "pseo_das" / "default_config.toml"
-STREAM_DOMAIN = b"pseo-das/noise-stream/v1"  # as in tasks/mechanism.py
+STREAM_DOMAIN = b"pseo-das/noise-stream/v1"  # as in tasks/privacy/streams.py
 DEFAULT_SEED = "5eed" * 16
 
 

@@ -5,7 +5,7 @@
 For epsilon 1 and 1.5, the time of `--draws` two-sided geometric draws, in one process
 (so the three compare under the same load), best of --repeat, in ns per draw:
 
-  exact        the release's sampler: pseo_das.tasks.privacy.mechanism.discrete_laplace_noise
+  exact        the release's sampler: pseo_das.tasks.privacy.geometric.discrete_laplace_noise
                (ChaCha20 words -> integer-only inversion, discrete_laplace.py)
   float        the path releases used before it: ChaCha20 under numpy's Generator,
                X - Y with X, Y = Generator.geometric(1 - exp(-epsilon)) (float inversion)
@@ -26,7 +26,8 @@ from pathlib import Path
 import numpy as np
 from randomgen import ChaCha
 
-from pseo_das.tasks.privacy.mechanism import discrete_laplace_noise, stream_key
+from pseo_das.tasks.privacy.geometric import discrete_laplace_noise
+from pseo_das.tasks.privacy.streams import stream_key
 
 RESULTS = Path(__file__).resolve().parent / "results"
 SEED = bytes(range(32))

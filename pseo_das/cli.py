@@ -39,6 +39,8 @@ def _synth(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     if args.jobs and args.part_graduates:
         return refused(args, ValueError("--jobs writes single files: leave out --part-graduates"))
+    if args.second_degree_share is not None and not args.jobs:
+        return refused(args, ValueError("--second-degree-share is an option of --jobs"))
     try:
         counts = write_synthetic(Path(args.out), graduates=args.graduates, seed=args.seed,
                                  cip_switch_year=args.cip_switch_year,
@@ -48,7 +50,11 @@ def _synth(args: argparse.Namespace) -> int:
         return refused(args, exc)
     if args.jobs:
         from pseo_das.synth_jobs import write_jobs_layout
-        jobs = write_jobs_layout(Path(args.out), args.seed, 2022, args.cip_switch_year)
+        try:
+            jobs = write_jobs_layout(Path(args.out), args.seed, 2022, args.cip_switch_year,
+                                     second_degree_share=args.second_degree_share)
+        except ValueError as exc:   # more second degrees than candidates
+            return refused(args, exc)
         print(f"synthetic data (jobs layout): {jobs['graduates']:,} degree rows of "
               f"{jobs['persons']:,} persons, {jobs['jobs']:,} job rows in {args.out} "
               f"({time.perf_counter() - started:.1f} s)")
@@ -110,17 +116,17 @@ def _release(args: argparse.Namespace) -> int:
         print(f"\nRelease {result.release_id} is already published in {out} (complete, matching its "
               "manifest); nothing was redone and nothing was spent.")
         return 0
+    pseo_das, mlflow = installed_command("pseo-das"), installed_command("mlflow")
     print(f"""
-Release {result.release_id} published: new epsilon {summary['new_epsilon']} \
-({summary['new_measurements']:,} tabulation x population units measured for \
-{summary['populations_measured']:,} populations, {summary['reused_measurements']:,} reused from \
-the store for {summary['populations_reused']:,} populations at zero epsilon); largest lifetime \
-epsilon of any population {summary['max_lifetime_epsilon']} of {summary['lifetime_epsilon_cap']}.{guarantee_line(summary)}{demo_line(summary)}{cell_statistics_line(summary)}
+Release {result.release_id} published. {spending_sentence(summary, result.new_spending)}{guarantee_line(summary)}{demo_line(summary)}{cell_statistics_line(summary)}
   public files:    {out / 'public'}  (official: pseoe_all.csv, pseof_all.csv, pseo_all_institutions.csv, version_pseo.txt, state folders; pseoh_all.csv{'; pseoemp_all.csv' if (out / 'public' / 'pseoemp_all.csv').exists() else ''}; release_notes.html/.md)
   internal files:  {out / 'internal'}  (release_summary.json, ledger.csv, lifetime_budget.csv, flows_state.csv, drb_report.html, manifest.json, config.json)
-  privacy store:   {summary['store']}  (see it: pseo-das store show {summary['store']})
+  privacy store:   {summary['store']}
   audit run:       MLflow run {result.mlflow_run_id} in {result.tracking_uri}
-  see the audit:   mlflow ui --backend-store-uri {result.tracking_uri}""")
+Look at it:
+  {pseo_das} store show {summary['store']}        # the budget spent, per graduate
+  {pseo_das} audit {out}      # check the release against its run log
+  {mlflow} ui --backend-store-uri {result.tracking_uri}   # the run log""")
     return 0
 
 
@@ -185,6 +191,44 @@ def _publish(args: argparse.Namespace) -> int:
     return 0
 
 
+def installed_command(name: str) -> str:
+    """How to run `name` of this installation from the current folder: its bare name when
+    the shell finds this very program, else its path (`.venv/bin/pseo-das` after `make
+    release`, where the virtual environment is not activated)."""
+    import shutil
+
+    here = Path(sys.executable).parent / name
+    if not here.exists() or shutil.which(name) == str(here):
+        return name
+    try:
+        return str(here.relative_to(Path.cwd()))
+    except ValueError:
+        return str(here)
+
+
+def spending_sentence(summary: dict, new_spending: bool) -> str:
+    """What this run spent, in words: a run that re-derived a release measured by an
+    earlier run spent nothing, whatever the release's own figures are."""
+    lifetime = (f"Largest lifetime epsilon of any graduate: {summary['max_lifetime_epsilon']} "
+                f"of the store's cap {summary['lifetime_epsilon_cap']}.")
+    if not new_spending:
+        return (f"This run spent nothing: the release was measured by an earlier run (new "
+                f"epsilon {summary['new_epsilon']} then), and its files were derived again from "
+                f"the privacy store. {lifetime}")
+    new, reused = summary["new_measurements"], summary["reused_measurements"]
+    if not new:
+        return (f"This run spent nothing: all {reused:,} measurements (tabulation x "
+                f"population units, {summary['populations_reused']:,} populations) were reused "
+                f"from the privacy store at zero epsilon. {lifetime}")
+    drawn = (f"a new epsilon of {summary['new_epsilon']} ({new:,} tabulation x population units "
+             f"measured in {summary['populations_measured']:,} populations")
+    if reused:
+        whole = summary["populations_reused"]
+        drawn += (f"; {reused:,} earlier measurements reused from the store at zero epsilon"
+                  + (f", {whole:,} populations entirely from the store" if whole else ""))
+    return f"This run spent {drawn}). {lifetime}"
+
+
 def guarantee_line(summary: dict) -> str:
     """The final message's lines on the release's guarantee (release_summary.json's,
     derived from its measurements' statements)."""
@@ -220,17 +264,21 @@ def demo_line(summary: dict) -> str:
 
 
 def _republish(args: argparse.Namespace) -> int:
+    from pseo_das.tasks.privacy.store import PrivacyStore, resolve_store
+
+    store = resolve_store(args.store)
+    with PrivacyStore.open(store) as opened:   # an unknown release: refused before Prefect starts
+        opened.stored_publication_record(args.release)
     _quiet_prefect_defaults()
     from pseo_das.prefect_runtime import hide_tracebacks_of, prefect_api
 
     with prefect_api() as wait_until_ready:
         from pseo_das.flows.quarterly_release import republish
-        from pseo_das.tasks.privacy.store import resolve_store
 
         if not args.debug:
             hide_tracebacks_of(PseoDasError)
         wait_until_ready()
-        result = republish(resolve_store(args.store), args.release, Path(args.out),
+        result = republish(store, args.release, Path(args.out),
                            args.cip_vintage,
                            Path(args.reference) if args.reference else None)
     print(f"\nRelease {result.release_id} re-derived from the privacy store into {result.out_dir} "
@@ -352,6 +400,9 @@ def _verify_store(path: Path, tracking_uri: str | None) -> int:
 
 
 def _audit(args: argparse.Namespace) -> int:
+    if args.data and not Path(args.data).is_dir():   # never a silent waiver of the replay
+        raise PseoDasError(f"--data {args.data}: no such folder (the confidential inputs to "
+                           "replay the release with; --no-replay audits without them)")
     _quiet_prefect_defaults()
     from pseo_das.prefect_runtime import prefect_api
 
@@ -410,8 +461,12 @@ def _evaluate_flows(args: argparse.Namespace) -> int:
     for row in outcome["targets"]:
         print(f"  [{'met' if row['meets_target'] else 'missed'}] epsilon {outcome['epsilon']:g}, "
               f"{row['setting']}: MAE not employed {row['mae_nonemployed']:.2f}")
-    best = outcome["recommended"]
+    best, shipped = outcome["recommended"], outcome["shipped"]
     print(f"  recommended: {best['setting'] if best else 'none meets the target'}")
+    if shipped:
+        print(f"  shipped default ({shipped['setting']}): "
+              f"{'meets' if shipped['meets_target'] else 'misses'} the target, "
+              f"{'the recommended setting' if shipped['wins'] else 'not the recommended setting'}")
     return 0
 
 
@@ -439,6 +494,24 @@ def _evaluate_mos(args: argparse.Namespace) -> int:
     return 0
 
 
+def _evaluate_bounding(args: argparse.Namespace) -> int:
+    """The contribution bound's study (k = 1, 2, 3; README, "Several degrees per person")."""
+    from pseo_das.tasks.study.bounding_accuracy_study import bounding_accuracy_study
+    from pseo_das.tasks.study.bounding_study import DEFAULT_BOUNDING_STUDY_SEED
+
+    result = bounding_accuracy_study(Path(args.data), Path(args.out), quick=args.quick,
+                                     seed_hex=args.seed or DEFAULT_BOUNDING_STUDY_SEED,
+                                     draws=args.draws)
+    study, out = result.study, result.out_dir
+    print(f"\nBounding study{' (quick)' if args.quick else ''} done in {result.seconds:.0f} s.\n"
+          f"  report:  {out / 'bounding_report.md'} (.html)\n"
+          f"  tables:  {out / 'bounding_accuracy.csv'}, {out / 'bounding_by_k.csv'}\n"
+          "  mean error over the headline measures (cells of 30 and over): "
+          + ", ".join(f"k = {k}: {v:.1%}" for k, v in study["mean_headline_error"].items())
+          + f"\n  recommended: k = {study['recommended_k']}")
+    return 0
+
+
 def _evaluate(args: argparse.Namespace) -> int:
     from pseo_das.synth import is_synthetic
 
@@ -450,10 +523,15 @@ def _evaluate(args: argparse.Namespace) -> int:
         return _evaluate_flows(args)
     if args.product == "mos":
         return _evaluate_mos(args)
+    if args.product == "bounding" and not (args.epsilons or args.total_shares or
+                                           args.nonemployed_weights or args.mechanisms or
+                                           args.alphas):
+        return _evaluate_bounding(args)
     if args.epsilons or args.draws or args.total_shares or args.nonemployed_weights or \
             args.mechanisms or args.alphas:
         print("pseo-das evaluate: --epsilons, --draws, --total-shares, --nonemployed-weights, "
-              "--mechanisms and --alphas are options of --product flows",
+              "--mechanisms and --alphas are options of --product flows (--draws also of "
+              "mos and bounding)",
               file=sys.stderr)
         return EXIT_BAD_INPUT
     _quiet_prefect_defaults()
@@ -479,7 +557,7 @@ def _noise_sample(args: argparse.Namespace) -> int:
     import numpy as np
 
     from pseo_das.epsilon import epsilon_from_text, epsilon_range_problem
-    from pseo_das.tasks.privacy.mechanism import discrete_laplace_noise
+    from pseo_das.tasks.privacy.geometric import discrete_laplace_noise
 
     try:
         epsilon = epsilon_from_text(args.epsilon)
@@ -641,8 +719,15 @@ def _verify_server(args: argparse.Namespace) -> int:
                 raise StoreError("add-analyst needs NAME and --budget E")
             with VerificationLedger.open(store) as ledger:
                 token = ledger.add_analyst(args.name, args.budget, args.by or "unknown")
+                above = ledger.analyst_budget(args.name) > ledger.global_cap()
+                cap = ledger.global_cap()
             print(f"analyst {args.name} registered with epsilon budget {args.budget}. Their token "
                   f"(shown once, only its SHA-256 is kept):\n{token}")
+            if above:
+                print(f"WARNING: {args.name}'s budget {args.budget} is above the global budget "
+                      f"{cap}: every query is also charged to the global budget, so they can "
+                      f"never spend more than {cap} (less once others have spent)",
+                      file=sys.stderr)
         elif args.action == "show":
             print(commands.ledger_summary(store))
         else:
@@ -652,6 +737,19 @@ def _verify_server(args: argparse.Namespace) -> int:
     except (ValidationError, json.JSONDecodeError) as exc:   # a query file that is not one
         return refused(args, exc)
     return 0
+
+
+def check_port_free(host: str, port: int) -> None:
+    """The server's address can be bound (it is bound again by the server itself)."""
+    import socket
+
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            raise PseoDasError(f"cannot serve on {host}:{port}: {exc.strerror or exc} (another "
+                               "server there? choose one with --port); nothing was read") from exc
 
 
 def _serve_verification(args, store: Path, years: tuple[int, int], default_tracking_uri) -> int:
@@ -664,6 +762,7 @@ def _serve_verification(args, store: Path, years: tuple[int, int], default_track
 
     from pseo_das.tasks.verification.ledger import VerificationLedger
     VerificationLedger.open(store).close()      # a missing ledger is refused before any reading
+    check_port_free(args.host, args.port)       # before minutes of reading the data
     records = load_records(Path(args.data), *years)
     uri = args.tracking_uri or default_tracking_uri()
     session = SessionLog(uri, {"store": str(store), "data_dir": str(Path(args.data).resolve()),
@@ -755,6 +854,10 @@ def parser() -> argparse.ArgumentParser:
                             "(about 20%% of bachelor's graduates with a master's too) and "
                             "jobs.parquet, one row per person, year and job (a quarter of the "
                             "years over two jobs); single files only")
+    synth.add_argument("--second-degree-share", type=float, metavar="S",
+                       help="--jobs only: the expected share S of persons with a second degree "
+                            "(a master's), e.g. 0.2 for the bounding study (default: 20%% of the "
+                            "bachelor's graduates who can, about 7.8%% of persons)")
     synth.set_defaults(run=_synth)
 
     release = sub.add_parser("release", parents=[common, keyed], help="run a quarterly release (earnings and employment flows)")
@@ -909,11 +1012,14 @@ def parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--data", required=True, help="folder with synthetic graduates and outcomes")
     evaluate.add_argument("--out", required=True, help="folder for the tables, figures and report "
                           "(created if missing; existing study files are replaced)")
-    evaluate.add_argument("--product", choices=["earnings", "flows", "mos"], default="earnings",
+    evaluate.add_argument("--product", choices=["earnings", "flows", "mos", "bounding"],
+                          default="earnings",
                           help="earnings: the percentile study (paper section 5); flows: the "
-                          "employment flows post-processing study; mos: the cell statistics (mos, mos-dp, histogram means; --epsilons, --draws)")
+                          "employment flows post-processing study; mos: the cell statistics (mos, mos-dp, histogram means; --epsilons, --draws); "
+                          "bounding: percentiles, counts and flows at privacy.max_degrees_per_person "
+                          "k = 1, 2, 3 on the jobs layout (--draws, default 10; --quick: 1)")
     evaluate.add_argument("--quick", action="store_true", help="reduced grid (earnings: bins 10-30 by 5, "
-                          "7 epsilons, 5 draws, under two minutes; flows: epsilon 1.5, 2 draws)")
+                          "7 epsilons, 5 draws, under two minutes; flows: epsilon 1.5, 2 draws; bounding: 1 draw)")
     evaluate.add_argument("--epsilons", type=lambda t: [float(x) for x in t.split(",")],
                           help="flows only: comma-separated epsilons (default 0.5,1,1.5,2,3)")
     evaluate.add_argument("--draws", type=int, help="flows only: noise draws per setting (default 5)")
@@ -968,7 +1074,8 @@ def parser() -> argparse.ArgumentParser:
     verify.add_argument("--by", help="init, add-analyst: who does it (recorded)")
     verify.add_argument("--query", help="fit: the query, a JSON file")
     verify.add_argument("--tracking-uri", help="serve: MLflow tracking URI for the session's "
-                        "audit run (default as for release)")
+                        "audit run (default as for release: $MLFLOW_TRACKING_URI, else "
+                        "./audit/mlflow.db, created in the current folder if missing)")
     verify.add_argument("--query-seconds", type=_positive_seconds, help="serve: a query is "
                         "answered or refused (HTTP 503, nothing charged) within this many "
                         "seconds (default: the README's verification server limits)")

@@ -1,7 +1,7 @@
 """Release configuration: the TOML file, validated, with the defaults in default_config.toml."""
 from __future__ import annotations
 
-import json
+import math
 import re
 import tomllib
 from decimal import Decimal
@@ -10,8 +10,8 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, ValidationError,
-                      model_serializer, model_validator)
+from pydantic import (BaseModel, ConfigDict, Field, PlainSerializer, PlainValidator,
+                      ValidationError, model_serializer, model_validator)
 from pydantic_core import PydanticCustomError
 
 from pseo_das.epsilon import (MAX_EPSILON, MAX_TOTAL_EPSILON, epsilon_range_problem,
@@ -45,20 +45,49 @@ def check_release_id(release_id: str) -> str:
     return release_id
 
 
-def _epsilon_in_range(largest: Fraction) -> AfterValidator:
-    """An epsilon within [MIN_EPSILON, largest] (0 passes: "none measured", where the
-    field allows it)."""
-    def check(value: float) -> float:
-        problem = epsilon_range_problem(value, largest) if value else None
+def _exact_epsilon(largest: Fraction, zero_allowed: bool = False) -> PlainValidator:
+    """An epsilon as the exact number written: a TOML decimal (read as Decimal: 0.1 is 1/10),
+    an integer or a Fraction, or a float of a recorded configuration (JSON: the decimal it
+    prints as, the one `_as_json` wrote). Within [MIN_EPSILON, largest] (0 passes where
+    `zero_allowed`: "none measured"), and exactly the decimal its double prints as, so that
+    config.json, its SHA-256 and the MLflow parameters, which write it as a double, hold it
+    exactly. Text and booleans are refused (a configuration writes numbers)."""
+    def validate(value: object) -> Fraction:
+        if isinstance(value, bool) or not isinstance(value, (Decimal, int, float, Fraction)):
+            raise PydanticCustomError("float_type", "Input should be a valid number")
+        if not (value.is_finite() if isinstance(value, Decimal) else math.isfinite(value)):
+            raise PydanticCustomError("finite_number", "Input should be a finite number")
+        if value < 0 or (value == 0 and not zero_allowed):
+            raise (PydanticCustomError("greater_than_equal", "Input should be greater than or "
+                                       "equal to 0") if zero_allowed else
+                   PydanticCustomError("greater_than", "Input should be greater than 0"))
+        if value == 0:
+            return Fraction(0)
+        problem = epsilon_range_problem(value, largest)
         if problem:
             raise PydanticCustomError("epsilon_range", problem)
-        return value
-    return AfterValidator(check)
+        exact = exact_epsilon(value)
+        if Fraction(repr(float(exact))) != exact:
+            raise PydanticCustomError(
+                "epsilon_digits", "more digits than a double holds (config.json would record "
+                "it as {double}); write at most 15 significant digits",
+                {"double": repr(float(exact))})
+        return exact
+    return PlainValidator(validate)
 
 
-# The epsilon of one measurement, and a release's cap (pseo_das/epsilon.py).
-Epsilon = Annotated[float, Field(gt=0), _epsilon_in_range(MAX_EPSILON)]
-EpsilonCap = Annotated[float, Field(gt=0), _epsilon_in_range(MAX_TOTAL_EPSILON)]
+def _as_json(epsilon: Fraction) -> float:
+    """An epsilon in config.json and the MLflow parameters: the double that prints as its
+    decimal (`_exact_epsilon` accepts no other), as configurations have always been written."""
+    return float(epsilon)
+
+
+_AS_JSON = PlainSerializer(_as_json, return_type=float, when_used="json")
+# The epsilon of one measurement (0: none measured, where allowed), and a release's cap
+# (pseo_das/epsilon.py): exact rationals, in whichever section a field has the type.
+Epsilon = Annotated[Fraction, _exact_epsilon(MAX_EPSILON), _AS_JSON]
+EpsilonOrZero = Annotated[Fraction, _exact_epsilon(MAX_EPSILON, zero_allowed=True), _AS_JSON]
+EpsilonCap = Annotated[Fraction, _exact_epsilon(MAX_TOTAL_EPSILON), _AS_JSON]
 
 
 class _Strict(BaseModel):
@@ -154,7 +183,7 @@ class EarningsConfig(_Strict):
         return tuple(self.bin_edges[1:]) + (self.top_bin_upper,)
 
 
-# The largest contribution bound accepted (a person with more degrees keeps the most recent).
+# The largest contribution bound accepted (a person with more degrees keeps the earliest).
 MAX_DEGREES_PER_PERSON = 10
 
 
@@ -163,8 +192,8 @@ class PrivacyConfig(_Strict):
     epsilon_cap: EpsilonCap
     store: str = ""   # the privacy store folder, if neither --store nor PSEO_DAS_STORE names one
     cip_levels: dict[Literal["4", "2", "A"], Literal["measure", "derive"]]
-    # Contribution bound: a person counts with at most this many degree records (the most
-    # recent; tasks/inputs/degree_records.py), and every measured count is noised for
+    # Contribution bound: a person counts with at most this many degree records (the
+    # earliest; tasks/inputs/degree_records.py), and every measured count is noised for
     # sensitivity k (geometric: q = exp(-epsilon / k)). Part of every question when above 1.
     max_degrees_per_person: int = Field(default=1, ge=1, le=MAX_DEGREES_PER_PERSON)
 
@@ -200,8 +229,7 @@ class FlowsConfig(_Strict):
     # Defaults: what releases of earlier versions did (their recorded configurations have
     # neither key); default_config.toml sets the measured total.
     correction: Literal["appendix", "measured-total"] = APPENDIX_CORRECTION
-    total_epsilon_per_tabulation: Annotated[float, Field(ge=0),
-                                            _epsilon_in_range(MAX_EPSILON)] = 0
+    total_epsilon_per_tabulation: EpsilonOrZero = Fraction(0)
     # How the flows are measured (tasks/privacy/establishment.py): "geometric" protects the
     # graduates (epsilon-DP); "log-laplace", "smooth-gamma" and "smooth-laplace" protect the
     # employers too ((alpha, epsilon) employer-employee privacy, Haney et al. 2017), at
@@ -232,7 +260,7 @@ class FlowsConfig(_Strict):
             except InfeasibleParameters as exc:
                 raise ValueError(f"flows.mechanism = \"{self.mechanism}\" (employer_alpha "
                                  f"{self.employer_alpha:g}, epsilon_per_tabulation "
-                                 f"{self.epsilon_per_tabulation:g}, employer_delta "
+                                 f"{epsilon_text(self.epsilon_per_tabulation)}, employer_delta "
                                  f"{self.employer_delta:g}) cannot be given: {exc}") from None
         elif self.employer_delta or self.log_laplace_unbiased:
             raise ValueError('flows.employer_delta and flows.log_laplace_unbiased are for the '
@@ -260,7 +288,7 @@ class FlowsConfig(_Strict):
             return None
         from pseo_das.tasks.privacy.establishment import EmployerProtection, FlowsMechanism
         return EmployerProtection(FlowsMechanism(self.mechanism), self.employer_alpha,
-                                  self.epsilon_per_tabulation, self.employer_delta,
+                                  float(self.epsilon_per_tabulation), self.employer_delta,
                                   self.log_laplace_unbiased)
 
     @property
@@ -307,7 +335,7 @@ class MosConfig(_Strict):
     variant: Literal["mos", "mos-dp"] = "mos"
     # epsilon of each statistic's values and, again, of its noisy counts (2 x epsilon per
     # statistic; statistics add up: 4 statistics = 8 x epsilon)
-    epsilon: Epsilon = 0.1
+    epsilon: Epsilon = Fraction(1, 10)
     # public bounds of one graduate's earnings, in the bins' constant dollars; 0 = the
     # earnings floor (lower) and the histograms' interpolation bound (upper)
     lower: float = Field(default=0, ge=0)
@@ -353,7 +381,7 @@ class EmployerTableConfig(_Strict):
     enabled: bool = False
     mechanism: Literal["log-laplace", "smooth-gamma", "smooth-laplace"] = "smooth-laplace"
     alpha: float = Field(default=0.01, gt=0)
-    epsilon: Epsilon = 0.5
+    epsilon: Epsilon = Fraction(1, 2)
     delta: float = Field(default=1e-3, ge=0, lt=1)   # smooth-laplace only (ignored otherwise)
     unbiased: bool = False                           # log-laplace only
 
@@ -365,14 +393,15 @@ class EmployerTableConfig(_Strict):
                 self.protection().check()
             except InfeasibleParameters as exc:
                 raise ValueError(f"employer_table.mechanism = \"{self.mechanism}\" (alpha "
-                                 f"{self.alpha:g}, epsilon {self.epsilon:g}, delta "
+                                 f"{self.alpha:g}, epsilon {epsilon_text(self.epsilon)}, delta "
                                  f"{self.delta:g}) cannot be given: {exc}") from None
         return self
 
     def protection(self):
         """The EmployerProtection of the table's measurements."""
         from pseo_das.tasks.privacy.establishment import EmployerProtection, FlowsMechanism
-        return EmployerProtection(FlowsMechanism(self.mechanism), self.alpha, self.epsilon,
+        return EmployerProtection(FlowsMechanism(self.mechanism), self.alpha,
+                                  float(self.epsilon),
                                   self.delta if self.mechanism == "smooth-laplace" else 0.0,
                                   self.unbiased)
 
@@ -426,7 +455,7 @@ class ReleaseConfig(_Strict):
     @model_validator(mode="after")
     def _budget(self) -> "ReleaseConfig":
         total = self.planned_total_epsilon()
-        if total > exact_epsilon(self.privacy.epsilon_cap):
+        if total > self.privacy.epsilon_cap:
             raise ValueError(
                 f"planned total epsilon {epsilon_text(total)} (earnings: "
                 f"{self.n_earnings_tabulations()} tabulations x "
@@ -469,11 +498,11 @@ class ReleaseConfig(_Strict):
 
     def planned_total_epsilon(self) -> Fraction:
         """The release's total epsilon, exactly (sequential composition)."""
-        return (self.n_employer_table_tabulations() * exact_epsilon(self.employer_table.epsilon)
-                + self.n_mos_tabulations() * exact_epsilon(self.mos.epsilon) + self.n_earnings_tabulations() * exact_epsilon(self.privacy.epsilon_per_tabulation)
-                + self.n_flows_tabulations() * exact_epsilon(self.flows.epsilon_per_tabulation)
-                + self.n_flows_total_tabulations()
-                * exact_epsilon(self.flows.total_epsilon_per_tabulation))
+        return (self.n_employer_table_tabulations() * self.employer_table.epsilon
+                + self.n_mos_tabulations() * self.mos.epsilon
+                + self.n_earnings_tabulations() * self.privacy.epsilon_per_tabulation
+                + self.n_flows_tabulations() * self.flows.epsilon_per_tabulation
+                + self.n_flows_total_tabulations() * self.flows.total_epsilon_per_tabulation)
 
     def flat(self) -> dict[str, object]:
         """Every configuration value as a flat {section.key: value} mapping (for MLflow)."""
@@ -496,12 +525,13 @@ def _merge(base: dict, override: dict) -> dict:
 
 def load_config(path: Path | None = None) -> ReleaseConfig:
     """Defaults from default_config.toml, overridden by the values in `path` if given."""
-    raw = tomllib.loads(DEFAULT_CONFIG_PATH.read_text())
+    raw = tomllib.loads(DEFAULT_CONFIG_PATH.read_text(), parse_float=Decimal)
     source = "default configuration"
     if path is not None:
         source = str(path)
         try:
-            raw = _merge(raw, tomllib.loads(Path(path).read_bytes().decode("utf-8")))
+            raw = _merge(raw, tomllib.loads(Path(path).read_bytes().decode("utf-8"),
+                                            parse_float=Decimal))
         except FileNotFoundError as exc:
             raise ConfigError(f"{path}: cannot read configuration: file not found") from exc
         except UnicodeDecodeError as exc:
@@ -513,36 +543,29 @@ def load_config(path: Path | None = None) -> ReleaseConfig:
             raise ConfigError(f"{path}: cannot read configuration: not valid TOML: {exc}") from exc
         except OSError as exc:
             raise ConfigError(f"{path}: cannot read configuration: {exc}") from exc
-        problems = _inexact_epsilons(Path(path).read_bytes().decode("utf-8"))
-        if problems:
-            raise ConfigError(f"{source}: invalid configuration:\n" + "\n".join(problems))
     try:
-        # strict JSON validation: numbers given as text or booleans are refused
-        return ReleaseConfig.model_validate_json(json.dumps(raw, default=str), strict=True)
+        # strict: numbers given as text or booleans are refused; decimals stay exact for the
+        # epsilons (Decimal), and become doubles for every other number
+        return ReleaseConfig.model_validate(_tuples(raw), strict=True)
     except ValidationError as exc:
         problems = "\n".join(f"  {_describe(error)}" for error in exc.errors())
         raise ConfigError(f"{source}: invalid configuration:\n{problems}") from exc
 
 
-EPSILON_KEYS = (("privacy", "epsilon_per_tabulation"), ("privacy", "epsilon_cap"),
-                ("flows", "epsilon_per_tabulation"), ("flows", "total_epsilon_per_tabulation"),
-                ("mos", "epsilon"), ("employer_table", "epsilon"))
+def _tuples(value: object) -> object:
+    """TOML arrays as the tuples the configuration's fields are."""
+    if isinstance(value, dict):
+        return {k: _tuples(v) for k, v in value.items()}
+    return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
 
 
-def _inexact_epsilons(text: str) -> list[str]:
-    """Epsilons are exact: a decimal written with more digits than a double keeps (e.g.
-    7.50000000000000000001) would be read as another number, so it is refused."""
-    problems = []
-    written = tomllib.loads(text, parse_float=Decimal)
-    for section, key in EPSILON_KEYS:
-        value = written.get(section, {}).get(key) if isinstance(written.get(section), dict) \
-            else None
-        if isinstance(value, Decimal) and value.is_finite() and \
-                Decimal(repr(float(value))) != value:
-            problems.append(f"  {section}.{key} = {value}: more digits than a double holds (it "
-                            f"would be read as {float(value)!r}); write at most 15 significant "
-                            "digits")
-    return problems
+def _shown(value: object) -> str:
+    """An offending value as the configuration wrote it: a decimal as the double it reads as
+    (its own digits when a double cannot hold them), an array as a list."""
+    if isinstance(value, Decimal):
+        held = not value.is_finite() or Decimal(repr(float(value))) == value
+        return repr(float(value)) if held else str(value)
+    return repr(list(value) if isinstance(value, tuple) else value)
 
 
 def _describe(error) -> str:
@@ -560,7 +583,7 @@ def _describe(error) -> str:
         kind = "section" if len(loc) == 1 else "key"
         return f"{where}: unknown {kind}; expected one of {', '.join(known)}"
     if error["type"] in ("model_type", "dict_type"):
-        return f"{where} = {error['input']!r}: must be a TOML table (a [section] or {{ key = value }})"
+        return f"{where} = {_shown(error['input'])}: must be a TOML table (a [section] or {{ key = value }})"
     if error["type"] == "value_error":  # our own validators: the message names the keys
         return error["msg"].removeprefix("Value error, ")
-    return f"{where} = {error['input']!r}: {error['msg']}"
+    return f"{where} = {_shown(error['input'])}: {error['msg']}"

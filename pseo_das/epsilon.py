@@ -19,11 +19,12 @@ MAX_EPSILON = Fraction(20)
 MAX_TOTAL_EPSILON = Fraction(1000)   # a release's cap (privacy.epsilon_cap)
 
 
-def epsilon_range_problem(value: float | int | str | Fraction,
+def epsilon_range_problem(value: float | int | str | Decimal | Fraction,
                           largest: Fraction = MAX_EPSILON) -> str | None:
     """Why `value` cannot be an epsilon (of one measurement; of a release's cap with
-    `largest` = MAX_TOTAL_EPSILON), or None."""
-    epsilon = exact_epsilon(value)
+    `largest` = MAX_TOTAL_EPSILON), or None. A decimal is compared as it is (its exponent
+    may be too large to build the exact value)."""
+    epsilon = value if isinstance(value, Decimal) else exact_epsilon(value)
     if MIN_EPSILON <= epsilon <= largest:
         return None
     why = "; below it the exact sampler's table grows without bound" \
@@ -52,15 +53,15 @@ def epsilon_from_text(text: str) -> Fraction:
     return value
 
 
-def exact_epsilon(value: float | int | str | Fraction) -> Fraction:
+def exact_epsilon(value: float | int | str | Decimal | Fraction) -> Fraction:
     """The exact rational an epsilon is written as. A float is taken as its shortest
-    decimal representation (repr), which is the decimal the configuration gave whenever
-    that decimal fits a double (the configuration refuses the others)."""
+    decimal representation (repr), which is the decimal it was written as whenever that
+    decimal fits a double (a configuration refuses the others)."""
     if isinstance(value, Fraction):
         return value
     if isinstance(value, bool):
         raise TypeError("an epsilon is a number, not a boolean")
-    if isinstance(value, (int, str)):
+    if isinstance(value, (int, str, Decimal)):
         return Fraction(value)
     return Fraction(repr(float(value)))      # floats, numpy floats
 

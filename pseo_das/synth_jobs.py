@@ -5,8 +5,13 @@ some years split over two jobs. Made from the outcomes layout that `write_synthe
 (the same persons and earnings), with its own random stream.
 
 A second degree's earnings are the person's earnings at the same years after the first
-one, 15% higher, in the same state and industry (a rough premium; the accuracy study of
-item 4 of issue 32 is to learn real degree histories).
+one, 15% higher, in the same state and industry (a rough premium). Who goes on to a master's
+is drawn at random among the bachelor's graduates who can (graduated early enough to have
+earnings after it, and not across the CIP vintage switch): SECOND_DEGREE_SHARE of them by
+default, or `second_degree_share` of all persons when given (the bounding study,
+tasks/study/bounding_study.py: 10-30% of graduates with a second degree). Either way each
+candidate is drawn with one uniform number of the same stream, so the default data do not
+depend on the option's existence.
 """
 from __future__ import annotations
 
@@ -27,9 +32,13 @@ JOBS_STREAM = 7_300              # the random stream of this step (synth.py uses
 
 
 def write_jobs_layout(out_dir: Path, seed: int, last_data_year: int, cip_switch_year: int,
-                      years_after: tuple[int, ...] = (1, 5, 10)) -> dict[str, int]:
+                      years_after: tuple[int, ...] = (1, 5, 10),
+                      second_degree_share: float | None = None) -> dict[str, int]:
     """Turn graduates.parquet and outcomes.parquet of `out_dir` into graduates.parquet (one
-    row per degree) and jobs.parquet; outcomes.parquet is removed. Returns the row counts."""
+    row per degree) and jobs.parquet; outcomes.parquet is removed. Returns the row counts.
+    `second_degree_share`: the expected share of persons with a master's (module doc);
+    ValueError when more than the candidates are asked for (the folder then keeps the
+    outcomes layout that `write_synthetic` wrote)."""
     out_dir = Path(out_dir)
     rng = np.random.default_rng([seed, JOBS_STREAM])
     source = pq.read_table(out_dir / "graduates.parquet")
@@ -45,7 +54,8 @@ def write_jobs_layout(out_dir: Path, seed: int, last_data_year: int, cip_switch_
     can = ((graduates["degree_level"].astype(str) == "05")
            & (later + min(years_after) <= last_data_year)
            & ((later < cip_switch_year) | (year >= cip_switch_year)))
-    second = graduates[can.to_numpy() & (rng.random(len(graduates)) < SECOND_DEGREE_SHARE)]
+    chance = master_chance(second_degree_share, len(graduates), int(can.sum()))
+    second = graduates[can.to_numpy() & (rng.random(len(graduates)) < chance)]
     masters = second.assign(degree_level="07", grad_year=(second["grad_year"].astype(np.int64)
                                                           + MASTERS_AFTER))
     degrees = pd.concat([graduates.assign(grad_year=year), masters], ignore_index=True)
@@ -67,6 +77,23 @@ def write_jobs_layout(out_dir: Path, seed: int, last_data_year: int, cip_switch_
     (out_dir / "outcomes.parquet").unlink()
     return {"graduates": len(degrees), "persons": int(degrees["person_id"].nunique()),
             "jobs": len(jobs)}
+
+
+def master_chance(second_degree_share: float | None, persons: int, candidates: int) -> float:
+    """The chance of each candidate to hold a master's: SECOND_DEGREE_SHARE (None), or
+    `second_degree_share` x persons / candidates, so that the expected number of persons
+    with a second degree is that share of all persons (the count is binomial)."""
+    if second_degree_share is None:
+        return SECOND_DEGREE_SHARE
+    if not 0 <= second_degree_share <= 1:
+        raise ValueError(f"--second-degree-share {second_degree_share:g}: a share, 0 to 1")
+    chance = second_degree_share * persons / candidates if candidates else float("inf")
+    if chance > 1:
+        raise ValueError(f"--second-degree-share {second_degree_share:g}: at most "
+                         f"{candidates / persons:.1%} of these {persons:,} persons can hold a "
+                         "master's (bachelor's graduates early enough to have earnings after "
+                         "one, and not across the CIP vintage switch)")
+    return chance
 
 
 def _split_jobs(annual: pd.DataFrame, rng: np.random.Generator) -> pd.DataFrame:

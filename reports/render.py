@@ -1,6 +1,7 @@
 """Render release documents from Jinja templates: Markdown, and HTML from the Markdown."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import markdown
@@ -8,10 +9,29 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from pseo_das.epsilon import epsilon_text
 
+def toml_value(value: object) -> str:
+    """A configuration value as a user writes it in the TOML file (None: not set)."""
+    if value is None:
+        return "(not set)"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{json.dumps(str(k))} = {toml_value(v)}"
+                                for k, v in value.items()) + " }"
+    return str(value)
+
+
 TEMPLATES = Path(__file__).with_name("templates")
 _env = Environment(loader=FileSystemLoader(TEMPLATES), undefined=StrictUndefined,
                    trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
 _env.filters["eps"] = epsilon_text      # exact: 7.5, 1/3, 0.00000000000000000001
+_env.filters["toml"] = lambda x: toml_value(x)
 _env.filters["num"] = lambda x: f"{x:,}" if isinstance(x, int) else f"{x:,.2f}"
 
 

@@ -22,6 +22,17 @@ SEED_A = "a1" * 32
 SEED_B = "b2" * 32
 
 
+# Fixtures that run real releases: every test using one is a system test (`make test-fast`
+# leaves it out) whether or not it says so.
+RELEASE_FIXTURES = {"releases"}
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if RELEASE_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def prefect_server():
     """One temporary Prefect server (and database) for the whole test session."""

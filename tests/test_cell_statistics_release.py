@@ -16,7 +16,7 @@ from pseo_das.tasks.earnings.cell_statistics_plan import cell_statistics_questio
 from pseo_das.tasks.earnings.mos import mean_local_sensitivity
 from pseo_das.tasks.inputs.cell_moments import CellMoments, CellStatistic, StatisticMoments
 from pseo_das.tasks.inputs.cells import CellFrame
-from pseo_das.tasks.privacy.mechanism import laplace_noise
+from pseo_das.tasks.privacy.laplace import laplace_noise
 
 MOS = "[mos]\nenabled = true\nacknowledge_not_formally_dp = true\nepsilon = 0.125\n"
 

@@ -9,9 +9,9 @@ from pseo_das.config import load_config
 from pseo_das.tasks.inputs.cells import cell_frame, cip_code, cohort_attributes
 from pseo_das.tasks.earnings.histograms import earnings_records, true_histograms
 from pseo_das.tasks.inputs.ingest import read_inputs
-from pseo_das.tasks.privacy.mechanism import PrivacyLedger
+from pseo_das.tasks.privacy.ledger import PrivacyLedger
 from pseo_das.tasks.earnings.noisy_histograms import NoisyHistograms, derive_histograms
-from pseo_das.tasks.privacy.mechanism import measure_with_geometric_noise
+from pseo_das.tasks.privacy.geometric import measure_with_geometric_noise
 from pseo_das.tasks.privacy.statement import geometric_statement
 from pseo_das.tasks.earnings.earnings_tables import STATUS_NOT_AVAILABLE, STATUS_OK, STATUS_SUPPRESSED, publication_tables
 from test_ingest import valid_graduates, valid_outcomes, write

@@ -149,6 +149,7 @@ def test_a_code_without_destination_is_refused_before_any_noise(synthetic_dir):
         check_recastable({"4": frame}, inputs)
 
 
+@pytest.mark.slow
 def test_republish_recasts_a_release_published_as_measured(synthetic_dir, tmp_path,
                                                             tracking_uri, monkeypatch):
     """A release of an earlier version has no recast inputs in its record: republished as
@@ -158,8 +159,8 @@ def test_republish_recasts_a_release_published_as_measured(synthetic_dir, tmp_pa
     from pseo_das.cli import main
     from pseo_das.tasks.measurements import stored_tables as kept
 
-    def legacy_record(store_path, record, reference, recast, ipeds):
-        full = kept.keep_publication_record.fn(store_path, record, reference, recast, ipeds)
+    def legacy_record(store_path, fields, inputs):
+        full = kept.keep_publication_record.fn(store_path, fields, inputs)
         return full.model_copy(update={"recast": None, "ipeds": None})
     monkeypatch.setattr(release_flow, "keep_publication_record", legacy_record)
     assert run_release(synthetic_dir, tmp_path / "legacy", "ab" * 32, tracking_uri,

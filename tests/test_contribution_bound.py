@@ -13,10 +13,9 @@ from pydantic import ValidationError
 
 from pseo_das.config import ReleaseConfig, load_config
 from pseo_das.tasks.measurements.products import earnings_questions, flows_questions
-from pseo_das.tasks.privacy.mechanism import (MeasurementRefused, PrivacyLedger,
-                                              entry_of_ledger_row, geometric_noise_epsilon,
-                                              ledger_row, measure_with_geometric_noise)
-from pseo_das.tasks.privacy.statement import geometric_statement
+from pseo_das.tasks.privacy.geometric import geometric_noise_epsilon, measure_with_geometric_noise
+from pseo_das.tasks.privacy.ledger import PrivacyLedger, entry_of_ledger_row, ledger_row
+from pseo_das.tasks.privacy.statement import MeasurementRefused, geometric_statement
 
 SEED = bytes(range(32))
 

@@ -68,7 +68,7 @@ def oracle_layout(graduates: pd.DataFrame, jobs: pd.DataFrame, k: int,
     kept = []
     for _, mine in graduates.groupby("person_id"):
         ordered = sorted(mine.itertuples(index=False), key=lambda d: (
-            -d.grad_year, -int(d.degree_level), d.institution, d.cipcode))
+            d.grad_year, int(d.degree_level), d.institution, d.cipcode))
         kept += ordered[:k]
     by_year = {key: list(group.itertuples(index=False))
                for key, group in jobs.groupby(["person_id", "year"])}
@@ -143,9 +143,9 @@ def test_the_rule_looks_at_a_person_own_records_only():
     again = degree_rank(mixed)
     mine = mixed["row"].to_numpy() >= 0
     assert (again[mine] == rank[mixed["row"].to_numpy()[mine]]).all()
-    # the most recent degree is kept first; the lower rank of a tie is the higher level
+    # the earliest degree is kept first (a later degree never displaces a kept one)
     first = graduates[rank == 0].set_index("person_id")["grad_year"]
-    assert (first == graduates.groupby("person_id")["grad_year"].max()).all()
+    assert (first == graduates.groupby("person_id")["grad_year"].min()).all()
     pairs = graduates.assign(rank=rank).groupby(["person_id", "grad_year"]).filter(
         lambda g: len(g) == 2 and g["degree_level"].nunique() == 1)
     ordered = pairs.sort_values(["person_id", "rank"])
@@ -238,3 +238,75 @@ def test_release_of_the_jobs_layout_says_sensitivity_k(tmp_path, tracking_uri):
     assert (ledger.loc[ledger["mechanism"] != "two-sided geometric", "sensitivity"] == 0).all()
     notes = (tmp_path / "out" / "public" / "release_notes.md").read_text()
     assert "a tabulation has sensitivity 2" in notes and "q = exp(-epsilon / 2)" in notes
+
+
+def _plan(store, data_dir, k: int, release_id: str):
+    """Plan (and record) a release of the jobs-layout data in `data_dir` with bound k."""
+    from pseo_das.tasks.measurements.products import planning_frames
+    from pseo_das.tasks.measurements.release_plan import record_release_plan
+    from pseo_das.tasks.privacy.release_seed import ReleaseSeed
+    cfg = config(k)
+    counts = count_inputs.fn(data_dir, cfg, None, CPI)
+    return record_release_plan.fn(store, release_id, ReleaseSeed.from_hex("ab" * 32), "0" * 64,
+                                  "0" * 64, cfg, planning_frames(counts), False, None)
+
+
+def test_a_graduate_counted_twice_is_capped_over_both_atoms(tmp_path):
+    """Two releases measure disjoint graduation years (every atom at most 7.5 of a cap of
+    10). At k = 1 both pass. At k = 2 a graduate may hold a degree in each half: over both
+    releases they pay up to 15 (the two most charged atoms, which here is also every
+    measurement once), over the cap, so the second release is refused before anything is
+    recorded; at a cap of 15 it passes."""
+    from fractions import Fraction
+
+    from pseo_das.tasks.privacy.store import LifetimeBudgetExceeded, PrivacyStore, init_store
+    graduates, jobs = agency_data(persons=600)
+    halves = {}
+    for name, rows in (("early", graduates["grad_year"] <= 2008),
+                       ("late", graduates["grad_year"] > 2008)):
+        folder = tmp_path / name
+        folder.mkdir()
+        graduates[rows].to_parquet(folder / "graduates.parquet", index=False)
+        jobs[jobs["person_id"].isin(graduates.loc[rows, "person_id"])].to_parquet(
+            folder / "jobs.parquet", index=False)
+        halves[name] = folder
+    outcomes = {}
+    for k, cap in ((1, "10"), (2, "10"), (2, "15")):
+        store = init_store(tmp_path / f"store-{k}-{cap}", lifetime_cap=cap)
+        first = _plan(store, halves["early"], k, "early")
+        assert max(first.populations["after"]) == Fraction(15, 2)
+        try:
+            second = _plan(store, halves["late"], k, "late")
+            outcomes[k, cap] = max(second.populations["after"])
+        except LifetimeBudgetExceeded as exc:
+            outcomes[k, cap] = str(exc)
+            with PrivacyStore.open(store) as opened:   # nothing recorded by the refusal
+                assert len(opened.table("SELECT * FROM releases")) == 1
+    assert outcomes[1, "10"] == outcomes[2, "15"] == Fraction(15, 2)
+    refusal = outcomes[2, "10"]
+    assert "a graduate counted with up to 2 degree records" in refusal
+    assert "could pay epsilon 15 over the store's releases" in refusal
+    assert "every measurement of the store once: epsilon 15" in refusal
+
+
+def test_the_person_bound_counts_a_measurement_once():
+    """Hand-made spends: M1 (epsilon 1) charged to atoms a and b, M2 (2) to a, M3 (3) to
+    c, M4 (1) to a and c. Atoms: a 4, b 1, c 4. One record: 4 (the largest atom); two: the
+    two largest atoms sum to 8, but every measurement once is 7, the smaller bound."""
+    from fractions import Fraction
+
+    from pseo_das.tasks.privacy.lifetime_budget import person_worst_case
+    a, b, c = ("I1", "05", 2001), ("I1", "05", 2002), ("I2", "07", 2001)
+    rows = [("M1", a, 1), ("M1", b, 1), ("M2", a, 2), ("M3", c, 3), ("M4", a, 1), ("M4", c, 1)]
+    spends = pd.DataFrame([{"institution": atom[0], "degree_level": atom[1],
+                            "grad_cohort": atom[2], "cohort_years": 1, "measurement_id": m,
+                            "epsilon": Fraction(e), "delta": Fraction(0)}
+                           for m, atom, e in rows])
+    assert person_worst_case(spends, 1).epsilon == 4
+    two = person_worst_case(spends, 2)
+    assert (two.epsilon, two.every_measurement) == (7, 7)
+    assert sorted(two.top_atoms["epsilon"]) == [4, 4]
+    apart = spends[spends["measurement_id"].isin(["M2", "M3"])]
+    apart = pd.concat([apart, apart.iloc[[0]].assign(measurement_id="M5", grad_cohort=2002,
+                                                      epsilon=Fraction(1))])
+    assert person_worst_case(apart, 2).epsilon == 5   # atoms 2, 3, 1: 3 + 2 < all once 6

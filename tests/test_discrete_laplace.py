@@ -155,7 +155,7 @@ def test_the_sampler_is_bounded_at_the_smallest_and_largest_accepted_epsilon():
     import time
 
     from pseo_das.epsilon import MAX_EPSILON, MIN_EPSILON
-    from pseo_das.tasks.privacy.mechanism import discrete_laplace_noise
+    from pseo_das.tasks.privacy.geometric import discrete_laplace_noise
     started = time.perf_counter()
     table = inversion_table.__wrapped__(MIN_EPSILON)        # not the cached one
     seconds = time.perf_counter() - started

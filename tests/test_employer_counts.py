@@ -19,7 +19,7 @@ from pseo_das.tasks.inputs.cpi import find_cpi, read_cpi
 from pseo_das.tasks.inputs.ingest import InputValidationError, read_inputs
 from pseo_das.tasks.inputs.reference_inputs import default_reference_dir
 from pseo_das.tasks.inputs.true_counts import read_counts
-from pseo_das.tasks.privacy.mechanism import GEOMETRIC
+from pseo_das.tasks.privacy.statement import Mechanism
 from pseo_das.tasks.measurements.products import flows_questions, planned_questions
 
 CPI = read_cpi(find_cpi(default_reference_dir()))
@@ -163,7 +163,7 @@ def test_the_geometric_questions_are_unchanged_and_other_mechanisms_ask_another(
     gamma = {q.tabulation_id: q for q in planned_questions(
         config(tmp_path, '[flows]\nmechanism = "smooth-gamma"\nemployer_alpha = 0.05\n'), {})}
     flows = "flows.I.cip2.y1"
-    assert geometric[flows].as_dict()["mechanism"] == GEOMETRIC
+    assert geometric[flows].as_dict()["mechanism"] == Mechanism.GEOMETRIC
     assert "alpha" not in geometric[flows].as_dict() and geometric[flows].protection() is None
     assert gamma[flows].sha256 != geometric[flows].sha256   # never reused across mechanisms
     assert gamma[flows].protection().alpha == 0.05
@@ -219,7 +219,7 @@ def test_the_flows_task_measures_with_each_mechanism(employer_counts, tmp_path, 
                    for q in questions if q.product.startswith(PRODUCT)]}
     measured = {m.entry.product: m for m in measure_flows.fn(pending, counts, cfg)}
     flows, total = measured[PRODUCT], measured[PRODUCT + " origin counts"]
-    assert total.entry.mechanism == GEOMETRIC and total.entry.employer_notion == ""
+    assert total.entry.mechanism == Mechanism.GEOMETRIC and total.entry.employer_notion == ""
     protection = cfg.flows.employer_protection()
     entry = flows.entry
     assert entry.employer_notion == "weak" and entry.alpha == f"{protection.alpha:g}"

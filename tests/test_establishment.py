@@ -14,11 +14,13 @@ from pseo_das.tasks.privacy.establishment import (EmployerProtection, FlowsMecha
                                                   log_laplace_lambda, log_laplace_mean,
                                                   log_laplace_mse, smooth_gamma_min_epsilon,
                                                   smooth_laplace_min_epsilon, smooth_sensitivity)
-from pseo_das.tasks.privacy.statement import employer_statement, geometric_statement
-from pseo_das.tasks.privacy.mechanism import (GEOMETRIC, PrivacyLedger, employer_protected_values,
-                                              measure_with_employer_protection,
-                                              measure_with_geometric_noise,
-                                              sample_inverse_quartic, stream_key)
+from pseo_das.tasks.privacy.statement import Mechanism, employer_statement, geometric_statement
+from pseo_das.tasks.privacy.employer_side import (employer_protected_values,
+                                                  measure_with_employer_protection,
+                                                  sample_inverse_quartic)
+from pseo_das.tasks.privacy.geometric import measure_with_geometric_noise
+from pseo_das.tasks.privacy.ledger import PrivacyLedger
+from pseo_das.tasks.privacy.streams import stream_key
 
 SEED = bytes(range(32))
 LOG, GAMMA, SLAP = (FlowsMechanism.LOG_LAPLACE, FlowsMechanism.SMOOTH_GAMMA,
@@ -195,13 +197,13 @@ def test_measurement_is_seeded_rounded_and_comes_with_its_ledger_entry():
     assert list(with_employers.columns[-4:]) == ["alpha", "delta", "employer_notion",
                                                  "employer_epsilon"]
     only_geometric = PrivacyLedger.of(10, [geometric]).to_frame()
-    assert "alpha" not in only_geometric.columns and geometric.mechanism == GEOMETRIC
+    assert "alpha" not in only_geometric.columns and geometric.mechanism == Mechanism.GEOMETRIC
     assert employer_epsilon(PrivacyNotion.STRONG, 1.5, 1000) == 1.5
     assert with_employers.set_index("tabulation_id")["delta"].to_dict() == {"g": "",
                                                                           "flows.I.cip2.y1": "0"}
 
 
 def test_whole_graduates_rounds_halves_up_and_never_overflows():
-    from pseo_das.tasks.privacy.mechanism import whole_graduates
+    from pseo_das.tasks.privacy.employer_side import whole_graduates
     np.testing.assert_array_equal(whole_graduates(np.array([-1.5, -0.5, 0.49, 0.5, 2.5, 1e300])),
                                   [-1, 0, 0, 1, 3, 2 ** 62])

@@ -8,7 +8,7 @@ import pytest
 from pseo_das.config import load_config
 from pseo_das.schemas.codes import DIVISION_OF_STATE, NONEMPLOYED_INDUSTRY
 from pseo_das.schemas.pseo_layout import Product, check_public_folder, layout
-from pseo_das.tasks.privacy.mechanism import GEOMETRIC
+from pseo_das.tasks.privacy.statement import Mechanism
 
 pytestmark = pytest.mark.slow  # system tests: real releases (make test-fast leaves them out)
 
@@ -201,10 +201,10 @@ def test_measured_origin_counts_are_in_the_ledger(releases):
     root, _ = releases
     ledger = pd.read_csv(root / "a" / "internal" / "ledger.csv", dtype=str)
     counts = ledger[ledger["product"] == "employment flows origin counts"]
-    measured = counts[counts["mechanism"] == GEOMETRIC]
+    measured = counts[counts["mechanism"] == Mechanism.GEOMETRIC]
     assert sorted(measured["tabulation_id"]) == sorted(f"flows_total.I.cip2.y{k}" for k in YEARS)
     assert set(measured["epsilon"]) == {"0.3"} and set(measured["n_bins"]) == {"1"}
-    assert set(counts.loc[counts["mechanism"] != GEOMETRIC, "epsilon"]) == {"0"}
+    assert set(counts.loc[counts["mechanism"] != Mechanism.GEOMETRIC, "epsilon"]) == {"0"}
     assert len(counts) > len(measured)
     flows = ledger[(ledger["product"] == "employment flows") & (ledger["epsilon"] != "0")]
     assert set(flows["epsilon"]) == {"1.2"}

@@ -9,7 +9,7 @@ import pytest
 from pseo_das.config import load_config
 from pseo_das.tasks.codes.destinations import NONEMPLOYED, N_DESTINATIONS
 from pseo_das.tasks.inputs.reference_inputs import default_reference_dir, load_reference_inputs
-from pseo_das.tasks.privacy.mechanism import geometric_variance
+from pseo_das.tasks.privacy.geometric import geometric_variance
 from pseo_das.tasks.study.flows_release_accuracy import (grads_consistency,
                                                          simulate_flows_accuracy)
 from pseo_das.tasks.study.flows_study_sample import TrueFlows

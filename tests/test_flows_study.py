@@ -1,5 +1,6 @@
 """The flows accuracy study (issue 13): the published quantities and measures on hand-made
 flows, the simulation noise, and a small end-to-end run through the command line."""
+from fractions import Fraction
 import json
 import math
 
@@ -103,6 +104,17 @@ def test_the_flows_study_end_to_end(small_synthetic, tmp_path, capsys):
     study = json.loads((out / "flows_study.json").read_text())
     assert study["epsilons"] == [1.5] and study["draws"] == 1
     assert "recommended:" in printed and "Flows accuracy study" in printed
+    # the shipped default is in the grid, and the report says whether it wins
+    shipped = study["shipped"]
+    assert shipped["setting"] == ("appendix, non-employed weight "
+                                  f"{CALIBRATED_NONEMPLOYED_WEIGHT:g}, measured total (20% of epsilon)")
+    row = targets[targets["candidate"].eq(f"appendix, non-employed weight "
+                                          f"{CALIBRATED_NONEMPLOYED_WEIGHT:g}")
+                  & targets["total_share"].eq(0.2)].iloc[0]
+    assert shipped["meets_target"] == bool(row["meets_target"])
+    assert shipped["wins"] == ((study["recommended"] or {}).get("setting") == shipped["setting"])
+    assert f"shipped default ({shipped['setting']})" in printed
+    assert "The shipped default" in (out / "flows_accuracy_report.md").read_text()
     # reproducible for a seed
     _run(small_synthetic, tmp_path / "b", capsys)
     assert (out / "flows_accuracy.csv").read_text() == \
@@ -126,7 +138,7 @@ def test_the_default_correction_meets_the_target_on_the_tests_data(synthetic_dir
     cfg = load_config()
     flows_epsilon = cfg.flows.epsilon_per_tabulation + cfg.flows.total_epsilon_per_tabulation
     share = cfg.flows.total_epsilon_per_tabulation / flows_epsilon
-    assert (round(flows_epsilon, 10), round(share, 10)) == (1.5, 0.2)
+    assert (flows_epsilon, share) == (Fraction(3, 2), Fraction(1, 5))   # exact epsilons
     assert cfg.flows.nonemployed_weight == CALIBRATED_NONEMPLOYED_WEIGHT
     with pytest.raises(SystemExit) as done:
         main(["evaluate", "--product", "flows", "--data", str(synthetic_dir),

@@ -111,7 +111,7 @@ def test_a_release_from_the_installed_wheel(installed, tmp_path):
                    "--store", tmp_path / "store", "--init-store"],
                   cwd=tmp_path, env=env, timeout=900)
     assert release.returncode == 0, release.stderr[-3000:]
-    assert "published: new epsilon 7.5 (" in release.stdout
+    assert "This run spent a new epsilon of 7.5 (" in release.stdout
     assert "DEMO INPUTS:     the packaged SYNTHETIC J2J, QCEW, state coverage, IPEDS, " \
            "hard-coded transitions file(s) were used" in release.stdout
     assert "Error logging to API" not in release.stderr   # the temporary server outlived the flow

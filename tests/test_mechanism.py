@@ -1,6 +1,9 @@
 """The geometric mechanism and the privacy ledger."""
 import ast
+import importlib
+import inspect
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -8,10 +11,12 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from pseo_das.tasks.privacy.mechanism import (GEOMETRIC, LedgerEntry, PrivacyBudgetExceeded,
-                                              PrivacyLedger, discrete_laplace_noise,
-                                              geometric_variance, measure_with_geometric_noise)
-from pseo_das.tasks.privacy.statement import geometric_statement
+from pseo_das.tasks.privacy.geometric import (discrete_laplace_noise, geometric_variance,
+                                              measure_with_geometric_noise)
+from pseo_das.tasks.privacy.ledger import LedgerEntry, PrivacyBudgetExceeded, PrivacyLedger
+from pseo_das.tasks.privacy.post_processing import (post_processing_exponentials,
+                                                    post_processing_split_blocks)
+from pseo_das.tasks.privacy.statement import Mechanism, geometric_statement
 
 
 def add_geometric_noise(seed: bytes, stream_id: str, counts: np.ndarray, epsilon: float,
@@ -20,6 +25,17 @@ def add_geometric_noise(seed: bytes, stream_id: str, counts: np.ndarray, epsilon
     measured = measure_with_geometric_noise(seed, statement,
                                             pd.DataFrame(index=range(len(counts))), counts)
     return measured.values, measured.entry
+
+
+def post_processing_split(stream_seed: bytes, step_id: str, product: str, n_cells: int,
+                          n_bins: int, derived_from: str, counts: np.ndarray,
+                          shares: np.ndarray) -> tuple[np.ndarray, LedgerEntry]:
+    """`post_processing_split_blocks` in one piece: the (n, k) parts and the ledger entry."""
+    blocks, entry = post_processing_split_blocks(stream_seed, step_id, product, n_cells, n_bins,
+                                                 derived_from, counts, shares)
+    parts = [part for _, part in blocks]
+    return (np.concatenate(parts) if parts else np.zeros(np.shape(shares), dtype=np.int64)), entry
+
 
 SEED = bytes(range(32))
 ROOT = Path(__file__).resolve().parent.parent
@@ -78,7 +94,7 @@ def test_every_draw_comes_with_its_ledger_entry_and_a_retry_does_not_spend_twice
     ledger = PrivacyLedger.of(2.0, [entry, entry_again])
     assert ledger.total_epsilon == 1.0 and len(ledger.entries) == 1
     assert (entry.mechanism, entry.epsilon, entry.sensitivity, entry.n_cells, entry.n_bins) == \
-        (GEOMETRIC, 1.0, 1, 5, 21)
+        (Mechanism.GEOMETRIC, 1.0, 1, 5, 21)
     assert SEED.hex() not in entry.noise_stream
 
 
@@ -101,13 +117,18 @@ def _random_sources(path: Path) -> list[str]:
         elif isinstance(node, ast.ImportFrom) and node.module:
             if node.module.split(".")[0] in {"random", "secrets", "randomgen"} or node.module == "numpy.random":
                 found.append(node.module)
+            found += [a.name for a in node.names if a.name == "NoiseStream"]
         elif isinstance(node, ast.Attribute) and node.attr in {"random", "default_rng", "Generator"}:
             found.append(ast.unparse(node))
     return found
 
 
 RANDOMNESS_ALLOWED = {
-    "tasks/privacy/mechanism.py": "the mechanism layer: release noise, recorded in the ledger",
+    "tasks/privacy/streams.py": "stream derivation: keys every release stream (draws only)",
+    "tasks/privacy/geometric.py": "the exact geometric mechanism: noise with its ledger entry",
+    "tasks/privacy/employer_side.py": "the employer-side mechanisms: noise with its ledger entry",
+    "tasks/privacy/laplace.py": "the floating-point Laplace mechanism: noise with its entry",
+    "tasks/privacy/post_processing.py": "randomized post-processing draws, with their entry",
     "tasks/study/simulation_noise.py": "the accuracy study's simulation noise (never on confidential data)",
     "pseo_das/synth.py": "the synthetic confidential data set (demo and tests; no release noise)",
     "pseo_das/synth_employers.py": "the synthetic data set's employers (no release noise)",
@@ -116,9 +137,10 @@ RANDOMNESS_ALLOWED = {
 
 
 def test_no_noise_can_be_drawn_outside_the_mechanism_layer():
-    """Only the mechanism layer may touch a random number generator for a release, and it
-    records a ledger entry before drawing (test above); the accuracy study's simulation
-    module is the one other place. Nothing else is exempt."""
+    """Only the mechanism modules of the privacy core may key a random number generator or
+    draw from a release stream (NoiseStream), and they return a ledger entry with every
+    draw (test above); the accuracy study's simulation module is the one other place.
+    Nothing else is exempt."""
     offenders = {}
     for folder in ("pseo_das", "tasks", "flows", "reports", "schemas"):
         for path in (ROOT / folder).rglob("*.py"):
@@ -129,6 +151,32 @@ def test_no_noise_can_be_drawn_outside_the_mechanism_layer():
     assert offenders == {}
     for name in RANDOMNESS_ALLOWED:  # the scan does see generators
         assert _random_sources(ROOT / name), name
+
+
+PRIVACY_CORE = ("streams", "ledger", "statement", "geometric", "employer_side", "laplace",
+                "post_processing", "discrete_laplace", "establishment")
+
+
+def test_no_public_function_of_the_privacy_core_hands_out_a_raw_generator():
+    """Public functions and methods return draws, never a generator or bit generator; the
+    post-processing draw function is a stream's, not a numpy Generator's bound method."""
+    handing_out = []
+    for name in PRIVACY_CORE:
+        module = importlib.import_module(f"pseo_das.tasks.privacy.{name}")
+        owned = [(n, f) for n, f in vars(module).items()
+                 if getattr(f, "__module__", None) == module.__name__ and not n.startswith("_")]
+        callables = [(n, f) for n, f in owned if inspect.isfunction(f)]
+        callables += [(f"{n}.{m}", g) for n, f in owned if inspect.isclass(f)
+                      for m, g in vars(f).items()
+                      if inspect.isfunction(g) and not m.startswith("_")]
+        for qualified, function in callables:
+            returned = str(inspect.signature(function).return_annotation)
+            if re.search(r"Generator|ChaCha|BitGenerator|Draws", returned):
+                handing_out.append(f"{name}.{qualified} -> {returned}")
+    assert handing_out == []
+    draw, _ = post_processing_exponentials(SEED, "s", "p", 1, 1, "")
+    assert not isinstance(getattr(draw, "__self__", None),
+                          (np.random.Generator, np.random.BitGenerator))
 
 
 def test_noise_sample_writes_exactly_the_release_noise(tmp_path, capsys):
@@ -151,7 +199,6 @@ def test_noise_sample_writes_exactly_the_release_noise(tmp_path, capsys):
 
 
 def test_the_recast_split_keeps_totals_and_signs_and_follows_the_multinomial_law():
-    from pseo_das.tasks.privacy.mechanism import post_processing_split
     rng = np.random.default_rng(3)
     counts = rng.integers(-40, 60, size=5000)
     shares = np.tile([0.5, 0.3, 0.2, 0.0], (5000, 1))
@@ -180,7 +227,6 @@ def test_the_recast_split_in_blocks_draws_what_one_split_draws():
     """A split done a block of counts at a time (bounded memory), each cell's shares serving
     its `repeat` bins, gives the same parts as one split of every count with the shares
     repeated: one stream, consumed count by count."""
-    from pseo_das.tasks.privacy.mechanism import post_processing_split, post_processing_split_blocks
     rng = np.random.default_rng(4)
     cells, bins = 300, 7
     counts = rng.integers(-5, 9, size=cells * bins)

@@ -12,11 +12,11 @@ from scipy import stats
 from pseo_das.tasks.earnings.mos import (chi_by_scope, mean_local_sensitivity, mos_dp_mean,
                                          mos_noise_scale, ols_local_sensitivity, ols_statistic,
                                          worst_case_chi)
-from pseo_das.tasks.privacy.mechanism import (FORMAL_NO, FORMAL_YES, LAPLACE,
-                                              MeasurementRefused, PrivacyLedger, laplace_noise,
-                                              measure_with_geometric_noise,
-                                              measure_with_laplace_noise)
-from pseo_das.tasks.privacy.statement import geometric_statement, laplace_statement
+from pseo_das.tasks.privacy.geometric import measure_with_geometric_noise
+from pseo_das.tasks.privacy.laplace import laplace_noise, measure_with_laplace_noise
+from pseo_das.tasks.privacy.ledger import FORMAL_NO, FORMAL_YES, PrivacyLedger
+from pseo_das.tasks.privacy.statement import (MeasurementRefused, Mechanism, geometric_statement,
+                                              laplace_statement)
 
 SEED = bytes(range(32))
 
@@ -151,7 +151,7 @@ def test_laplace_noise_has_scale_chi_over_epsilon_n(epsilon):
     assert stats.kstest(standardized / 1.1, stats.laplace.cdf).pvalue < 1e-6
     assert abs(standardized.mean()) < 5 * math.sqrt(2 / len(n))
     assert (entry.mechanism, entry.formal_guarantee, entry.n_cells, entry.sensitivity) == \
-        (LAPLACE, FORMAL_NO, len(n), chi)
+        (Mechanism.LAPLACE, FORMAL_NO, len(n), chi)
     # deterministic: the same stream gives the same draws; zero scale gives zero noise
     again, _ = measure_with_laplace_noise(SEED, statement, theta, scale, "test", chi)
     np.testing.assert_array_equal(noisy, again)

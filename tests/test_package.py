@@ -167,3 +167,19 @@ def test_the_layering_checks_see_a_planted_cycle(tmp_path):
     assert "tasks.privacy imports tasks.earnings, a layer above it" in violations[1]
     assert "top-level import" in violations[0]
 
+
+
+def test_no_file_holds_a_merge_conflict_marker():
+    """A merge left half-resolved is caught before it ships (README, sources, templates)."""
+    import subprocess
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True)
+    assert tracked.returncode == 0, tracked.stderr      # the tests run in a checkout
+    found = []
+    for name in tracked.stdout.splitlines():
+        path = ROOT / name
+        if path.suffix not in {".py", ".md", ".j2", ".toml", ".txt", ".cfg", ".yml", ".html"}:
+            continue
+        for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+            if line.startswith(("<<<<<<< ", ">>>>>>> ")):
+                found.append(f"{name}:{number}")
+    assert not found, found

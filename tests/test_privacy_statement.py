@@ -18,14 +18,14 @@ from pseo_das.tasks.measurements.questions import measured_statements, read_stat
 from pseo_das.tasks.measurements.release_plan import lifetime_budget_file, lifetime_table
 from pseo_das.tasks.privacy.establishment import (EmployerProtection, FlowsMechanism,
                                                   PrivacyNotion)
-from pseo_das.tasks.privacy.mechanism import (MeasurementRefused, PrivacyBudgetExceeded,
-                                              PrivacyLedger, measure_with_employer_protection,
-                                              measure_with_geometric_noise)
+from pseo_das.tasks.privacy.employer_side import measure_with_employer_protection
+from pseo_das.tasks.privacy.geometric import measure_with_geometric_noise
+from pseo_das.tasks.privacy.ledger import PrivacyBudgetExceeded, PrivacyLedger
+from pseo_das.tasks.privacy.statement import (MeasurementRefused, Mechanism, Sampler,
+                                              employer_statement, geometric_statement,
+                                              laplace_statement, release_guarantee)
 from pseo_das.tasks.privacy.question import lifetime_spends
 from pseo_das.tasks.privacy.store import LifetimeBudgetExceeded, StorePolicyError
-from pseo_das.tasks.privacy.statement import (Mechanism, Sampler, employer_statement,
-                                              geometric_statement, laplace_statement,
-                                              release_guarantee)
 from test_privacy_store import CFG, SEED, frames, plan, store  # noqa: F401  (fixtures)
 
 FILES = {"earnings histograms": ("pseoe_all.csv", "pseoh_all.csv"),

@@ -239,8 +239,7 @@ def test_cohorts_realigned_over_measured_graduates_are_charged_to_the_same_gradu
 
 def test_the_ledger_sums_and_writes_epsilons_exactly():
     from pseo_das.tasks.privacy.statement import geometric_statement
-    from pseo_das.tasks.privacy.mechanism import (measured_entry, PrivacyBudgetExceeded,
-                                                  PrivacyLedger)
+    from pseo_das.tasks.privacy.ledger import PrivacyBudgetExceeded, PrivacyLedger, measured_entry
 
     def entry(name, epsilon):
         return measured_entry(geometric_statement(name, "p", name, epsilon, 1), 1, 1, "", "")

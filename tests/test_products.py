@@ -22,7 +22,8 @@ from pseo_das.tasks.measurements.products import (PRODUCTS, Pending, Product, St
                                                   measure_pending, planned_questions,
                                                   planning_frames)
 from pseo_das.tasks.measurements.release_plan import plan_release
-from pseo_das.tasks.privacy.mechanism import NoisyMeasurement, measure_with_geometric_noise
+from pseo_das.tasks.privacy.geometric import measure_with_geometric_noise
+from pseo_das.tasks.privacy.ledger import NoisyMeasurement
 from pseo_das.tasks.privacy.question import Question
 from pseo_das.tasks.privacy.release_seed import ReleaseSeed
 from pseo_das.tasks.privacy.store import PrivacyStore, init_store

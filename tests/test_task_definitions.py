@@ -12,7 +12,10 @@ from pseo_das.tasks import (FILE_TASK_RETRIES, DeferredTask, file_task, release_
 # Pure computation, and modules that define tasks beside their pure functions.
 COMPUTING_MODULES = [
     "pseo_das.tasks.earnings.percentiles", "pseo_das.tasks.earnings.histograms",
-    "pseo_das.tasks.earnings.noisy_histograms", "pseo_das.tasks.privacy.mechanism",
+    "pseo_das.tasks.earnings.noisy_histograms", "pseo_das.tasks.privacy.streams",
+    "pseo_das.tasks.privacy.ledger", "pseo_das.tasks.privacy.geometric",
+    "pseo_das.tasks.privacy.employer_side", "pseo_das.tasks.privacy.laplace",
+    "pseo_das.tasks.privacy.post_processing",
     "pseo_das.tasks.privacy.discrete_laplace", "pseo_das.tasks.privacy.establishment",
     "pseo_das.tasks.privacy.store", "pseo_das.tasks.privacy.store_integrity",
     "pseo_das.tasks.inputs.cells", "pseo_das.tasks.inputs.ingest",

@@ -8,7 +8,7 @@ import pytest
 from prefect import flow
 
 from pseo_das.tasks import FILE_TASK_RETRIES
-from pseo_das.tasks.privacy.mechanism import LedgerEntry, NoisyMeasurement
+from pseo_das.tasks.privacy.ledger import LedgerEntry, NoisyMeasurement
 from pseo_das.tasks.measurements.release_plan import plan_release
 from pseo_das.tasks.privacy.release_seed import ReleaseSeed
 from pseo_das.tasks.privacy.store import PrivacyStore, StoreError, init_store

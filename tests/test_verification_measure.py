@@ -11,7 +11,7 @@ import pytest
 from pydantic import ValidationError
 from scipy import stats
 
-from pseo_das.tasks.privacy.mechanism import discrete_laplace_noise
+from pseo_das.tasks.privacy.geometric import discrete_laplace_noise
 from pseo_das.tasks.verification.estimates import (QueryTimeout, group_estimate,
                                                    group_indicators, least_squares_coefficient,
                                                    ols_slope, selected_rows)

@@ -15,9 +15,9 @@ import pandas as pd
 from pseo_das.config import ReleaseConfig
 from pseo_das.epsilon import epsilon_text, exact_epsilon
 from pseo_das.tasks.audit.audit_target import AuditedRelease
-from pseo_das.tasks.privacy.mechanism import (FORMAL_NO, LAPLACE, MEASURING_MECHANISMS,
-                                              entry_of_ledger_row, ledger_row)
-from pseo_das.tasks.privacy.statement import release_guarantee
+from pseo_das.tasks.privacy.ledger import (FORMAL_NO, MEASURING_MECHANISMS, entry_of_ledger_row,
+                                           ledger_row)
+from pseo_das.tasks.privacy.statement import Mechanism, release_guarantee
 from pseo_das.tasks.earnings.cell_statistics import PRODUCT as CELL_STATISTICS_PRODUCT
 from pseo_das.tasks.employment_flows.employer_table import PRODUCT as EMPLOYER_TABLE_PRODUCT
 from pseo_das.tasks.employment_flows.noisy_flows import PRODUCT as FLOWS_PRODUCT
@@ -36,7 +36,7 @@ EPSILON_SETTING = {EARNINGS_PRODUCT: "privacy.epsilon_per_tabulation",
                    FLOWS_TOTAL_PRODUCT: "flows.total_epsilon_per_tabulation",
                    CELL_STATISTICS_PRODUCT: "mos.epsilon",
                    EMPLOYER_TABLE_PRODUCT: "employer_table.epsilon"}
-MEASURING = MEASURING_MECHANISMS | {LAPLACE}   # mechanisms that spend epsilon
+MEASURING = MEASURING_MECHANISMS | {Mechanism.LAPLACE}   # mechanisms that spend epsilon
 
 
 def _read_ledger_text(path: Path) -> pd.DataFrame:
@@ -92,12 +92,12 @@ def epsilon_findings(ledger: pd.DataFrame, settings: dict[str, object]) -> list[
             out.append(f"tabulation {tab}: epsilon {row['epsilon_text']!r} is not a number")
         elif row["mechanism"] in MEASURING:
             setting = EPSILON_SETTING.get(product)
+            logged = settings.get(setting) if setting is not None else None
             if setting is None:
                 out.append(f"tabulation {tab}: unknown product {product!r}, no configured epsilon")
-            elif not isinstance(settings.get(setting), (int, float)) or \
-                    isinstance(settings.get(setting), bool):
+            elif not isinstance(logged, (int, float)) or isinstance(logged, bool):
                 out.append(f"tabulation {tab}: the run logged no {setting}")
-            elif epsilon != exact_epsilon(settings[setting]):
+            elif epsilon != exact_epsilon(logged):
                 out.append(f"tabulation {tab} ({product}, measured): epsilon "
                            f"{epsilon_text(epsilon)} in the ledger, but the logged configuration "
                            f"sets {setting} = {epsilon_text(settings[setting])}")

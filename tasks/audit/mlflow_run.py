@@ -26,7 +26,7 @@ from pseo_das.version import package_versions
 from pseo_das.tasks import progress, release_task
 from pseo_das.tasks.employment_flows.division_flows import FlowsRelease
 from pseo_das.tasks.privacy.file_modes import private_folder, write_private
-from pseo_das.tasks.privacy.mechanism import PrivacyLedger
+from pseo_das.tasks.privacy.ledger import PrivacyLedger
 from pseo_das.tasks.privacy.release_seed import ReleaseSeed
 from pseo_das.tasks.measurements.release_plan import ReleasePlan
 
@@ -131,6 +131,27 @@ def existing_runs_of_store(tracking_uri: str, store_path: Path, store_id: str) -
                                                          store_path, store_id)
 
 
+# MLflow 3's UI shows an experiment tagged this way as runs with their parameters, metrics
+# and artifacts (the classic layout), not as a GenAI overview of traces.
+EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}
+
+
+def audit_experiment(client: MlflowClient, name: str) -> str:
+    """The id of the experiment `name`, created (with its artifacts beside a SQLite store)
+    if missing, and tagged as a classic experiment (EXPERIMENT_KIND)."""
+    experiment = client.get_experiment_by_name(name)
+    if experiment is None:
+        artifacts = None
+        uri = client.tracking_uri
+        if uri.startswith("sqlite:///"):
+            artifacts = (Path(uri.removeprefix("sqlite:///")).parent / "artifacts").resolve().as_uri()
+        return client.create_experiment(name, artifact_location=artifacts, tags=EXPERIMENT_KIND)
+    for key, value in EXPERIMENT_KIND.items():
+        if experiment.tags.get(key) != value:      # an experiment of an earlier version
+            client.set_experiment_tag(experiment.experiment_id, key, value)
+    return experiment.experiment_id
+
+
 class AuditRun:
     """One MLflow run; ended FINISHED by `finish`, FAILED by `fail`."""
 
@@ -139,16 +160,7 @@ class AuditRun:
         initialise_sqlite_store(self.tracking_uri)
         self.client = MlflowClient(tracking_uri=self.tracking_uri)
         try:
-            experiment = self.client.get_experiment_by_name(EXPERIMENT)
-            if experiment is None:
-                artifacts = None
-                if self.tracking_uri.startswith("sqlite:///"):
-                    store = Path(self.tracking_uri.removeprefix("sqlite:///")).parent / "artifacts"
-                    artifacts = store.resolve().as_uri()
-                self.experiment_id = self.client.create_experiment(EXPERIMENT,
-                                                                   artifact_location=artifacts)
-            else:
-                self.experiment_id = experiment.experiment_id
+            self.experiment_id = audit_experiment(self.client, EXPERIMENT)
             run = self.client.create_run(self.experiment_id, run_name=release_id,
                                          tags={"release_id": release_id})
         except MlflowException as exc:
@@ -200,6 +212,16 @@ def release_parameters(cfg: ReleaseConfig, release_id: str, data_dir: Path,
             "store": str(Path(store).resolve()), "store_id": store_id,
             "code_version": code_version,
             "supersede": str(supersede).lower(), "remeasure": remeasure or ""}
+
+
+def rerun_tags(release_id: str, out_dir: Path, release_run_id: str) -> dict[str, str]:
+    """The tags of a rerun that found its release already published: a child of the run
+    that published it (MLflow's parent link), with a note; its seed stays on that run."""
+    return {"already_published": str(out_dir), "rerun_of_run": release_run_id,
+            "mlflow.parentRunId": release_run_id,
+            "mlflow.note.content": f"Rerun of release {release_id}: it was already published in "
+                                   f"{out_dir} by run {release_run_id}. Nothing was measured, "
+                                   "spent or written; the seed and the record are on that run."}
 
 
 def seed_parameters(release_seed: ReleaseSeed, plan: ReleasePlan) -> dict[str, object]:

@@ -23,7 +23,8 @@ from pseo_das.errors import PseoDasError
 from pseo_das.config import CellsConfig
 from pseo_das.tasks.cip_recast.transition_shares import WIDTH, transition_counts, transition_shares
 from pseo_das.tasks.inputs.cells import CELL_COLUMNS, CIP_2010, CIP_2020, sum_by_group
-from pseo_das.tasks.privacy.mechanism import LedgerEntry, post_processing_split_blocks
+from pseo_das.tasks.privacy.ledger import LedgerEntry
+from pseo_das.tasks.privacy.post_processing import post_processing_split_blocks
 
 if TYPE_CHECKING:
     from pseo_das.tasks.cip_recast.recast_inputs import RecastInputs

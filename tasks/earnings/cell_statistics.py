@@ -48,10 +48,10 @@ from pseo_das.tasks.earnings.cell_statistics_plan import (PRODUCT, STORED_COLUMN
                                                           StatisticSettings, statistic_domain)
 from pseo_das.tasks.inputs.cell_moments import CELL_STATISTICS_CIP_LEVEL, CellMoments
 from pseo_das.tasks.inputs.cells import CELL_COLUMNS, MEASURED_CELL_COLUMNS, in_populations
-from pseo_das.tasks.privacy.mechanism import (LedgerEntry, NoisyMeasurement,
-                                              entry_of_ledger_row, ledger_row,
-                                              measure_with_geometric_noise,
-                                              measure_with_laplace_noise)
+from pseo_das.tasks.privacy.geometric import measure_with_geometric_noise
+from pseo_das.tasks.privacy.laplace import measure_with_laplace_noise
+from pseo_das.tasks.privacy.ledger import (LedgerEntry, NoisyMeasurement, entry_of_ledger_row,
+                                           ledger_row)
 from pseo_das.tasks.codes.official_codes import ALL_INDUSTRIES, NATIONAL, agg_level, official_cells
 
 if TYPE_CHECKING:

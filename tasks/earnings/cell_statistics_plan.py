@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from pseo_das.config import ReleaseConfig
-from pseo_das.epsilon import epsilon_text, exact_epsilon
+from pseo_das.epsilon import epsilon_text
 from pseo_das.schemas.cpi import CPI_U_SERIES
 from pseo_das.tasks.earnings.mos import MosVariant
 from pseo_das.tasks.inputs.cell_moments import CELL_STATISTICS_CIP_LEVEL, CellStatistic, cell_statistics
@@ -111,7 +111,7 @@ def cell_statistics_questions(cfg: ReleaseConfig) -> list[CellStatisticsQuestion
     if not cfg.mos.enabled:
         return []
     settings = cfg.mos
-    epsilon = exact_epsilon(settings.epsilon)
+    epsilon = settings.epsilon
     lower, upper = settings.bounds(cfg.earnings)
     cohorts = cfg.cells.cohort_definition()
     common = {"variant": settings.variant, "value_epsilon": epsilon_text(epsilon),

@@ -1,6 +1,6 @@
 """True earnings histograms: the only step that reads earnings microdata.
 Privacy cost: none by itself; its output is confidential and goes only to the
-mechanism layer (tasks/mechanism.py), never to an output file.
+mechanism layer (tasks/privacy/geometric.py), never to an output file.
 """
 from __future__ import annotations
 

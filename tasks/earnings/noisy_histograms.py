@@ -12,8 +12,8 @@ import pandas as pd
 from pseo_das.config import CIP_LEVELS, ReleaseConfig
 from pseo_das.tasks import progress, release_task
 from pseo_das.tasks.inputs.cells import sum_to_coarser
-from pseo_das.tasks.privacy.mechanism import (LedgerEntry, NoisyMeasurement, derived_entry,
-                                              measure_with_geometric_noise)
+from pseo_das.tasks.privacy.geometric import measure_with_geometric_noise
+from pseo_das.tasks.privacy.ledger import LedgerEntry, NoisyMeasurement, derived_entry
 
 if TYPE_CHECKING:
     from pseo_das.tasks.inputs.true_counts import TrueCounts

@@ -38,12 +38,13 @@ from pseo_das.schemas.cpi import CPI_U_SERIES
 from pseo_das.tasks import file_task, progress, release_task
 from pseo_das.tasks.codes.destinations import NONEMPLOYED
 from pseo_das.tasks.privacy.establishment import MECHANISM_NAMES, PrivacyNotion
-from pseo_das.tasks.privacy.mechanism import (LedgerEntry, NoisyMeasurement, measured_entry,
-                                              measure_with_employer_protection, stream_sha256)
+from pseo_das.tasks.privacy.employer_side import measure_with_employer_protection
+from pseo_das.tasks.privacy.ledger import LedgerEntry, NoisyMeasurement, measured_entry
+from pseo_das.tasks.privacy.streams import stream_sha256
 from pseo_das.tasks.privacy.statement import employer_statement
 from pseo_das.tasks.inputs.cells import observable_populations
 from pseo_das.tasks.privacy.question import Question, stored_question
-from pseo_das.tasks.privacy.store import (PrivacyStore, epsilon_text, exact_epsilon,
+from pseo_das.tasks.privacy.store import (PrivacyStore, epsilon_text,
                                           populations_sha256)
 
 if TYPE_CHECKING:
@@ -96,7 +97,7 @@ def employer_table_questions(cfg: ReleaseConfig, frames: dict[str, "CellFrame"]
         for cohort, members in populations.groupby("grad_cohort", sort=True):
             questions.append(Question(
                 tabulation_id(int(cohort), k), PRODUCT, level, k,
-                exact_epsilon(cfg.employer_table.epsilon), NONEMPLOYED,
+                cfg.employer_table.epsilon, NONEMPLOYED,
                 {**common, "grad_cohort": int(cohort),
                  "populations_sha256": populations_sha256(members)}))
     return questions
@@ -156,7 +157,7 @@ def stored_employer_table(store_path: Path, plan: pd.DataFrame, cfg: ReleaseConf
         return None
     rows = plan[is_table_tabulation(plan["tabulation_id"])]
     protection = cfg.employer_table.protection()
-    epsilon = exact_epsilon(cfg.employer_table.epsilon)
+    epsilon = cfg.employer_table.epsilon
     found, streams, measurements_of = [], {}, {}
     with PrivacyStore.open(store_path) as store:
         for tab, measurements in rows.groupby("tabulation_id", sort=True):

@@ -1,6 +1,6 @@
 """True employment-flow counts: the only flows step that reads microdata.
 Privacy cost: none by itself; its output is confidential and goes only to the mechanism
-layer (tasks/mechanism.py), never to an output file.
+layer (tasks/privacy/geometric.py, employer_side.py), never to an output file.
 
 A flow is (origin cell, years after) -> destination (tasks/codes/destinations.py: public,
 the same for every origin cell). Each graduate of an

@@ -5,7 +5,7 @@ Privacy cost of every function here: none. They read only noisy flows, a noisy t
 total (the noisy sum of the flows, or a separately measured noisy count, whose epsilon is
 spent where it is measured) and the A.3.2 weights (public J2J and QCEW files and INDFLOW,
 itself a sum of noisy flows); their random draws, if any, come from a seeded stream of
-`tasks/privacy/mechanism.py` (`post_processing_exponentials`) passed as `exponentials`.
+`tasks/privacy/post_processing.py` (`post_processing_exponentials`) passed as `exponentials`.
 
 The candidates:
 

@@ -37,8 +37,9 @@ from pseo_das.schemas.codes import STATE_FIPS
 from pseo_das.tasks import progress, release_task
 from pseo_das.tasks.inputs.cells import ALL_FIELDS_CIPCODE
 from pseo_das.tasks.codes.destinations import NONEMPLOYED, N_SECTORS, N_STATES, destination_sector, destination_state
-from pseo_das.tasks.privacy.mechanism import (LedgerEntry, post_processing_exponentials,
-                                              post_processing_seed)
+from pseo_das.tasks.privacy.ledger import LedgerEntry
+from pseo_das.tasks.privacy.post_processing import (post_processing_exponentials,
+                                                    post_processing_seed)
 from pseo_das.tasks.employment_flows.flows_candidates import appendix_correction
 from pseo_das.tasks.employment_flows.noisy_flows import PRODUCT, NoisyFlows
 from pseo_das.tasks.inputs.reference_inputs import ReferenceInputs

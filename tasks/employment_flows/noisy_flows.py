@@ -18,9 +18,9 @@ from pseo_das.config import ReleaseConfig
 from pseo_das.tasks import progress, release_task
 from pseo_das.tasks.inputs.cells import sum_to_coarser
 from pseo_das.tasks.codes.destinations import N_DESTINATIONS
-from pseo_das.tasks.privacy.mechanism import (LedgerEntry, NoisyMeasurement, derived_entry,
-                                              measure_with_employer_protection,
-                                              measure_with_geometric_noise)
+from pseo_das.tasks.privacy.employer_side import measure_with_employer_protection
+from pseo_das.tasks.privacy.geometric import measure_with_geometric_noise
+from pseo_das.tasks.privacy.ledger import LedgerEntry, NoisyMeasurement, derived_entry
 
 if TYPE_CHECKING:
     from pseo_das.tasks.inputs.true_counts import TrueCounts

@@ -11,11 +11,17 @@ A data folder in the jobs layout holds
     employer_id).
 
 The bound (privacy.max_degrees_per_person = k): each person counts with at most k degree
-records, chosen from that person's own records only (DEGREE_ORDER): the most recent
-graduation year first; among degrees of one year the highest degree_level code, then the
+records, chosen from that person's own records only (DEGREE_ORDER): the earliest
+graduation year first; among degrees of one year the lowest degree_level code, then the
 smallest institution code, then the smallest cipcode (codes compared as text). Every other
 degree record of the person is dropped from every tabulation, so a person is in at most k
-cells of any tabulation and the measurements are noised for sensitivity k.
+cells of any tabulation and the measurements are noised for sensitivity k. The earliest
+first, because a person's kept records must not change when they earn another degree: a
+later degree sorts after the ones already kept, so over all releases a person is counted
+with the same at most k records, in at most k of the lifetime budget's atoms
+(institution x degree level x graduation year), and the store can bound what one person
+pays over their lifetime (tasks/privacy/lifetime_budget.py, `person_worst_case`). With
+"the most recent first" a person's kept record would move to each new degree's atom.
 
 Each kept degree becomes one record of the counting pass (a graduates row numbered by
 `record`), and for each years-after t whose earnings year grad_year + t is at most the last
@@ -46,7 +52,7 @@ from pseo_das.tasks.inputs.ingest import (MAX_EXAMPLES, InputFiles, InputValidat
                                           find_input_files, read_whole, validate)
 
 # The order in which a person's degrees are kept (column, descending), most preferred first.
-DEGREE_ORDER = (("grad_year", True), ("degree_level", True), ("institution", False),
+DEGREE_ORDER = (("grad_year", False), ("degree_level", False), ("institution", False),
                 ("cipcode", False))
 # The main job of a person's year: the largest earnings, then the smallest codes.
 JOB_TIE_BREAK = ("emp_state", "industry", EMPLOYER_COLUMN)
@@ -193,7 +199,7 @@ def bound_checks(graduates_name: str, jobs_name: str, bounded: BoundedDegrees) -
         {"name": f"{jobs_name} passes the jobs schema",
          "result": f"passed ({bounded.job_rows:,} rows)"},
         {"name": "every job belongs to a known graduate", "result": "passed"},
-        {"name": f"contributions bounded to {k} degree record(s) per person (the most recent)",
+        {"name": f"contributions bounded to {k} degree record(s) per person (the earliest)",
          "result": f"{bounded.dropped:,} degree record(s) dropped (confidential figure: not "
                    "published; the bound itself is)"},
     ]

@@ -49,9 +49,8 @@ from pseo_das.tasks.inputs.true_counts import TrueCounts
 from pseo_das.tasks.measurements.stored_cell_statistics import stored_cell_statistics
 from pseo_das.tasks.measurements.stored_tables import StoredTables, stored_earnings, stored_flows
 from pseo_das.tasks.privacy.establishment import MECHANISM_NAMES
-from pseo_das.tasks.privacy.mechanism import NoisyMeasurement
+from pseo_das.tasks.privacy.ledger import NoisyMeasurement
 from pseo_das.tasks.privacy.question import BOUND_PARAMETER, PendingMeasurement, Question
-from pseo_das.tasks.privacy.store import exact_epsilon
 
 FRAME_PARAMETER = "frame"
 Pending = dict[int, list[PendingMeasurement]]   # years after (ascending) -> measurements
@@ -130,7 +129,7 @@ def earnings_questions(cfg: ReleaseConfig) -> list[Question]:
                   "bin_edges": list(cfg.earnings.bin_edges), "cohorts": common["cohorts"],
                   "dollars": common["dollars"], **bound_parameter(cfg), **frame_parameter(cfg)}
     return [Question(earnings_tabulation_id("I", level, k), EARNINGS_PRODUCT, level, k,
-                     exact_epsilon(cfg.privacy.epsilon_per_tabulation), cfg.earnings.n_bins,
+                     cfg.privacy.epsilon_per_tabulation, cfg.earnings.n_bins,
                      parameters)
             for k in cfg.cells.years_after for level in cfg.privacy.measured_levels()]
 
@@ -147,10 +146,10 @@ def flows_questions(cfg: ReleaseConfig) -> list[Question]:
                  "delta": protection.delta, "unbiased": protection.unbiased}
     levels = cfg.flows.measured_levels()
     return ([Question(flows_tabulation_id(level, k), FLOWS_PRODUCT, level, k,
-                      exact_epsilon(cfg.flows.epsilon_per_tabulation), N_DESTINATIONS, flows)
+                      cfg.flows.epsilon_per_tabulation, N_DESTINATIONS, flows)
              for k in cfg.cells.years_after for level in levels]
             + [Question(total_tabulation_id(level, k), FLOWS_TOTAL_PRODUCT, level, k,
-                        exact_epsilon(cfg.flows.total_epsilon_per_tabulation), 1, totals)
+                        cfg.flows.total_epsilon_per_tabulation, 1, totals)
                for k in cfg.cells.years_after for level in levels if cfg.flows.measures_total])
 
 

@@ -23,15 +23,17 @@ from pseo_das.tasks import progress, release_task
 from pseo_das.tasks.inputs.cells import CellFrame, observable_populations
 from pseo_das.tasks.measurements.products import PRODUCTS, Product, planned_questions
 from pseo_das.tasks.measurements.questions import QUESTION_KINDS
-from pseo_das.tasks.measurements.publication_record import PublicationRecord
-from pseo_das.tasks.privacy.mechanism import PrivacyBudgetExceeded
+from pseo_das.tasks.measurements.publication_record import PublicationRecord, ReleaseIdentity
+from pseo_das.tasks.measurements.release_inputs import ReleaseInputs
+from pseo_das.tasks.privacy.ledger import PrivacyBudgetExceeded
 from pseo_das.tasks.privacy.release_seed import ReleaseSeed
 from pseo_das.tasks.privacy.store import (POPULATION_KEYS, ChainHead, LifetimeBudgetExceeded,
                                           PrivacyStore, ReleaseAttempt, ReleaseConflict,
                                           StoreError, StorePolicy, StorePolicyError,
-                                          epsilon_text, exact_epsilon)
+                                          epsilon_text)
 from pseo_das.tasks.privacy.lifetime_budget import (POPULATION_ATOM_KEYS, SPENT, SPENT_COLUMNS,
-                                                    LifetimeBudget, atoms, lifetime_budget)
+                                                    LifetimeBudget, atoms, lifetime_budget,
+                                                    person_worst_case)
 from pseo_das.tasks.privacy.question import (PendingMeasurement, Question, lifetime_spends,
                                              spend_windows, stored_question)
 
@@ -63,6 +65,16 @@ class ReleasePlan:
     def new_delta(self) -> Fraction:
         """This release's fresh delta: the largest new delta of any population."""
         return max(self.populations["delta_this_release"], default=Fraction(0))
+
+    def record_fields(self, identity: ReleaseIdentity, cfg: ReleaseConfig,
+                      inputs: ReleaseInputs, store_chain: dict) -> dict:
+        """The publication record's own fields for this plan's attempt, measured
+        (`stored_tables.keep_publication_record` adds the public tables' addresses)."""
+        return {"identity": identity, "attempt": self.attempt.attempt, "config": cfg,
+                "input_fingerprints": inputs.fingerprints, "input_checks": inputs.counts.checks,
+                "new_spending": self.new_spending, "superseded": self.superseded,
+                "store_policy": self.policy.as_dict(), "store_chain": store_chain,
+                "dollars": inputs.dollars.as_dict(), "demo_inputs": inputs.demo}
 
     def summary(self) -> dict:
         """New and reused measurements (tabulation x population units), populations, new
@@ -102,13 +114,14 @@ def remeasure_mask(populations: pd.DataFrame, spec: str | None) -> np.ndarray:
 
 
 def lifetime_of_plan(store: PrivacyStore, plan: pd.DataFrame, attempt: int | None,
-                     new_spends: pd.DataFrame | None = None) -> LifetimeBudget:
+                     new_spends: pd.DataFrame | None = None,
+                     spends: pd.DataFrame | None = None) -> LifetimeBudget:
     """The lifetime budget of the graduates of the plan's populations, per atom
     (institution x degree level x graduation year: tasks/privacy/lifetime_budget.py): spent
     before this attempt, in it and after (exact). `new_spends` (POPULATION_KEYS,
     measurement_id, epsilon, delta, cohort_years) are the spends of an attempt about to be
-    recorded (`attempt` None)."""
-    spends = lifetime_spends(store)
+    recorded (`attempt` None). `spends`: the store's `lifetime_spends`, if read already."""
+    spends = lifetime_spends(store) if spends is None else spends
     if attempt is not None:                       # a recorded attempt
         before = spends[spends["attempt"] < attempt]
         this = spends[spends["attempt"] == attempt]
@@ -146,7 +159,7 @@ def release_cap_check(populations: pd.DataFrame, cfg: ReleaseConfig, release_id:
     """Refuse, before anything is recorded or drawn, a plan whose new spending on some
     population exceeds the release's cap (privacy.epsilon_cap): the ledger checks it again
     when it is assembled."""
-    cap = exact_epsilon(cfg.privacy.epsilon_cap)
+    cap = cfg.privacy.epsilon_cap
     over = populations[populations["this_release"] > cap]
     if len(over):
         worst = over.sort_values("this_release", ascending=False).iloc[0]
@@ -244,7 +257,8 @@ def _new_plan(store, release_id, seed, inputs_sha256, config_sha256, cfg, frames
          for m, q, p, _ in new_measurements]
         or [pd.DataFrame(columns=POPULATION_KEYS + ["measurement_id", "epsilon", "delta",
                                                     "cohort_years"])], ignore_index=True)
-    budget = lifetime_of_plan(store, plan, None, new_spends)
+    spends = lifetime_spends(store)
+    budget = lifetime_of_plan(store, plan, None, new_spends, spends)
     populations = budget.populations()
     release_cap_check(populations, cfg, release_id)
     over = budget.atoms_over(cap)
@@ -258,6 +272,7 @@ def _new_plan(store, release_id, seed, inputs_sha256, config_sha256, cfg, frames
                                         this_release=over["delta_this_release"],
                                         after=over["delta_after"]),
                 policy.lifetime_delta_cap, "delta"))
+    check_person_bound(spends, new_spends, cfg.privacy.max_degrees_per_person, policy, release_id)
     attempt_id = store.add_release(release_id, seed, inputs_sha256, config_sha256,
                                    store.put_frame(plan), supersedes, policy.policy, head)
     for measurement_id, question, members, superseded in new_measurements:
@@ -268,6 +283,37 @@ def _new_plan(store, release_id, seed, inputs_sha256, config_sha256, cfg, frames
                     for m, q, p, _ in new_measurements)
     return ReleasePlan(attempt, True, supersedes, plan, pending + _pending(store, plan, skip={
         p.measurement_id for p in pending}), populations, policy, head)
+
+
+def check_person_bound(spends: pd.DataFrame, new_spends: pd.DataFrame, k: int,
+                       policy: StorePolicy, release_id: str) -> None:
+    """With a contribution bound above 1 in this release or any earlier one of the store, a
+    graduate can be in that many atoms: what they can pay over every release
+    (`person_worst_case`) must stay within the lifetime caps too. With 1 throughout, the
+    atom check is the whole check. `spends`: the store's `lifetime_spends`."""
+    largest = max([k, *spends["degrees_per_person"].astype(int)])
+    if largest <= 1:
+        return
+    every = pd.concat([spends, new_spends.assign(degrees_per_person=k)], ignore_index=True)
+    bound = person_worst_case(every, largest)
+    caps = [("epsilon", bound.epsilon, policy.lifetime_cap, "--lifetime-cap")]
+    if policy.lifetime_delta_cap is not None:
+        caps.append(("delta", bound.delta, policy.lifetime_delta_cap, "--lifetime-delta-cap"))
+    for spent, worst, cap, option in caps:
+        if worst > cap:
+            atoms = "; ".join(f"institution {a.institution}, degree {a.degree_level}, graduates "
+                              f"of {a.grad_year}: {epsilon_text(a.epsilon)}"
+                              for a in bound.top_atoms.itertuples())
+            raise LifetimeBudgetExceeded(
+                f"release {release_id} refused before any noise was drawn: a graduate counted "
+                f"with up to {largest} degree records (privacy.max_degrees_per_person, in this "
+                f"or an earlier release of the store) is in up to {largest} graduation-year "
+                f"atoms and could pay {spent} {epsilon_text(worst)} over the store's releases, "
+                f"over the lifetime cap of {epsilon_text(cap)} per graduate. The "
+                f"{largest} most charged atoms (epsilon): {atoms}; every measurement of the "
+                f"store once: epsilon {epsilon_text(bound.every_measurement)}. Measure less, "
+                "lower max_degrees_per_person, or have the disclosure review board raise the "
+                f"cap (`pseo-das store set-policy {option} ... --by ... --reason ...`).")
 
 
 def check_against_policy(questions: list[Question], policy: StorePolicy) -> None:

@@ -30,8 +30,9 @@ from pseo_das.tasks.earnings.cell_statistics_plan import (STORED_COLUMNS, Statis
 from pseo_das.tasks.earnings.mos import ChiScope
 from pseo_das.tasks.inputs.cells import CELL_COLUMNS, CELL_KEYS, POPULATION_KEYS, in_populations
 from pseo_das.tasks.measurements.questions import read_statements
-from pseo_das.tasks.privacy.mechanism import COMPOSITION as COUNTS_COMPOSITION
-from pseo_das.tasks.privacy.mechanism import measured_entry, stream_sha256
+from pseo_das.tasks.privacy.geometric import COMPOSITION as COUNTS_COMPOSITION
+from pseo_das.tasks.privacy.ledger import measured_entry
+from pseo_das.tasks.privacy.streams import stream_sha256
 from pseo_das.tasks.privacy.store import PrivacyStore
 
 

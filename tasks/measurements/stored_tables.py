@@ -18,18 +18,18 @@ from pseo_das.tasks.employment_flows.noisy_flows import PRODUCT as FLOWS_PRODUCT
 from pseo_das.tasks.employment_flows.noisy_flows import TOTAL_PRODUCT as FLOWS_TOTAL_PRODUCT
 from pseo_das.tasks.employment_flows.noisy_flows import NoisyFlows
 from pseo_das.tasks.inputs.cells import CELL_COLUMNS, CELL_KEYS, in_populations
-from pseo_das.tasks.inputs.ipeds_counts import IpedsAwards
 from pseo_das.tasks.inputs.reference_inputs import ReferenceInputs
 from pseo_das.tasks.codes.ipeds_counts import IpedsCounts
+from pseo_das.tasks.cip_recast.recast_inputs import RecastInputs
 from pseo_das.tasks.cip_recast.recast import (DIRECT, RecastContext, RecastTable, as_coded,
                                              to_cip_2020)
-from pseo_das.tasks.cip_recast.recast_inputs import RecastInputs
-from pseo_das.tasks.privacy.mechanism import (LedgerEntry, NoisyMeasurement,
-                                              employer_composition, geometric_composition,
-                                              geometric_variance,
-                                              measured_entry, post_processing_seed,
-                                              stream_sha256)
+from pseo_das.tasks.privacy.employer_side import employer_composition
+from pseo_das.tasks.privacy.geometric import geometric_composition, geometric_variance
+from pseo_das.tasks.privacy.ledger import LedgerEntry, NoisyMeasurement, measured_entry
+from pseo_das.tasks.privacy.post_processing import post_processing_seed
+from pseo_das.tasks.privacy.streams import stream_sha256
 from pseo_das.tasks.measurements.questions import read_statements
+from pseo_das.tasks.measurements.release_inputs import ReleaseInputs
 from pseo_das.tasks.measurements.publication_record import (PublicationRecord,
                                                             StoredIpedsAwards,
                                                             StoredRecastInputs, StoredReference)
@@ -201,12 +201,14 @@ def with_measured_total(table: NoisyFlows,
 
 
 @file_task("keep publication record")
-def keep_publication_record(store_path: Path, record: dict, reference: ReferenceInputs,
-                            recast: RecastInputs, ipeds: IpedsAwards) -> PublicationRecord:
-    """Everything post-processing needs besides the measurements (configuration, identity,
-    input checks, the public reference tables, the CIP recast's inputs and the IPEDS awards
-    of the counts), kept in the store so that `republish` needs no microdata. Returns the
-    record (`record`'s fields and the tables' addresses)."""
+def keep_publication_record(store_path: Path, fields: dict,
+                            inputs: ReleaseInputs) -> PublicationRecord:
+    """Everything post-processing needs besides the measurements (`fields`: configuration,
+    identity, input checks, ..., `release_plan.record_fields`; and of `inputs` the public
+    reference tables, the CIP recast's inputs and the IPEDS awards of the counts), kept in
+    the store so that `republish` needs no microdata. Returns the record (`fields` and the
+    tables' addresses)."""
+    reference, recast, ipeds = inputs.reference, inputs.recast, inputs.ipeds
     with PrivacyStore.open(store_path) as store:
         tables = {name: store.put_frame(getattr(reference, name))
                   for name in ("j2j", "qcew", "coverage")}
@@ -214,7 +216,7 @@ def keep_publication_record(store_path: Path, record: dict, reference: Reference
                          for name in ("crosswalk", "completions", "hard_coded")}
         ipeds_awards = store.put_frame(ipeds.awards)
     return PublicationRecord(
-        **record, reference=StoredReference(tables=tables, fingerprints=reference.fingerprints),
+        **fields, reference=StoredReference(tables=tables, fingerprints=reference.fingerprints),
         recast=StoredRecastInputs(tables=recast_tables, fingerprints=recast.fingerprints,
                                   packaged=recast.packaged),
         ipeds=StoredIpedsAwards(awards=ipeds_awards, years=sorted(ipeds.years)))

@@ -1,5 +1,5 @@
 """Exact sampling of the two-sided geometric (discrete Laplace) distribution from random
-words, with integers only. Privacy cost: none by itself (`mechanism.py` feeds it the
+words, with integers only. Privacy cost: none by itself (`geometric.py` feeds it the
 release's ChaCha20 stream and records the spend).
 
 For epsilon > 0 (an exact rational) and q = exp(-epsilon), the noise X has

@@ -1,7 +1,7 @@
 """Employer-side protection: (alpha, epsilon) employer-employee privacy (Haney,
 Machanavajjhala, Abowd, Graham, Kutzbach and Vilhuber, "Utility cost of formal privacy for
 releasing national employer-employee statistics", SIGMOD 2017). Pure parameter checks and
-closed forms; the noise itself is drawn in tasks/privacy/mechanism.py.
+closed forms; the noise itself is drawn in tasks/privacy/employer_side.py.
 
 The neighbours of (alpha, epsilon) privacy change the workforce of one establishment e
 from E to E' with E a subset of E' and |E| < |E'| <= max((1 + alpha)|E|, |E| + 1): one

@@ -139,3 +139,39 @@ def lifetime_budget(population_atoms: pd.DataFrame, before: pd.DataFrame | None,
     for _, (was, now, after) in SPENT:
         table[after] = table[was] + table[now]
     return LifetimeBudget(table, scale)
+
+
+@dataclass(frozen=True)
+class PersonBound:
+    """What one graduate counted with up to `k` degree records can have paid over every
+    measurement of a store: at most the sum over their (at most k) atoms, so at most the
+    sum of the k most charged atoms; and at most the sum over every measurement, each
+    counted once. The smaller of the two, for epsilon and for delta apart (exact)."""
+    k: int
+    epsilon: Fraction
+    delta: Fraction
+    top_atoms: pd.DataFrame        # ATOM_KEYS, epsilon: the k most charged atoms
+    every_measurement: Fraction    # epsilon of every measurement, each once
+
+
+def person_worst_case(spends: pd.DataFrame, k: int) -> PersonBound:
+    """The bound for `spends` (POPULATION_KEYS, measurement_id, epsilon, delta,
+    cohort_years: every spend of a store and of the release about to be recorded). With
+    k = 1 it is the largest atom's spend, which the atom check already caps. A graduate's
+    k records are the earliest k (tasks/inputs/degree_records.py), the same in every
+    release, so the atoms they are charged to are at most k over their lifetime."""
+    if spends.empty:
+        return PersonBound(k, Fraction(0), Fraction(0),
+                           pd.DataFrame(columns=ATOM_KEYS + ["epsilon"]), Fraction(0))
+    scale = ExactScale(v for value, _ in SPENT for v in spends[value].unique())
+    per_atom = atom_spends(spends, scale, ("epsilon", "delta"))
+    once = spends.drop_duplicates("measurement_id")
+    totals = {value: sum(map(Fraction, once[value]), Fraction(0)) for value, _ in SPENT}
+    bounds = {}
+    for value, _ in SPENT:
+        largest = sorted(per_atom[value], reverse=True)[:k]
+        bounds[value] = min(Fraction(int(sum(largest)), scale.denominator), totals[value])
+    top = per_atom.sort_values("epsilon", ascending=False, kind="stable").head(k)
+    top = top[ATOM_KEYS].assign(epsilon=scale.fraction(top["epsilon"]).to_numpy())
+    return PersonBound(k, bounds["epsilon"], bounds["delta"], top.reset_index(drop=True),
+                       totals["epsilon"])

@@ -16,8 +16,7 @@ import pandas as pd
 from pseo_das.epsilon import epsilon_text
 from pseo_das.tasks.privacy.establishment import EmployerProtection, FlowsMechanism, PrivacyNotion
 from pseo_das.tasks.privacy.lifetime_budget import CohortDefinitionMissing, cohort_years
-from pseo_das.tasks.privacy.mechanism import GEOMETRIC
-from pseo_das.tasks.privacy.statement import (PrivacyStatement, employer_statement,
+from pseo_das.tasks.privacy.statement import (Mechanism, PrivacyStatement, employer_statement,
                                               geometric_statement)
 from pseo_das.tasks.privacy.release_seed import ReleaseSeed
 from pseo_das.tasks.privacy.store import PrivacyStore, StoreError, question_sha256
@@ -46,7 +45,7 @@ class Question:
     def as_dict(self, cip_coding: str = CIP_CODING) -> dict:
         return {"tabulation_id": self.tabulation_id, "product": self.product,
                 "inst_level": "I", "cip_level": self.cip_level, "cip_vintage": cip_coding,
-                "years_after": self.years_after, "mechanism": GEOMETRIC,
+                "years_after": self.years_after, "mechanism": Mechanism.GEOMETRIC,
                 "epsilon": epsilon_text(self.epsilon), "columns": self.columns,
                 **self.parameters}
 
@@ -127,7 +126,7 @@ def recorded_question(recorded: dict, kinds: Mapping[str, type[Question]] = {}) 
                     int(recorded["years_after"]), Fraction(recorded["epsilon"]),
                     int(recorded["columns"]), {k: v for k, v in recorded.items()
                                                if k not in fixed
-                                               or (k == "mechanism" and v != GEOMETRIC)})
+                                               or (k == "mechanism" and v != Mechanism.GEOMETRIC)})
     except (KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
         raise StoreError(f"a stored question is not a question ({type(exc).__name__}: {exc}): "
                          f"{json.dumps(recorded, sort_keys=True)[:200]}") from exc
@@ -138,16 +137,20 @@ def lifetime_spends(store: PrivacyStore) -> pd.DataFrame:
     with each measurement's delta and the length of its populations' cohort windows
     (`cohort_years`: the atoms it is charged to), derived from its recorded question,
     exactly. The store's schema records epsilon only; delta is a function of the question
-    (0 for every pure mechanism)."""
+    (0 for every pure mechanism). `degrees_per_person`: its question's contribution bound
+    k."""
     spends = store.spends()
     recorded = store.table("SELECT measurement_id, question FROM measurements")
     questions = {m: recorded_question(json.loads(q))
                  for m, q in zip(recorded["measurement_id"], recorded["question"])}
     if spends.empty:
-        return spends.assign(delta=pd.Series(dtype=object), cohort_years=pd.Series(dtype="int64"))
+        return spends.assign(delta=pd.Series(dtype=object), cohort_years=pd.Series(dtype="int64"),
+                             degrees_per_person=pd.Series(dtype="int64"))
     return spends.assign(delta=spends["measurement_id"].map({m: q.delta
                                                              for m, q in questions.items()}),
-                         cohort_years=spend_windows(spends, questions))
+                         cohort_years=spend_windows(spends, questions),
+                         degrees_per_person=spends["measurement_id"].map(
+                             {m: q.sensitivity for m, q in questions.items()}))
 
 
 def spend_windows(spends: pd.DataFrame, questions: Mapping[str, Question]) -> np.ndarray:

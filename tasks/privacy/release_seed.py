@@ -1,5 +1,5 @@
 """The release seed as a value: 256 bits from which every measurement's noise stream is
-derived (mechanism.stream_key: the SHA-256 of the seed and the measurement id). Privacy
+derived (streams.stream_key: the SHA-256 of the seed and the measurement id). Privacy
 cost: none; the seed itself is secret.
 
 Held as bytes. Written as hexadecimal text only at the edges: reading it (--seed,
@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pydantic import SecretStr
 
 from pseo_das.errors import PseoDasError
-from pseo_das.tasks.privacy.mechanism import fresh_seed_bits
+from pseo_das.tasks.privacy.streams import fresh_seed_bits
 
 SEED_BYTES = 32
 

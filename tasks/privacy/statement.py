@@ -4,11 +4,12 @@ A question of the release plan (tasks/privacy/question.py) states, before any da
 what each of its measurements will guarantee: the mechanism, the exact epsilon and delta,
 the sensitivity the noise is calibrated to, the values per cell, whom it protects (the
 graduates; the employers' alpha and notion where an employer-protecting mechanism is
-used), whether the guarantee is formal and whether the sampler is exact. The mechanism
-layer (mechanism.py) draws only what a statement allows and builds the ledger entry from
-it; the store readers rebuild the same statement from the stored question. Every summary
-of a release (documents, release_summary.json, MLflow, the CLI, the audit) is
-`release_guarantee` of its statements. Privacy cost: none.
+used), whether the guarantee is formal and whether the sampler is exact. The mechanisms
+(geometric.py, employer_side.py, laplace.py) draw only what a statement allows
+(`check_calibration`) and build the ledger entry from it; the store readers rebuild the
+same statement from the stored question. Every summary of a release (documents,
+release_summary.json, MLflow, the CLI, the audit) is `release_guarantee` of its statements.
+Privacy cost: none.
 """
 from __future__ import annotations
 
@@ -17,7 +18,10 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from fractions import Fraction
 
+import numpy as np
+
 from pseo_das.epsilon import epsilon_text, exact_epsilon
+from pseo_das.errors import PseoDasError
 from pseo_das.tasks.privacy.establishment import (MECHANISM_NAMES, EmployerProtection,
                                                   FlowsMechanism, PrivacyNotion,
                                                   employer_epsilon)
@@ -43,6 +47,11 @@ class Sampler(StrEnum):
 
 
 GRADUATE = "graduate (all of their records)"
+
+
+class MeasurementRefused(PseoDasError, ValueError):
+    """An array the mechanism is not calibrated for: its statement declares another
+    mechanism, sensitivity or shape. Nothing is drawn."""
 
 
 @dataclass(frozen=True)
@@ -90,6 +99,26 @@ class PrivacyStatement:
     def pure(self) -> bool:
         """Pure epsilon-DP: formal, and delta 0."""
         return self.formal and self.delta == 0
+
+    def check_calibration(self, mechanism: Mechanism, values: np.ndarray,
+                          sensitivity: int | float | None) -> None:
+        """Refuse (MeasurementRefused, nothing drawn) an array `mechanism` is not calibrated
+        for under this statement: a statement of another mechanism, a declared sensitivity
+        other than the one the noise is calibrated to, or values that are not cells x the
+        statement's columns."""
+        if self.mechanism is not mechanism:
+            raise MeasurementRefused(f"{self.stream_id}: the statement declares "
+                                     f"{self.mechanism}, this mechanism is {mechanism}")
+        if self.sensitivity != sensitivity:
+            raise MeasurementRefused(
+                f"{self.stream_id}: the statement declares sensitivity "
+                f"{self.sensitivity}, but {mechanism} noise is calibrated to sensitivity "
+                f"{sensitivity}: refused, nothing drawn")
+        shape = np.shape(values)
+        if len(shape) != 2 or shape[1] != self.columns:
+            raise MeasurementRefused(
+                f"{self.stream_id}: an array of shape {shape}, but the statement declares "
+                f"cells x {self.columns} values: refused, nothing drawn")
 
     def employer_guarantee(self) -> EmployerGuarantee:
         """What it gives the employers; refused for a mechanism that does not protect them."""

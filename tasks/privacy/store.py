@@ -240,14 +240,18 @@ def positive_epsilon(value: float | str | Fraction, what: str) -> Fraction:
     return exact
 
 
+# How every command is pointed at a store (the store command takes the folder itself).
+WHERE_STORE = ("`pseo-das store ACTION DIR`, `--store DIR` for the other commands, or "
+               f"${STORE_ENV}")
+
+
 def resolve_store(option: str | Path | None, configured: str | None = None) -> Path:
     """The store folder: --store, else $PSEO_DAS_STORE, else the configuration's
     privacy.store; never the current directory by default."""
     chosen = option or os.environ.get(STORE_ENV) or configured
     if not chosen:
-        raise StoreError("no privacy store given: pass --store DIR, set PSEO_DAS_STORE, or set "
-                         "privacy.store in the configuration file (create one with "
-                         "`pseo-das store init DIR`)")
+        raise StoreError(f"no privacy store given: {WHERE_STORE}, or set privacy.store in the "
+                         "configuration file (create one with `pseo-das store init DIR`)")
     return Path(chosen).expanduser().resolve()
 
 
@@ -460,8 +464,8 @@ class PrivacyStore:
         path = Path(path)
         if not store_exists(path):
             raise StoreError(f"{path}: no privacy store there; create one with "
-                             f"`pseo-das store init {path}` (or pass --init-store), or point "
-                             "--store / PSEO_DAS_STORE at the agency's store")
+                             f"`pseo-das store init {path}` (or `pseo-das release "
+                             f"--init-store`), or name the agency's store: {WHERE_STORE}")
         db = sqlite3.connect(path / INDEX, isolation_level=None, timeout=60)
         try:
             info = dict(db.execute("SELECT key, value FROM store_info").fetchall())

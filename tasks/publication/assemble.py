@@ -31,20 +31,13 @@ from pseo_das.tasks import file_task, progress
 from pseo_das.tasks.study.accuracy import release_accuracy
 from pseo_das.tasks.study.flows_release_accuracy import grads_consistency
 from pseo_das.tasks.employment_flows.division_flows import FlowsRelease, PublishedFlowsChecks
-from pseo_das.tasks.privacy.mechanism import MEASURING_MECHANISMS, PrivacyLedger
+from pseo_das.tasks.privacy.ledger import MEASURING_MECHANISMS, PrivacyLedger
 from pseo_das.tasks.earnings.noisy_histograms import NoisyHistograms
-from pseo_das.tasks.earnings.cell_statistics import (CELL_STATISTICS_FILE, NoisyCellStatistics,
-                                                     cell_statistics_context,
-                                                     cell_statistics_table)
-from pseo_das.tasks.inputs.constant_dollars import DollarYears
 from pseo_das.tasks.measurements.publication_record import PublicationRecord, ReleaseIdentity
 from pseo_das.tasks.measurements.release_plan import (ReleasePlan, lifetime_budget_file,
                                                       lifetime_table)
 from pseo_das.tasks.privacy.store import PrivacyStore, epsilon_text
-from pseo_das.tasks.employment_flows.employer_table import NoisyEmployerTable
-from pseo_das.tasks.publication.employer_table_file import (EMPLOYER_TABLE_FILE,
-                                                            checked_employer_table_file,
-                                                            employer_table_context)
+from pseo_das.tasks.publication.side_tables import SECTIONS, SideTable
 from pseo_das.tasks.publication.review_request import ReviewRequest, decision_request
 from pseo_das.tasks.publication.release_files import fingerprints, write_code_table, write_csv, write_manifest
 
@@ -216,40 +209,62 @@ def write_release_notes(public: Path, notes: str, release_id: str) -> None:
         to_html(notes, f"PSEO release {release_id}: release notes"))
 
 
+@dataclass(frozen=True)
+class EarningsPublication:
+    """What the earnings product publishes: its noisy histograms (every level, years after
+    and cohort), pseoe_all, pseoh_all and the per-cell summary (suppression)."""
+    tables: list[NoisyHistograms]
+    pseoe: pd.DataFrame
+    pseoh: pd.DataFrame
+    cells: pd.DataFrame
+
+
+@dataclass(frozen=True)
+class ReleaseContent:
+    """The products' outputs a release folder is written from. `flows` may have released
+    its tables (the flows files are written: `flows_files`); `flows_accuracy`:
+    `release_flows_accuracy`'s simulation of the published flows; `side_tables`: the
+    optional one-file products (`side_tables.py`)."""
+    earnings: EarningsPublication
+    flows: FlowsRelease
+    flows_files: FlowsFiles
+    flows_accuracy: dict
+    side_tables: list[SideTable]
+
+
+@dataclass(frozen=True)
+class ReleaseFacts:
+    """What the documents state beside the tables: who made the release and how, its ledger
+    and place in the store, the checks so far, the inputs' fingerprints, the CIP recast's
+    notes, the dollars (None: the bins' dollars, as releases of earlier versions) and the
+    review it is held for (None: published at once)."""
+    identity: ReleaseIdentity
+    cfg: ReleaseConfig
+    ledger: PrivacyLedger
+    lifetime: LifetimeFigures
+    checks: list[dict]
+    input_fingerprints: dict[str, str]
+    cip_recast: dict
+    dollars: dict | None
+    review: ReviewRequest | None = None
+
+
 @file_task("write release files")
-def write_release(staging: Path, identity: ReleaseIdentity, cfg: ReleaseConfig,
-                  ledger: PrivacyLedger, tables: list[NoisyHistograms], pseoe: pd.DataFrame,
-                  pseoh: pd.DataFrame, cells: pd.DataFrame, flows: FlowsRelease,
-                  flows_files: FlowsFiles, lifetime: LifetimeFigures, checks: list[dict],
-                  input_fingerprints: dict[str, str], cip_recast: dict,
-                  dollars: dict | None, flows_accuracy: dict,
-                  cell_statistics: NoisyCellStatistics | None = None,
-                  employer_table: NoisyEmployerTable | None = None,
-                  review: ReviewRequest | None = None) -> dict[str, str]:
-    """Write every other file of the release into `staging` (the flows files are written:
-    `flows_files`; `flows` may have released its tables); return the manifest.
-    `flows_accuracy`: `release_flows_accuracy`'s simulation of the published flows;
-    `cell_statistics`: the optional pseom_all.csv's noisy values (README, "Cell statistics");
-    `review`: the release is held for review (the DRB report says what is to be cleared).
-    The official files are checked in a second thread while the documents are made; it
-    has finished when this returns or raises."""
+def write_release(staging: Path, content: ReleaseContent, facts: ReleaseFacts) -> dict[str, str]:
+    """Write every file of the release but the flows files into `staging`; return the
+    manifest. The official files are checked in a second thread while the documents are
+    made; it has finished when this returns or raises."""
     with second_thread() as beside:
-        return _write_release(beside, staging, identity, cfg, ledger, tables, pseoe, pseoh,
-                              cells, flows, flows_files, lifetime, checks, input_fingerprints,
-                              cip_recast, dollars, flows_accuracy, cell_statistics,
-                              employer_table, review)
+        return _write_release(beside, staging, content, facts)
 
 
-def _write_release(beside, staging: Path, identity: ReleaseIdentity, cfg: ReleaseConfig,
-                   ledger: PrivacyLedger, tables: list[NoisyHistograms], pseoe: pd.DataFrame,
-                   pseoh: pd.DataFrame, cells: pd.DataFrame, flows: FlowsRelease,
-                   flows_files: FlowsFiles, lifetime: LifetimeFigures, checks: list[dict],
-                   input_fingerprints: dict[str, str], cip_recast: dict,
-                   dollars: dict | None, flows_accuracy: dict,
-                   cell_statistics: NoisyCellStatistics | None,
-                   employer_table: NoisyEmployerTable | None = None,
-                   review: ReviewRequest | None = None) -> dict[str, str]:
+def _write_release(beside, staging: Path, content: ReleaseContent,
+                   facts: ReleaseFacts) -> dict[str, str]:
     public, internal = staging / "public", staging / "internal"
+    identity, cfg, ledger, lifetime = facts.identity, facts.cfg, facts.ledger, facts.lifetime
+    earnings, flows, flows_files = content.earnings, content.flows, content.flows_files
+    tables, pseoe, pseoh, cells = earnings.tables, earnings.pseoe, earnings.pseoh, earnings.cells
+    checks = facts.checks
     started = time.perf_counter()
 
     def done(what: str) -> None:
@@ -264,7 +279,7 @@ def _write_release(beside, staging: Path, identity: ReleaseIdentity, cfg: Releas
     write_folder_files(public, metadata)
     done(f"wrote the institutions, version and {len(metadata) - 1} other state folder files")
     # the files are read back and checked on the other core while the documents are made
-    layout_check = beside(official_layout_check, public, cip_recast["published_vintage"])
+    layout_check = beside(official_layout_check, public, facts.cip_recast["published_vintage"])
     context = release_context(cfg, ledger, tables, cells, release_id=identity.release_id,
                               code_version=identity.code_version,
                               seed_sha256=identity.seed_sha256,
@@ -276,28 +291,19 @@ def _write_release(beside, staging: Path, identity: ReleaseIdentity, cfg: Releas
         "new_epsilon", "new_measurements", "reused_measurements", "populations_measured",
         "populations_reused")}
     context["lifetime_epsilon_cap"] = lifetime.summary["lifetime_epsilon_cap"]
-    context["cip_recast"] = cip_recast
-    context["dollars"] = dollars
+    context["cip_recast"] = facts.cip_recast
+    context["dollars"] = facts.dollars
     context["demo_inputs"] = lifetime.release_summary["demo_inputs"]
     context["frame_check"] = frame_check_of(checks)   # the cell frame against IPEDS
     context["metadata_files"] = metadata_summary(metadata)
     context["consistency"] = grads_consistency(cfg, pseoe, pseof.national_rows, cells,
-                                               flows_accuracy["errors"])
-    context["cell_statistics"] = None
-    if cell_statistics is not None:
-        factor = float(DollarYears(**dollars).factor) if dollars else 1.0
-        pseom = cell_statistics_table(cell_statistics, factor)
-        write_code_table(pseom, public / CELL_STATISTICS_FILE)
-        done(f"wrote {CELL_STATISTICS_FILE} ({len(pseom):,} rows)")
-        context["cell_statistics"] = cell_statistics_context(
-            cell_statistics, pseom, factor, dollars["publication_year"] if dollars else None)
-    context["employer_table"] = None
-    if employer_table is not None:   # the optional employer-side table, pseoemp_all.csv
-        pseoemp, check = checked_employer_table_file(employer_table, cfg.cells.years_after)
-        checks = checks + [check]
-        write_code_table(pseoemp, public / EMPLOYER_TABLE_FILE)
-        done(f"wrote {EMPLOYER_TABLE_FILE} ({len(pseoemp):,} rows)")
-        context["employer_table"] = employer_table_context(cfg, employer_table, len(pseoemp))
+                                               content.flows_accuracy["errors"])
+    context.update(dict.fromkeys(SECTIONS))
+    for side_table in content.side_tables:
+        table_file = side_table.write(public, cfg, facts.dollars)
+        done(f"wrote {table_file.file_name} ({table_file.rows:,} rows)")
+        context[side_table.section] = table_file.context
+        checks = checks + table_file.checks
     write_release_notes(public, render_markdown("release_notes.md.j2", context),
                         identity.release_id)
     done("wrote the release notes")
@@ -311,17 +317,17 @@ def _write_release(beside, staging: Path, identity: ReleaseIdentity, cfg: Releas
     accuracy = release_accuracy(cfg, tables, bytes.fromhex(identity.seed_sha256))
     checks = stop_on_failed_checks(checks + [layout_check.result()] + flows.checks
                                    + flows_files.checks + ledger_checks(
-                                       ledger, tables, flows.drawn, (0 if cell_statistics is None else
-                                       int(cell_statistics.table["noisy_count"].notna().sum()))
-                                       + (0 if employer_table is None else employer_table.drawn)))
+                                       ledger, tables, flows.drawn,
+                                       sum(side_table.drawn for side_table in content.side_tables)))
     drb = render_markdown("drb_report.md.j2", dict(
         context, ledger=ledger.entries, mlflow_run_id=identity.mlflow_run_id,
         tracking_uri=identity.tracking_uri, suppression=suppression_summary(cells),
-        checks=checks, input_fingerprints=input_fingerprints,
-        lifetime=lifetime.summary, flows_accuracy=flows_accuracy, accuracy=accuracy,
+        checks=checks, input_fingerprints=facts.input_fingerprints,
+        lifetime=lifetime.summary, flows_accuracy=content.flows_accuracy, accuracy=accuracy,
         output_fingerprints=written, config_flat=cfg.flat(),
-        decision=None if review is None else decision_request(
-            review, staging, written, cells, lifetime.release_summary, flows_accuracy),
+        decision=None if facts.review is None else decision_request(
+            facts.review, staging, written, cells, lifetime.release_summary,
+            content.flows_accuracy),
         package_versions=package_versions()))
     (internal / "drb_report.md").write_text(drb)
     (internal / "drb_report.html").write_text(

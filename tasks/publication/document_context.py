@@ -12,7 +12,8 @@ from pseo_das.schemas.pseo_layout import ALL_COHORTS, SCHEMA_DIR, SCHEMA_VERSION
 from pseo_das.tasks.employment_flows.division_flows import FlowsRelease, OriginTable
 from pseo_das.tasks.codes.official_codes import agg_level
 from pseo_das.tasks.codes.destinations import N_DESTINATIONS
-from pseo_das.tasks.privacy.mechanism import PrivacyLedger, geometric_variance
+from pseo_das.tasks.privacy.geometric import geometric_variance
+from pseo_das.tasks.privacy.ledger import PrivacyLedger
 from pseo_das.tasks.earnings.cell_statistics import CELL_STATISTICS_FILE
 from pseo_das.tasks.earnings.cell_statistics_plan import PRODUCT as CELL_STATISTICS_PRODUCT
 from pseo_das.tasks.earnings.noisy_histograms import PRODUCT as EARNINGS_PRODUCT

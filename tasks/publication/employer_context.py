@@ -8,7 +8,7 @@ from pseo_das.config import ReleaseConfig
 from pseo_das.tasks.privacy.establishment import (MECHANISM_NAMES, FlowsMechanism,
                                                   log_laplace_lambda, smooth_gamma_min_epsilon,
                                                   smooth_laplace_min_epsilon)
-from pseo_das.tasks.privacy.mechanism import PrivacyLedger
+from pseo_das.tasks.privacy.ledger import PrivacyLedger
 
 
 def employer_context(cfg: ReleaseConfig, ledger: PrivacyLedger) -> dict | None:

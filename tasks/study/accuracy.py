@@ -151,12 +151,13 @@ def release_accuracy(cfg: ReleaseConfig, tables: list[NoisyHistograms], seed: by
     counts = np.concatenate([t.counts for t in measured])
     published = counts.sum(axis=1) >= cfg.earnings.min_publish_count
     summary = {"tables": ", ".join(t.tabulation_id for t in measured), "draws": ACCURACY_DRAWS,
-               "cells": int(published.sum()), "epsilon": cfg.privacy.epsilon_per_tabulation,
+               "cells": int(published.sum()), "epsilon": float(cfg.privacy.epsilon_per_tabulation),
                "rows": []}
     if not published.any():
         return summary
     table = expected_accuracy_from_noisy_histograms(
         counts[published], np.array(cfg.earnings.bin_edges), np.array(cfg.earnings.bin_upper),
-        tuple(cfg.earnings.percentiles), cfg.privacy.epsilon_per_tabulation, ACCURACY_DRAWS, seed)
+        tuple(cfg.earnings.percentiles), float(cfg.privacy.epsilon_per_tabulation), ACCURACY_DRAWS,
+        seed)
     rows = table[(table["cells"] > 0) & (table["stratum"] != ALL_CELLS)]
     return summary | {"rows": rows.to_dict("records")}

@@ -32,7 +32,7 @@ from pseo_das.tasks.inputs.reference_inputs import default_reference_dir
 from pseo_das.tasks.inputs.true_counts import read_counts
 from pseo_das.tasks.privacy.establishment import (EmployerProtection, FlowsMechanism,
                                                   InfeasibleParameters)
-from pseo_das.tasks.privacy.mechanism import employer_protected_values, whole_graduates
+from pseo_das.tasks.privacy.employer_side import employer_protected_values, whole_graduates
 from pseo_das.tasks.study.accuracy_grid import study_seed
 from pseo_das.tasks.study.simulation_noise import exact_geometric_noise, simulation_generator
 

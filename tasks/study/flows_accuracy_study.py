@@ -29,6 +29,36 @@ class FlowsStudyResult:
     outcome: dict            # the recommendation and the target rows at the release epsilon
 
 
+@dataclass(frozen=True)
+class ShippedDefault:
+    """The flows post-processing `default_config.toml` ships: the flows epsilon of one
+    years after (measured origin count included), the count's share of it and the
+    non-employed weight of the appendix's correction."""
+    epsilon: float
+    total_share: float
+    nonemployed_weight: float
+
+    @property
+    def setting(self) -> str:
+        """Its label in the study's tables (`flows_study_outputs.setting_label`)."""
+        total = (f"measured total ({self.total_share:.0%} of epsilon)" if self.total_share
+                 else "noisy-sum total")
+        return f"appendix, non-employed weight {self.nonemployed_weight:g}, {total}"
+
+
+def shipped_default(cfg) -> ShippedDefault:
+    flows = cfg.flows
+    epsilon = flows.epsilon_per_tabulation + flows.total_epsilon_per_tabulation   # exact
+    share = flows.total_epsilon_per_tabulation / epsilon if flows.measures_total else 0
+    return ShippedDefault(float(epsilon), float(share), flows.nonemployed_weight)
+
+
+def _with(values, value) -> tuple:
+    """`values` with `value` added (sorted) when it is not among them; as is for None."""
+    values = tuple(values)
+    return values if value is None or value in values else tuple(sorted(values + (value,)))
+
+
 def flows_accuracy_study(data_dir: Path, out_dir: Path, quick: bool = False,
                          seed_hex: str = DEFAULT_FLOWS_STUDY_SEED,
                          epsilons: list[float] | None = None, draws: int | None = None,
@@ -36,14 +66,19 @@ def flows_accuracy_study(data_dir: Path, out_dir: Path, quick: bool = False,
                          nonemployed_weights: list[float] | None = None) -> FlowsStudyResult:
     """Run the flows study on the synthetic data in `data_dir`; write results to `out_dir`.
     The grid is FULL_FLOWS_GRID, or QUICK_FLOWS_GRID with `quick`; the other arguments
-    override either. The same data, grid and seed give the same tables."""
+    override either. The shipped default's settings are always in the grid (its epsilon
+    unless `epsilons` are given), and the report says whether it wins. The same data, grid
+    and seed give the same tables."""
     started = time.time()
-    base = QUICK_FLOWS_GRID if quick else FULL_FLOWS_GRID
-    grid = FlowsStudyGrid(tuple(epsilons or base.epsilons), tuple(total_shares or base.total_shares),
-                          draws or base.draws,
-                          tuple(nonemployed_weights or base.nonemployed_weights))
-    seed = study_seed(seed_hex)
     cfg = load_config()
+    shipped = shipped_default(cfg)
+    base = QUICK_FLOWS_GRID if quick else FULL_FLOWS_GRID
+    grid = FlowsStudyGrid(
+        _with(epsilons or base.epsilons, shipped.epsilon if epsilons is None else None),
+        _with(total_shares or base.total_shares, shipped.total_share),
+        draws or base.draws,
+        _with(nonemployed_weights or base.nonemployed_weights, shipped.nonemployed_weight))
+    seed = study_seed(seed_hex)
     inputs = read_inputs(Path(data_dir), cfg.cells.first_cohort_year, cfg.cells.last_earnings_year)
     # earnings in the floor's dollars, as a release compares them with the floor
     inputs = in_constant_dollars(inputs, read_cpi(find_cpi(default_reference_dir())),
@@ -61,8 +96,7 @@ def flows_accuracy_study(data_dir: Path, out_dir: Path, quick: bool = False,
              "nonemployed_weights": list(grid.nonemployed_weights),
              "calibrated_weight": f"{CALIBRATED_NONEMPLOYED_WEIGHT:g}",
              # the flows epsilon of one years-after, measured total included
-             "release_epsilon": round(cfg.flows.epsilon_per_tabulation
-                                     + cfg.flows.total_epsilon_per_tabulation, 10),
+             "release_epsilon": shipped.epsilon, "shipped_default": shipped.setting,
              "runtime": f"{seconds:.0f} s up to the report", "code_version": code_version()}
     outcome = write_flows_study_outputs(Path(out_dir), measures, summary, study)
     return FlowsStudyResult(Path(out_dir), time.time() - started, outcome)

@@ -31,7 +31,7 @@ from pseo_das.tasks.employment_flows.flows_correction import correct_values
 from pseo_das.tasks.employment_flows.noisy_flows import NoisyFlows
 from pseo_das.tasks.inputs.cells import ALL_FIELDS_CIPCODE
 from pseo_das.tasks.inputs.reference_inputs import ReferenceInputs
-from pseo_das.tasks.privacy.mechanism import geometric_variance
+from pseo_das.tasks.privacy.geometric import geometric_variance
 from pseo_das.tasks.study.flows_measures import (home_state_index, measure_rows,
                                                  published_quantities, stratum_groups)
 from pseo_das.tasks.study.flows_study import simulate_all_fields
@@ -142,12 +142,13 @@ def release_flows_accuracy(cfg: ReleaseConfig, tables: list[NoisyFlows],
     release seed). Privacy cost: none."""
     started = time.perf_counter()
     stand_in = stand_in_flows(tables, seed)
-    total_epsilon = cfg.flows.total_epsilon_per_tabulation if cfg.flows.measures_total else None
+    total_epsilon = (float(cfg.flows.total_epsilon_per_tabulation) if cfg.flows.measures_total
+                     else None)
     summary, errors = simulate_flows_accuracy(
-        stand_in, reference, cfg.flows.epsilon_per_tabulation, total_epsilon,
+        stand_in, reference, float(cfg.flows.epsilon_per_tabulation), total_epsilon,
         cfg.flows.nonemployed_weight, FLOWS_ACCURACY_DRAWS, seed)
     seconds = time.perf_counter() - started
-    out = {"draws": FLOWS_ACCURACY_DRAWS, "epsilon": cfg.flows.epsilon_per_tabulation,
+    out = {"draws": FLOWS_ACCURACY_DRAWS, "epsilon": float(cfg.flows.epsilon_per_tabulation),
            "total_epsilon": total_epsilon, "correction": cfg.flows.correction,
            "nonemployed_weight": cfg.flows.nonemployed_weight,
            "stand_in_cells": sum(len(t.field_cells) for t in stand_in),

@@ -191,7 +191,12 @@ def write_flows_study_outputs(out_dir: Path, measures: pd.DataFrame, summary: pd
                 .groupby(["setting"], sort=True)[["mean_diff_vs_grads_earn", "mae_vs_grads_earn",
                                                   "bias_vs_grads_earn", "true_diff_vs_grads_earn"]]
                 .mean().reset_index())
-    study = {**study, "reported_epsilon": epsilon, "years": years, "recommended": best}
+    shipped = at_release[at_release["setting"] == study["shipped_default"]]
+    study = {**study, "reported_epsilon": epsilon, "years": years, "recommended": best,
+             "shipped": None if shipped.empty else {
+                 "setting": study["shipped_default"],
+                 "meets_target": bool(shipped["meets_target"].iloc[0]),
+                 "wins": best is not None and best["setting"] == study["shipped_default"]}}
     (out_dir / "flows_study.json").write_text(json.dumps(study, indent=2, default=str) + "\n")
     context = {"study": study, "targets": _records(at_release), "years": years,
                "quantities": _records(quantities), "universe": _records(universe),
@@ -202,4 +207,5 @@ def write_flows_study_outputs(out_dir: Path, measures: pd.DataFrame, summary: pd
     (out_dir / "flows_accuracy_report.md").write_text(text)
     (out_dir / "flows_accuracy_report.html").write_text(to_html(text, "PSEO flows accuracy study"))
     progress(f"flows accuracy study written to {out_dir}")
-    return {"recommended": best, "targets": _records(at_release), "epsilon": epsilon}
+    return {"recommended": best, "targets": _records(at_release), "epsilon": epsilon,
+            "shipped": study["shipped"]}

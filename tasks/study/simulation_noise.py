@@ -5,7 +5,7 @@ The accuracy study (flows/accuracy_study.py) runs on synthetic data, and the exp
 estimate (tasks/study/accuracy.py) redraws noise around already published noisy histograms.
 Neither releases anything computed from confidential values, so neither spends epsilon or
 writes to a ledger. Their streams use their own domain string, so they can never reproduce a
-release's noise. Release noise is drawn only by the mechanism layer (tasks/privacy/mechanism.py).
+release's noise. Release noise is drawn only by the privacy core (tasks/privacy/streams.py).
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from pseo_das.epsilon import exact_epsilon
 from pseo_das.tasks.privacy.discrete_laplace import draw, inversion_table
 # The exact 1/(1 + y^4) sampler lives in the mechanism layer (the Smooth Gamma mechanism
 # draws release noise with it); the study calls it on its own simulation streams.
-from pseo_das.tasks.privacy.mechanism import sample_inverse_quartic  # noqa: F401
+from pseo_das.tasks.privacy.employer_side import sample_inverse_quartic  # noqa: F401
 
 
 SIMULATION_DOMAIN = b"pseo-das/simulation-stream/v1"

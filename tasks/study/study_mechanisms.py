@@ -1,6 +1,6 @@
 """The mechanisms the accuracy study compares (seed 000 sections 4.1 and 4.2), vectorised
-across cells and noise draws. Noise comes from the caller (tasks/mechanism.py draws it);
-these functions only apply it, so the same code serves simulations and any future use.
+across cells and noise draws. Noise comes from the caller (tasks/study/simulation_noise.py
+draws it); these functions only apply it, so the same code serves simulations and any future use.
 
 * Histogram method: geometric noise on every bin of a cell's histogram, then percentiles by
   the release's first-bin rule (tasks/percentiles.py).

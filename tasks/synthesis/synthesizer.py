@@ -34,7 +34,7 @@ from pseo_das.config import ReleaseConfig
 from pseo_das.reports.render import render_markdown, to_html
 from pseo_das.schemas.codes import YEARS_AFTER
 from pseo_das.tasks.inputs.ingest import read_inputs
-from pseo_das.tasks.privacy.mechanism import synthesis_uniforms
+from pseo_das.tasks.privacy.streams import synthesis_uniforms
 from pseo_das.tasks.privacy.release_seed import seed_sha256
 from pseo_das.tasks.synthesis.cart import MIN_LEAF, synthesize_step
 from pseo_das.tasks.synthesis.comparison import comparison_context

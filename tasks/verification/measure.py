@@ -16,7 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from pseo_das.tasks.privacy.mechanism import LedgerEntry, measure_with_geometric_noise
+from pseo_das.tasks.privacy.geometric import measure_with_geometric_noise
+from pseo_das.tasks.privacy.ledger import LedgerEntry
 from pseo_das.tasks.privacy.statement import geometric_statement
 from pseo_das.tasks.verification.estimates import group_indicators
 from pseo_das.tasks.verification.groups import person_groups

@@ -18,7 +18,7 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from pseo_das.tasks.audit.mlflow_run import (TrackingStoreError, absolute_tracking_uri,
-                                             initialise_sqlite_store)
+                                             audit_experiment, initialise_sqlite_store)
 
 EXPERIMENT = "pseo-das verification server"
 _STOP = object()
@@ -30,9 +30,7 @@ class SessionLog:
         initialise_sqlite_store(self.tracking_uri)
         self.client = MlflowClient(tracking_uri=self.tracking_uri)
         try:
-            experiment = self.client.get_experiment_by_name(EXPERIMENT)
-            experiment_id = experiment.experiment_id if experiment else \
-                self.client.create_experiment(EXPERIMENT, artifact_location=self._artifacts())
+            experiment_id = audit_experiment(self.client, EXPERIMENT)
             run = self.client.create_run(experiment_id, run_name="verification server session",
                                          tags={"kind": "verification server session"})
         except MlflowException as exc:
@@ -46,13 +44,6 @@ class SessionLog:
         self._thread = threading.Thread(target=self._work, name="verification-mlflow-log",
                                         daemon=True)
         self._thread.start()
-
-    def _artifacts(self) -> str | None:
-        if self.tracking_uri.startswith("sqlite:///"):
-            from pathlib import Path
-            folder = Path(self.tracking_uri.removeprefix("sqlite:///")).parent / "artifacts"
-            return folder.resolve().as_uri()
-        return None
 
     def record(self, event: dict) -> None:
         """Queue one request's record (returns at once)."""

@@ -1,0 +1,73 @@
+"""A release's inputs, read once: the public reference files (flows reference, CIP recast,
+IPEDS completions, CPI-U), the demo-input policy, then the confidential microdata counted
+in one pass; and the fingerprints the plan and the audit name them by. Privacy cost: none
+(nothing is drawn; the counts stay in memory until measured).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from pseo_das.config import ReleaseConfig
+from pseo_das.tasks.cip_recast.recast import check_recastable
+from pseo_das.tasks.cip_recast.recast_inputs import RecastInputs, load_recast
+from pseo_das.tasks.inputs.constant_dollars import DollarYears, dollar_years
+from pseo_das.tasks.inputs.cpi import find_cpi, read_cpi
+from pseo_das.tasks.inputs.frame_check import check_frame_against_ipeds
+from pseo_das.tasks.inputs.ingest import InputValidationError
+from pseo_das.tasks.inputs.ipeds_counts import IpedsAwards, load_ipeds_counts_inputs
+from pseo_das.tasks.inputs.reference_inputs import (ReferenceInputs, demo_flows_inputs,
+                                                    load_reference)
+from pseo_das.tasks.inputs.true_counts import Engine, TrueCounts, count_inputs
+
+
+def fingerprint(values: dict) -> str:
+    """The SHA-256 of a JSON-able dict, keys sorted: the configuration's and the inputs'
+    fingerprints in the plan and the audit run."""
+    return hashlib.sha256(json.dumps(values, sort_keys=True).encode()).hexdigest()
+
+
+def refuse_demo_in_production(cfg: ReleaseConfig, demo: list[str]) -> None:
+    """A production release (`release.production`) never uses the packaged demo files."""
+    if cfg.release.production and demo:
+        raise InputValidationError(
+            f"release.production = true, but the {', '.join(demo)} file(s) are the packaged "
+            "SYNTHETIC demo files: no microdata was read and nothing was spent. Give --reference DIR with the real "
+            "files (README, Inputs).")
+
+
+@dataclass(frozen=True)
+class ReleaseInputs:
+    """Everything a release reads: the true counts of the one counting pass, the public
+    reference files, the dollars, which inputs are the packaged demo files, and every
+    input's SHA-256 by name."""
+    counts: TrueCounts
+    reference: ReferenceInputs
+    recast: RecastInputs
+    ipeds: IpedsAwards
+    dollars: DollarYears
+    demo: list[str]
+    fingerprints: dict[str, str]
+
+
+def read_release_inputs(data_dir: Path, reference_dir: Path, cfg: ReleaseConfig,
+                        engine: Engine) -> ReleaseInputs:
+    """The public files first (a production release on demo files is refused before any
+    microdata is read), then the microdata, checked against the CIP recast's inputs; its
+    frame checked against the IPEDS completions (tasks/inputs/frame_check.py)."""
+    recast = load_recast(reference_dir, cfg.cip.switch_year)
+    ipeds = load_ipeds_counts_inputs(reference_dir, cfg.cells, cfg.cip.switch_year)
+    demo = demo_flows_inputs(reference_dir) + list(recast.packaged)
+    demo += ["IPEDS"] if ipeds.packaged and "IPEDS" not in demo else []
+    refuse_demo_in_production(cfg, demo)
+    cpi = read_cpi(find_cpi(reference_dir))
+    counts = count_inputs(data_dir, cfg, recast.vintages(cfg.cip.switch_year), cpi, engine)
+    counts = check_frame_against_ipeds(counts, ipeds, cfg)   # before any noise
+    dollars = dollar_years(cpi, cfg.earnings.dollar_year, cfg.earnings.publication_dollar_year)
+    reference = load_reference(reference_dir)
+    fingerprints = {**counts.fingerprints, **reference.fingerprints, **recast.fingerprints,
+                    **ipeds.fingerprints, f"bls/{cpi.path.name}": cpi.sha256}
+    check_recastable(counts.frames, recast)
+    return ReleaseInputs(counts, reference, recast, ipeds, dollars, demo, fingerprints)

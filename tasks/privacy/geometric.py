@@ -1,0 +1,87 @@
+"""The exact regime: two-sided geometric noise (discrete Laplace) on counts, pure
+epsilon-DP, drawn exactly from the stream's 64-bit words (`discrete_laplace`: integers
+only, unbounded support, no floating point), so no delta is lost to the sampler.
+"""
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+from pseo_das.epsilon import exact_epsilon
+from pseo_das.tasks.privacy.discrete_laplace import draw, inversion_table
+from pseo_das.tasks.privacy.ledger import NoisyMeasurement, measured_entry
+from pseo_das.tasks.privacy.statement import Mechanism, PrivacyStatement
+from pseo_das.tasks.privacy.streams import NoiseStream, stream_sha256
+
+COMPOSITION = ("parallel across the cells of this tabulation (each graduate in at most one "
+               "cell and bin); sequential with every other tabulation")
+
+
+def geometric_composition(k: int) -> str:
+    """The ledger's composition text of geometric counts with contribution bound k."""
+    if k == 1:
+        return COMPOSITION
+    return (f"each person in at most {k} cells and bins of this tabulation (at most {k} degree "
+            f"records: sensitivity {k}, noise at epsilon / {k}); sequential with every other "
+            "tabulation")
+
+
+def geometric_variance(epsilon: float | Fraction, sensitivity: int = 1) -> float:
+    """Variance of the two-sided geometric noise at epsilon for counts of `sensitivity`
+    k: 2a/(1-a)^2 with a = exp(-epsilon / k)."""
+    a = math.exp(-float(epsilon) / sensitivity)
+    return 2 * a / (1 - a) ** 2
+
+
+def discrete_laplace_noise(release_seed: bytes, measurement_id: str,
+                           epsilon: float | str | Fraction, shape: tuple[int, ...]) -> np.ndarray:
+    """Two-sided geometric noise, exactly: one value per entry of `shape`, from the
+    ChaCha20 stream SHA-256(domain, seed, measurement id), 64-bit words in order, by the
+    integer-only inversion of `discrete_laplace` (words it cannot decide alone take the
+    following words of the same stream)."""
+    table = inversion_table(exact_epsilon(epsilon))
+    stream = NoiseStream(release_seed, measurement_id)
+    size = int(np.prod(shape, dtype=np.int64))
+    noise = draw(table, stream.words(size), stream.word)
+    return noise.reshape(shape)
+
+
+def geometric_noise_epsilon(epsilon: float | str | Fraction, sensitivity: int) -> Fraction:
+    """The parameter of the two-sided geometric noise that gives epsilon-DP for counts of
+    L1 sensitivity `sensitivity`: epsilon / sensitivity, exactly (q = exp(-epsilon / k),
+    p = 1 - q)."""
+    return exact_epsilon(epsilon) / sensitivity
+
+
+def measure_with_geometric_noise(release_seed: bytes, statement: PrivacyStatement,
+                                 cells: pd.DataFrame, true_counts: np.ndarray,
+                                 sensitivity: int = 1) -> NoisyMeasurement:
+    """Noisy counts = true counts + two-sided geometric noise (discrete Laplace, P(x) =
+    (1-q)/(1+q) q^|x|, q = exp(-epsilon / k)), one draw per entry of `true_counts` (cells
+    x the statement's columns, canonical order), zeros included, drawn exactly (no floating
+    point; unbounded support) from the stream SHA-256(domain, seed, statement's stream id).
+    `sensitivity` k: what the counts were bounded to (each person adds at most k in all:
+    the contribution bound of the counting pass); the statement must declare the same.
+
+    Privacy cost: the statement's epsilon (pure epsilon-DP) for the whole array, provided
+    every person contributes at most k to the entries in all (L1 sensitivity k; k = 1:
+    parallel composition across cells). The ledger entry is returned with the noise: no
+    noise leaves this function without its entry.
+    """
+    statement.check_calibration(Mechanism.GEOMETRIC, true_counts, sensitivity)
+    n_cells, n_bins = true_counts.shape
+    entry = measured_entry(statement, n_cells, n_bins,
+                           geometric_composition(sensitivity),
+                           stream_sha256(release_seed, statement.stream_id))
+    noise = discrete_laplace_noise(release_seed, statement.stream_id,
+                                   geometric_noise_epsilon(statement.epsilon, sensitivity),
+                                   true_counts.shape)
+    return NoisyMeasurement(statement.stream_id, cells, true_counts.astype(np.int64) + noise,
+                            entry)

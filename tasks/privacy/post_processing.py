@@ -1,0 +1,78 @@
+"""Randomized post-processing draws: the weighted draws of the flows correction and the
+CIP recast's split of noisy counts. They read only noisy measurements, so they cost no
+privacy; their streams are keyed by the content addresses of the stored measurements they
+read (`post_processing_seed`) and recorded in the ledger with zero epsilon.
+"""
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterator
+
+import numpy as np
+
+from pseo_das.tasks.privacy.ledger import (RANDOMIZED_POST_PROCESSING, LedgerEntry,
+                                           derived_entry)
+from pseo_das.tasks.privacy.streams import NoiseStream, stream_sha256
+
+def post_processing_seed(sources: tuple[str, ...]) -> bytes:
+    """The seed of a randomized post-processing step: SHA-256 of the content addresses of
+    the stored measurements it reads. The same stored measurements give the same draws in
+    every release and every republication; the draws carry no secret (post-processing)."""
+    return hashlib.sha256(b"pseo-das/post-processing/v1\x00" + "\x00".join(sorted(sources))
+                          .encode()).digest()
+
+
+def post_processing_exponentials(stream_seed: bytes, step_id: str, product: str, n_cells: int,
+                                 n_bins: int, derived_from: str
+                                 ) -> tuple[Callable[[int], np.ndarray], LedgerEntry]:
+    """Standard exponential variates for a randomized post-processing step (`step_id`) that
+    reads only the noisy table `derived_from`, and its ledger entry. Returns `draw(n)`,
+    which gives the stream's next n variates: successive calls continue one stream, so
+    a step done block by block draws exactly what it would draw at once.
+
+    Privacy cost: none (post-processing of noisy values).
+    """
+    entry = derived_entry(step_id, product, n_cells, n_bins, derived_from,
+                          stream_sha256(stream_seed, step_id), RANDOMIZED_POST_PROCESSING)
+    return NoiseStream(stream_seed, step_id).standard_exponential, entry
+
+
+SPLIT_BLOCK = 1 << 20   # counts split at a time by post_processing_split_blocks
+
+
+def post_processing_split_blocks(stream_seed: bytes, step_id: str, product: str, n_cells: int,
+                                 n_bins: int, derived_from: str, counts: np.ndarray,
+                                 shares: np.ndarray, repeat: int = 1, block: int = SPLIT_BLOCK
+                                 ) -> tuple[Iterator[tuple[int, np.ndarray]], LedgerEntry]:
+    """Split each noisy count across destinations at random by `shares` (the CIP recast,
+    technical appendix B): the magnitude |c| follows Multinomial(|c|, shares of its row)
+    and every part keeps the sign of c, so the parts sum to c exactly. `counts`: (n,)
+    int64; `shares`: (n / repeat, k) rows summing to 1 (zeros for destinations a row
+    lacks), row i for counts i * repeat to (i + 1) * repeat - 1 (a cell's shares for each
+    of its bins). Returns the parts, `block` counts at a time as (first count, parts of
+    shape (b, k)), and the ledger entry of the step. The draws are the same whatever the
+    block: one stream, consumed count by count in order.
+
+    Privacy cost: none (randomized post-processing of noisy measurements; the draws come
+    from a stream keyed by the measurements' content addresses, recorded in the ledger).
+    """
+    entry = derived_entry(step_id, product, n_cells, n_bins, derived_from,
+                          stream_sha256(stream_seed, step_id), RANDOMIZED_POST_PROCESSING)
+    counts = np.asarray(counts, dtype=np.int64)
+    if len(counts) != len(shares) * repeat:
+        raise ValueError(f"{step_id}: {len(counts)} counts for {len(shares)} share rows "
+                         f"of {repeat} counts each")
+
+    def blocks() -> Iterator[tuple[int, np.ndarray]]:
+        stream = NoiseStream(stream_seed, step_id)
+        for first in range(0, len(counts), block):
+            mine = counts[first:first + block]
+            parts = np.zeros((len(mine), shares.shape[1]), dtype=np.int64)
+            moving = mine != 0
+            if moving.any():
+                rows = (first + np.flatnonzero(moving)) // repeat
+                drawn = stream.multinomial(np.abs(mine[moving]), shares[rows])
+                parts[moving] = np.sign(mine[moving])[:, None] * drawn
+            yield first, parts
+
+    return blocks(), entry
