@@ -107,10 +107,11 @@ class CellsConfig(_Strict):
     years_after: tuple[Literal[1, 5, 10], ...] = Field(min_length=1)
     default_cohort_years: int = Field(ge=1, le=10)
     cohort_years_by_degree: dict[str, int] = {}
-    # The default dumps without the key (config.json and the configuration's SHA-256 as
+    # FrameNotInIpeds' values (text: the configuration is validated strictly). The default
+    # dumps without the key (config.json and the configuration's SHA-256 as
     # before the check existed; a configuration of an earlier version, which published every
     # cell, reads as "withhold": what a release did is in its input checks, not here).
-    frame_not_in_ipeds: FrameNotInIpeds = FrameNotInIpeds.WITHHOLD
+    frame_not_in_ipeds: Literal["withhold", "flag"] = FrameNotInIpeds.WITHHOLD.value
 
     @model_validator(mode="after")
     def _consistent(self) -> "CellsConfig":

@@ -85,7 +85,7 @@ def true_counts(rows: list[tuple]) -> TrueCounts:
 
 def with_choice(choice: FrameNotInIpeds):
     return CFG.model_copy(update={"cells": CFG.cells.model_copy(
-        update={"frame_not_in_ipeds": choice})})
+        update={"frame_not_in_ipeds": choice.value})})
 
 
 def test_withheld_cells_leave_the_counts_before_the_plan():

@@ -196,7 +196,7 @@ def checked_frame(counts: TrueCounts, awards: pd.DataFrame, cfg: ReleaseConfig
     shown = {name: shown_cells(frame.cells, frame.cip_level, awards, cfg.cells,
                                cfg.cip.switch_year) for name, frame in frames.items()}
     institutions = {str(i) for frame in frames.values() for i in frame.cells["institution"]}
-    check = FrameCheck(cfg.cells.frame_not_in_ipeds,
+    check = FrameCheck(FrameNotInIpeds(cfg.cells.frame_not_in_ipeds),
                        {name: _not_shown_figures(frame, shown[name], cfg.cells)
                         for name, frame in frames.items()},
                        coverage(institutions, awards))
