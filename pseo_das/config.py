@@ -5,6 +5,7 @@ import math
 import re
 import tomllib
 from decimal import Decimal
+from enum import StrEnum
 from fractions import Fraction
 from pathlib import Path
 from typing import Annotated, Literal
@@ -95,12 +96,24 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
+class FrameNotInIpeds(StrEnum):
+    """What a release does with the cells of its frame that the public IPEDS completions do
+    not show (tasks/inputs/frame_check.py)."""
+    WITHHOLD = "withhold"   # not measured, not published: the frame is the public one
+    FLAG = "flag"           # measured and published, IPEDS counts flagged 3 (not available)
+
+
 class CellsConfig(_Strict):
     first_cohort_year: int = Field(ge=1900, le=2100)
     last_earnings_year: int = Field(ge=1900, le=2100)
     years_after: tuple[Literal[1, 5, 10], ...] = Field(min_length=1)
     default_cohort_years: int = Field(ge=1, le=10)
     cohort_years_by_degree: dict[str, int] = {}
+    # FrameNotInIpeds' values (text: the configuration is validated strictly). The default
+    # dumps without the key (config.json and the configuration's SHA-256 as
+    # before the check existed; a configuration of an earlier version, which published every
+    # cell, reads as "withhold": what a release did is in its input checks, not here).
+    frame_not_in_ipeds: Literal["withhold", "flag"] = FrameNotInIpeds.WITHHOLD.value
 
     @model_validator(mode="after")
     def _consistent(self) -> "CellsConfig":
@@ -417,6 +430,9 @@ class ReleaseConfig(_Strict):
             dumped.pop("employer_table", None)
         if self.privacy.max_degrees_per_person == 1 and isinstance(dumped.get("privacy"), dict):
             dumped["privacy"].pop("max_degrees_per_person", None)   # as before the bound existed
+        if self.cells.frame_not_in_ipeds == FrameNotInIpeds.WITHHOLD and \
+                isinstance(dumped.get("cells"), dict):
+            dumped["cells"].pop("frame_not_in_ipeds", None)   # as before the frame check existed
         return dumped
 
     @model_validator(mode="after")
