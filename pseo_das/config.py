@@ -109,11 +109,11 @@ class CellsConfig(_Strict):
     years_after: tuple[Literal[1, 5, 10], ...] = Field(min_length=1)
     default_cohort_years: int = Field(ge=1, le=10)
     cohort_years_by_degree: dict[str, int] = {}
-    # FrameNotInIpeds' values (text: the configuration is validated strictly). The default
-    # dumps without the key (config.json and the configuration's SHA-256 as
-    # before the check existed; a configuration of an earlier version, which published every
-    # cell, reads as "withhold": what a release did is in its input checks, not here).
-    frame_not_in_ipeds: Literal["withhold", "flag"] = FrameNotInIpeds.WITHHOLD.value
+    # FrameNotInIpeds' values (text: the configuration is validated strictly). The default,
+    # "flag", is what releases did before the check existed and dumps without the key
+    # (config.json and the configuration's SHA-256 as before; a configuration of an earlier
+    # version reads as what it did). "withhold" is written out.
+    frame_not_in_ipeds: Literal["withhold", "flag"] = FrameNotInIpeds.FLAG.value
 
     @model_validator(mode="after")
     def _consistent(self) -> "CellsConfig":
@@ -430,7 +430,7 @@ class ReleaseConfig(_Strict):
             dumped.pop("employer_table", None)
         if self.privacy.max_degrees_per_person == 1 and isinstance(dumped.get("privacy"), dict):
             dumped["privacy"].pop("max_degrees_per_person", None)   # as before the bound existed
-        if self.cells.frame_not_in_ipeds == FrameNotInIpeds.WITHHOLD and \
+        if self.cells.frame_not_in_ipeds == FrameNotInIpeds.FLAG and \
                 isinstance(dumped.get("cells"), dict):
             dumped["cells"].pop("frame_not_in_ipeds", None)   # as before the frame check existed
         return dumped

@@ -60,25 +60,12 @@ def store_beside(tracking_uri: str) -> Path:
     return Path(tracking_uri.removeprefix("sqlite:///")).parent / "store"
 
 
-# The suite's synthetic data sets (seeds 7, 11, 12) are not the universe the packaged demo
-# IPEDS files describe (the default seed's): they hold awards of 1 of seed 7's 40
-# institutions, so a release with the default cells.frame_not_in_ipeds = "withhold" would
-# withhold nearly every cell (README, "The frame and IPEDS"). The suite's releases publish
-# the whole frame, as before the check, unless a test gives its own --config;
-# tests/test_frame_check_release.py releases with "withhold".
-WHOLE_FRAME_CONFIG = Path(tempfile.mkdtemp(prefix="pseo-das-config-")) / "whole_frame.toml"
-WHOLE_FRAME_CONFIG.write_text('[cells]\nframe_not_in_ipeds = "flag"\n')
-
-
 def run_release(data: Path, out: Path, seed: str | None, tracking_uri: str,
                 release_id="2026Q4-test", extra: tuple[str, ...] = (),
                 store: Path | None = None) -> int:
     """`pseo-das release ...` in this process (the store beside the MLflow store unless
-    given, created if missing); returns its exit status. Without --config in `extra`, with
-    WHOLE_FRAME_CONFIG."""
+    given, created if missing); returns its exit status."""
     from pseo_das.cli import main
-    if "--config" not in extra:
-        extra = ("--config", str(WHOLE_FRAME_CONFIG), *extra)
     store_args = ["--store", str(store)] if store else \
         ["--store", str(store_beside(tracking_uri)), "--init-store"]
     seed_args = ["--seed", seed] if seed else []

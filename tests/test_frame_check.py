@@ -128,7 +128,7 @@ def test_withholding_is_part_of_the_question_flag_is_not(tmp_path):
     flag = earnings_questions(with_choice(FrameNotInIpeds.FLAG))[0]
     assert FRAME_PARAMETER in withhold.parameters and FRAME_PARAMETER not in flag.parameters
     # the default dumps as configurations did before the check; both round-trip
-    assert CFG.cells.frame_not_in_ipeds == FrameNotInIpeds.WITHHOLD
+    assert CFG.cells.frame_not_in_ipeds == FrameNotInIpeds.FLAG
     assert "frame_not_in_ipeds" not in CFG.model_dump(mode="json")["cells"]
     from pseo_das.tasks.audit.replay import configuration_toml
     for choice in FrameNotInIpeds:   # as the audit's replay writes the logged configuration

@@ -23,7 +23,7 @@ KEYS = ["institution", "degree_level", "cipcode", "grad_cohort"]
 
 @pytest.fixture(scope="module")
 def frame_releases(tmp_path_factory):
-    """The same data and seed released with "withhold" (the default) and with "flag", each
+    """The same data and seed released with "withhold" and with "flag" (the default), each
     in a store of its own. Returns (root, graduates)."""
     from pseo_das.synth import write_synthetic
     root = tmp_path_factory.mktemp("frame")

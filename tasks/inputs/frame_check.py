@@ -17,7 +17,7 @@ publish their awards by program and year. Here the two are compared, cell by cel
   Each measured frame is checked at its own level (the earnings' 4-digit cells, the flows'
   2-digit ones, the cell statistics' all-fields ones); the derived rows (coarser levels,
   states, all cohorts) are sums of the measured cells that remain.
-* `cells.frame_not_in_ipeds` says what happens to the other cells. "withhold" (default):
+* `cells.frame_not_in_ipeds` says what happens to the other cells. "withhold":
   they leave the frame before the release plan, so they are not measured (no epsilon, no
   noise) and no row of pseoe, pseoh or pseof has them, not even a suppressed one (a row
   with status 5 would show that the cell exists). Their graduates are in no measured cell
