@@ -13,14 +13,12 @@ import tempfile
 from pathlib import Path
 
 from mlflow.tracking import MlflowClient
-from prefect import flow, task
-from prefect.cache_policies import NO_CACHE
 
 from pseo_das.flows.quarterly_release import quarterly_release
 from pseo_das.config import ConfigError
 from pseo_das.version import code_version
 from pseo_das.tasks.audit.audit_report import default_report_dir, utc_timestamp, write_audit_report
-from pseo_das.tasks import progress
+from pseo_das.tasks import progress, release_flow, release_task
 from pseo_das.tasks.audit.audit_target import AuditedRelease, resolve_audit_target
 from pseo_das.tasks.publication.review import (Decision, ReviewDecision, decision_from_tags,
                                                stamp_clearance)
@@ -34,7 +32,7 @@ from pseo_das.tasks.audit.verification import FAILED, PASSED, SKIPPED, WAIVED, A
 
 
 def _audit_task(name: str, fn):
-    return task(name=name, cache_policy=NO_CACHE)(fn)
+    return release_task(name)(fn)
 
 
 verify_outputs = _audit_task("audit: published files", check_outputs)
@@ -106,7 +104,7 @@ def _json_or_none(path: Path | None) -> dict | None:
         return None
 
 
-@flow(name="audit_release")
+@release_flow("audit_release")
 def audit_release(target: str, tracking_uri: str | None = None, data_dir: Path | None = None,
                   report_dir: Path | None = None, replay: bool = True) -> AuditVerdict:
     """Audit the release given by `target` (a release folder or an MLflow run id).

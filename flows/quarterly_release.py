@@ -14,12 +14,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pandas as pd
-from prefect import flow
 from pydantic import SecretStr
 
 from pseo_das.config import ReleaseConfig, check_release_id, load_config
 from pseo_das.version import code_version
-from pseo_das.tasks import progress
+from pseo_das.tasks import progress, release_flow
 from pseo_das.tasks.audit.mlflow_run import (AuditRun, cell_statistics_parameters,
                                              default_tracking_uri, record_release,
                                              release_parameters, rerun_tags, seed_parameters)
@@ -129,7 +128,7 @@ def publish_flows(reading: StoreReading, reference: ReferenceInputs
             read_entries, derived_entries + correction_entries, recasts)
 
 
-@flow(name="post_processing")
+@release_flow("post_processing")
 def post_processing(store_path: Path, plan: ReleasePlan, cfg: ReleaseConfig,
                     reference: ReferenceInputs, recast_inputs: RecastInputs | None,
                     identity: ReleaseIdentity, record: PublicationRecord,
@@ -170,7 +169,7 @@ def post_processing(store_path: Path, plan: ReleasePlan, cfg: ReleaseConfig,
     return PostProcessed(ledger, earnings.cells, flows, manifest, lifetime.release_summary)
 
 
-@flow(name="quarterly_release")
+@release_flow("quarterly_release")
 def quarterly_release(data_dir: Path, out_dir: Path, release_seed: SecretStr | None,
                       release_id: str, config_path: Path | None = None,
                       tracking_uri: str | None = None, reference_dir: Path | None = None,
@@ -318,13 +317,13 @@ def _measure_and_publish(data_dir: Path, out_dir: Path, given_seed: ReleaseSeed 
         audit.finish()
     except BaseException as exc:
         discard(staging)
-        audit.fail(f"{type(exc).__name__}: {exc}")
+        audit.fail(exc)
         raise
     return ReleaseResult(out_dir, release_id, audit.run_id, audit.tracking_uri,
                          processed.summary, new_spending=plan.new_spending)
 
 
-@flow(name="republish")
+@release_flow("republish")
 def republish(store: Path, release_id: str, out_dir: Path, cip_vintage: str | None = None,
               reference_dir: Path | None = None) -> ReleaseResult:
     """Re-derive every public and internal file of a published release from the privacy

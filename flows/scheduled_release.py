@@ -12,12 +12,12 @@ from __future__ import annotations
 from datetime import datetime
 from pathlib import Path
 
-from prefect import flow
 from prefect.client.schemas.schedules import CronSchedule
 from prefect.runtime import flow_run
 
 from pseo_das.config import load_config
 from pseo_das.flows.quarterly_release import quarterly_release
+from pseo_das.tasks import release_flow
 
 QUARTERLY_CRON = "0 6 15 1,4,7,10 *"
 TIMEZONE = "America/New_York"
@@ -30,7 +30,8 @@ def quarter_release_id(when: datetime) -> str:
     return f"{when.year}Q{(when.month - 1) // 3 + 1}"
 
 
-@flow(name="scheduled_quarterly_release", retries=RETRIES, retry_delay_seconds=RETRY_DELAY_SECONDS)
+@release_flow("scheduled_quarterly_release", retries=RETRIES,
+              retry_delay_seconds=RETRY_DELAY_SECONDS)
 def scheduled_quarterly_release(data_dir: str, releases_dir: str, config_path: str | None = None,
                                 reference_dir: str | None = None, tracking_uri: str | None = None,
                                 release_id: str | None = None, store: str | None = None) -> dict:

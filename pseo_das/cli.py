@@ -13,7 +13,7 @@ import time
 import traceback
 from pathlib import Path
 
-from pseo_das.errors import EXIT_BAD_INPUT, EXIT_CHECK_FAILED, PseoDasError
+from pseo_das.errors import EXIT_BAD_INPUT, EXIT_CHECK_FAILED, PseoDasError, disclosed
 
 # What a refusal's message follows, per command (fields: the parsed arguments); the other
 # commands: "pseo-das COMMAND: ".
@@ -90,7 +90,8 @@ def _release(args: argparse.Namespace) -> int:
     if args.release_id:
         check_release_id(args.release_id)
     _quiet_prefect_defaults()
-    from pseo_das.prefect_runtime import hide_tracebacks_of, prefect_api
+    from pseo_das.prefect_runtime import prefect_api
+    from pseo_das.tasks import hide_tracebacks_of
 
     with prefect_api() as wait_until_ready:  # the server boots while the code below imports
         from pseo_das.flows.quarterly_release import quarterly_release
@@ -270,7 +271,8 @@ def _republish(args: argparse.Namespace) -> int:
     with PrivacyStore.open(store) as opened:   # an unknown release: refused before Prefect starts
         opened.stored_publication_record(args.release)
     _quiet_prefect_defaults()
-    from pseo_das.prefect_runtime import hide_tracebacks_of, prefect_api
+    from pseo_das.prefect_runtime import prefect_api
+    from pseo_das.tasks import hide_tracebacks_of
 
     with prefect_api() as wait_until_ready:
         from pseo_das.flows.quarterly_release import republish
@@ -374,12 +376,14 @@ def _verify_store(path: Path, tracking_uri: str | None) -> int:
     from pseo_das.tasks.measurements.publication_record import record_objects
     from pseo_das.tasks.privacy.store import PrivacyStore
     from pseo_das.tasks.privacy.store_integrity import verify_store
-    from pseo_das.tasks.verification.ledger import ledger_custody, ledger_path, verify_ledger
+    from pseo_das.tasks.verification.ledger import (ledger_custody, ledger_path,
+                                                    plaintext_server_seed, verify_ledger)
 
     report = verify_store(path, check_objects=True, record_objects=record_objects)
     report.problems += [f"verification ledger: {p}" for p in ledger_custody(path)]
     if ledger_path(path).is_file():     # the verification server's ledger, when the store has one
         report.problems += [f"verification ledger: {p}" for p in verify_ledger(path)]
+        report.exposures += plaintext_server_seed(path)
     uri = tracking_uri or default_tracking_uri()
     try:
         with PrivacyStore.open(path) as store:
@@ -1055,7 +1059,7 @@ def parser() -> argparse.ArgumentParser:
     synthesize.add_argument("--config", help="TOML file overriding the default configuration")
     synthesize.set_defaults(run=_synthesize)
 
-    verify = sub.add_parser("verify-server", parents=[common], help="the verification server "
+    verify = sub.add_parser("verify-server", parents=[common, keyed], help="the verification server "
                             "(Barrientos et al. 2017): serve, init, add-analyst, show, fit")
     verify.add_argument("action", nargs="?", default="serve",
                         choices=["serve", "init", "add-analyst", "show", "fit"],
@@ -1121,18 +1125,23 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         print(f"\npseo-das {args.command}: interrupted", file=sys.stderr)
         code = 130
-    except PseoDasError as exc:  # a refusal or a failed check: its message and exit code
-        if args.debug:
-            traceback.print_exception(exc)
-        code = refused(args, exc, exc.exit_code)
-    except Exception as exc:  # no traceback reaches a user unless --debug asks for it
-        if args.debug:
-            raise
-        code = _unexpected(args.command, exc)
+    except Exception as exc:
+        code = _failed(args, disclosed(exc))   # on the terminal, its message in full
     raise SystemExit(code)
 
 
-def refused(args: argparse.Namespace, exc: Exception, exit_code: int = EXIT_BAD_INPUT) -> int:
+def _failed(args: argparse.Namespace, exc: BaseException) -> int:
+    """Report the exception the command stopped on; returns the exit code."""
+    if isinstance(exc, PseoDasError):  # a refusal or a failed check: its message, exit code
+        if args.debug:
+            traceback.print_exception(exc)
+        return refused(args, exc, exc.exit_code)
+    if args.debug:   # no traceback reaches a user unless --debug asks for it
+        raise exc
+    return _unexpected(args.command, exc)
+
+
+def refused(args: argparse.Namespace, exc: BaseException, exit_code: int = EXIT_BAD_INPUT) -> int:
     """Say why the command stopped: its headline, then the exception's message. Returns
     the exit code."""
     headline = REFUSAL_HEADLINES.get(args.command, "pseo-das {command}: ")
@@ -1140,7 +1149,7 @@ def refused(args: argparse.Namespace, exc: Exception, exit_code: int = EXIT_BAD_
     return exit_code
 
 
-def _unexpected(command: str, exc: Exception) -> int:
+def _unexpected(command: str, exc: BaseException) -> int:
     if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
         where = f" writing {exc.filename}" if exc.filename else ""
         print(f"\npseo-das {command}: FAILED: the disk is full{where} ({exc.strerror}); nothing "

@@ -5,6 +5,7 @@ import math
 import re
 import tomllib
 from decimal import Decimal
+from enum import StrEnum
 from fractions import Fraction
 from pathlib import Path
 from typing import Annotated, Literal
@@ -27,6 +28,8 @@ CIP_LEVELS = ("4", "2", "A")  # finest to coarsest: 4-digit, 2-digit, all fields
 
 class ConfigError(PseoDasError, ValueError):
     """The release configuration is unusable."""
+
+    quotes_records = False
 
 
 RELEASE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
@@ -94,12 +97,24 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
+class FrameNotInIpeds(StrEnum):
+    """What a release does with the cells of its frame that the public IPEDS completions do
+    not show (tasks/inputs/frame_check.py)."""
+    WITHHOLD = "withhold"   # not measured, not published: the frame is the public one
+    FLAG = "flag"           # measured and published, IPEDS counts flagged 3 (not available)
+
+
 class CellsConfig(_Strict):
     first_cohort_year: int = Field(ge=1900, le=2100)
     last_earnings_year: int = Field(ge=1900, le=2100)
     years_after: tuple[Literal[1, 5, 10], ...] = Field(min_length=1)
     default_cohort_years: int = Field(ge=1, le=10)
     cohort_years_by_degree: dict[str, int] = {}
+    # FrameNotInIpeds' values (text: the configuration is validated strictly). The default,
+    # "flag", is what releases did before the check existed and dumps without the key
+    # (config.json and the configuration's SHA-256 as before; a configuration of an earlier
+    # version reads as what it did). "withhold" is written out.
+    frame_not_in_ipeds: Literal["withhold", "flag"] = FrameNotInIpeds.FLAG.value
 
     @model_validator(mode="after")
     def _consistent(self) -> "CellsConfig":
@@ -440,6 +455,9 @@ class ReleaseConfig(_Strict):
             dumped.pop("publication", None)
         if self.privacy.max_degrees_per_person == 1 and isinstance(dumped.get("privacy"), dict):
             dumped["privacy"].pop("max_degrees_per_person", None)   # as before the bound existed
+        if self.cells.frame_not_in_ipeds == FrameNotInIpeds.FLAG and \
+                isinstance(dumped.get("cells"), dict):
+            dumped["cells"].pop("frame_not_in_ipeds", None)   # as before the frame check existed
         return dumped
 
     @model_validator(mode="after")

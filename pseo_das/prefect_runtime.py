@@ -17,7 +17,6 @@ behind.
 from __future__ import annotations
 
 import atexit
-import logging
 import ctypes
 import os
 import signal
@@ -104,24 +103,3 @@ def _terminate_with_parent() -> None:
     """In the child, before exec: ask the kernel for SIGTERM when the CLI dies. The CLI
     starts the server from its main thread before any other thread exists."""
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-
-
-class _WithoutTraceback(logging.Filter):
-    """Log records of Prefect's flow and task runs keep their message but lose the
-    traceback when the exception is one of `expected` (bad input, a refused budget, a
-    failed check: the CLI says what is wrong; a traceback would only bury it)."""
-
-    def __init__(self, expected: tuple[type[BaseException], ...]):
-        super().__init__()
-        self.expected = expected
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if record.exc_info and isinstance(record.exc_info[1], self.expected):
-            record.exc_info, record.exc_text = None, None
-        return True
-
-
-def hide_tracebacks_of(*expected: type[BaseException]) -> None:
-    """Prefect's run logs show no traceback for these exception classes."""
-    for name in ("prefect.flow_runs", "prefect.task_runs"):
-        logging.getLogger(name).addFilter(_WithoutTraceback(expected))

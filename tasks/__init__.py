@@ -4,15 +4,23 @@ Prefect task (`release_task`, `file_task`) where the flow calls it.
 Defining a task imports nothing of Prefect: the Prefect task is made on its first use.
 So a module that computes (percentiles, mechanisms, the store, ...) imports without
 Prefect's 1,100 modules, also when it sits beside a task or imports a module that
-defines one."""
+defines one.
+
+Release tasks and flows (`release_flow`) never persist their results (tables of the
+microdata) and `withhold` from Prefect the message of an error that may quote a record
+(pseo_das/errors.py); the CLI prints it on the operator's terminal."""
 from __future__ import annotations
 
 import errno
 import functools
+import inspect
+import logging
 import sys
 import threading
 from collections.abc import Callable
 from typing import Any
+
+from pseo_das.errors import is_withheld, withhold
 
 
 class DeferredTask:
@@ -47,14 +55,96 @@ class DeferredTask:
         return getattr(self.prefect_task, name)
 
 
+def withholding_records(fn: Callable) -> Callable:
+    """`fn`, its errors `withhold`-en before Prefect records them."""
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except Exception as exc:
+            shown = withhold(exc)
+            if shown is exc:
+                raise
+            raise shown from None
+    # Prefect reads the parameters' types from the signature and resolves them in the
+    # wrapper's module: give it them resolved
+    run.__signature__ = inspect.signature(fn, eval_str=True)  # type: ignore[attr-defined]
+    return run
+
+
+class _WithoutTraceback(logging.Filter):
+    """Log records of Prefect's flow and task runs keep their message but lose the
+    traceback when the exception is withheld (the errors chained to it may quote records;
+    the CLI's --debug prints it on the terminal) or one of `expected` (bad input, a refused
+    budget, a failed check: the CLI says what is wrong; a traceback would only bury it)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.expected: tuple[type[BaseException], ...] = ()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        if record.levelno >= logging.WARNING and self._about_expected(record, error):
+            return False     # a refusal: the CLI says it once, without Prefect's ERROR lines
+        if error is not None and (isinstance(error, self.expected) or is_withheld(error)):
+            record.exc_info, record.exc_text = None, None
+        return True
+
+    def _about_expected(self, record: logging.LogRecord, error: BaseException | None) -> bool:
+        """A warning or error of a run that failed with an expected exception: the record
+        carries it, or names its class ("... encountered an exception StoreError: ...")."""
+        if not self.expected:
+            return False
+        if error is not None:
+            return isinstance(error, self.expected)
+        message = record.getMessage()
+        return any(f"exception {name}" in message or f"exception: {name}" in message
+                   for name in _class_names(self.expected))
+
+
+_RUN_LOGS = _WithoutTraceback()
+
+
+def _class_names(classes: tuple[type[BaseException], ...]) -> set[str]:
+    """The names of `classes` and of every subclass of them."""
+    names, todo = set(), list(classes)
+    while todo:
+        cls = todo.pop()
+        if cls.__name__ not in names:
+            names.add(cls.__name__)
+            todo.extend(cls.__subclasses__())
+    return names
+
+
+def hide_tracebacks_of(*expected: type[BaseException]) -> None:
+    """Prefect's run logs show no traceback of a withheld error, and no warning or error
+    line at all about an exception of these classes (the refusals the CLI reports itself;
+    `--debug` does not call this)."""
+    _RUN_LOGS.expected += expected
+    for name in ("prefect.flow_runs", "prefect.task_runs"):
+        if _RUN_LOGS not in logging.getLogger(name).filters:
+            logging.getLogger(name).addFilter(_RUN_LOGS)
+
+
 def _deferred_task(**options) -> Callable[[Callable], DeferredTask]:
     def deferred(fn: Callable) -> DeferredTask:
         def make():
             from prefect import task
             from prefect.cache_policies import NO_CACHE
-            return task(fn, cache_policy=NO_CACHE, **options)
+            hide_tracebacks_of()
+            return task(withholding_records(fn), cache_policy=NO_CACHE, persist_result=False,
+                        **options)
         return DeferredTask(fn, make)
     return deferred
+
+
+def release_flow(name: str, **options) -> Callable[[Callable], Any]:
+    """A Prefect flow of a release: its result never persisted, its errors withheld."""
+    def make(fn: Callable):
+        from prefect import flow
+        hide_tracebacks_of()
+        return flow(name=name, persist_result=False, **options)(withholding_records(fn))
+    return make
 
 
 def release_task(name: str) -> Callable[[Callable], DeferredTask]:

@@ -524,18 +524,22 @@ def test_a_folder_as_tracking_store_is_refused_before_anything_is_created(tmp_pa
 
 def test_expected_errors_are_logged_without_traceback():
     """Prefect's run logs keep a refused input's message and drop its traceback; an
-    unexpected error keeps its traceback."""
+    unexpected error keeps its traceback; a withheld one has neither."""
     import io
     import logging
 
-    from pseo_das.prefect_runtime import _WithoutTraceback
+    from pseo_das.errors import withhold
+    from pseo_das.tasks import _WithoutTraceback
     from pseo_das.tasks.inputs.ingest import InputValidationError
     stream = io.StringIO()
     logger = logging.getLogger("pseo-das-test-without-traceback")
     logger.propagate = False
     logger.addHandler(logging.StreamHandler(stream))
-    logger.addFilter(_WithoutTraceback((InputValidationError,)))
-    for error in (InputValidationError("data.csv: bad row 3"), KeyError("surprise")):
+    without = _WithoutTraceback()
+    without.expected = (InputValidationError,)
+    logger.addFilter(without)
+    for error in (InputValidationError("data.csv: bad row 3"), KeyError("surprise"),
+                  withhold(ValueError("row 4: '424242'"))):
         try:
             raise error
         except Exception:
@@ -543,3 +547,4 @@ def test_expected_errors_are_logged_without_traceback():
     lines = stream.getvalue()
     assert "bad row 3" in lines and lines.count("Traceback") == 1
     assert lines.index("Traceback") > lines.index("bad row 3")   # the KeyError's only
+    assert "424242" not in lines and lines.index("Traceback") < lines.index("withheld")

@@ -4,6 +4,7 @@ cannot do what it seems to."""
 from __future__ import annotations
 
 import socket
+from pathlib import Path
 import subprocess
 import sys
 
@@ -81,3 +82,23 @@ def test_store_hints_name_options_the_store_command_has(tmp_path, capsys):
         main(["store", "show", str(tmp_path / "nowhere")])
     err = capsys.readouterr().err
     assert stop.value.code == 2 and "pseo-das store ACTION DIR" in err
+
+
+@pytest.mark.slow
+def test_a_refused_release_prints_its_reason_without_prefect_errors(tmp_path):
+    """The refusal is said once, by the CLI: no Prefect ERROR or WARNING line, no
+    traceback (`--debug` keeps them)."""
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "graduates.csv").write_text("x\n")
+    pseo_das = str(Path(sys.executable).with_name("pseo-das"))
+    common = ["release", "--data", str(tmp_path / "bad"), "--out", str(tmp_path / "out"),
+              "--store", str(tmp_path / "store"), "--init-store",
+              "--tracking-uri", f"sqlite:///{tmp_path / 'audit' / 'mlflow.db'}"]
+    done = subprocess.run([pseo_das, *common], capture_output=True, text=True, timeout=600)
+    said = done.stdout + done.stderr
+    assert done.returncode == 2 and "no outcomes.parquet, outcomes.csv or outcomes/" in said
+    assert not [line for line in said.splitlines() if "| ERROR " in line or "| WARNING " in line]
+    assert "Traceback" not in said
+    debug = subprocess.run([pseo_das, *common, "--debug"], capture_output=True, text=True,
+                           timeout=600)
+    assert "| ERROR " in debug.stdout + debug.stderr     # the negative control

@@ -28,11 +28,13 @@ def release_command(data: Path, out: Path, store: Path) -> list[str]:
             "--store", str(store / "store"), "--init-store"]
 
 
-def run_until(command: list[str], marker: str) -> bool:
-    """Run `command`, SIGKILL it as soon as a log line contains `marker`; True if killed."""
-    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+def run_until(command: list[str], marker: str, env: dict[str, str] | None = None,
+              cwd: Path | None = None) -> bool:
+    """Run `command`, SIGKILL it as soon as a log line contains `marker`; True if killed.
+    `env`: its environment (default: this process's, without PREFECT_API_URL)."""
+    env = env or {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               text=True, env=env, start_new_session=True)
+                               text=True, env=env, cwd=cwd, start_new_session=True)
     for line in process.stdout:
         if marker in line:
             os.killpg(process.pid, signal.SIGKILL)  # the release and its Prefect server

@@ -11,7 +11,8 @@ from types import ModuleType
 import pytest
 
 from pseo_das.cli import main
-from pseo_das.errors import EXIT_BAD_INPUT, EXIT_CHECK_FAILED, PseoDasError
+from pseo_das.errors import (EXIT_BAD_INPUT, EXIT_CHECK_FAILED, WITHHELD, PseoDasError,
+                             WithheldError, disclosed, is_withheld, withhold)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -108,18 +109,70 @@ def test_debug_shows_the_traceback_of_a_refusal_and_keeps_its_exit_code(tmp_path
 
 
 def test_a_refusal_raised_in_a_task_reaches_the_caller_of_the_flow_as_itself():
+    """Its type and object; its message, which may quote records, withheld from Prefect
+    (the state of the runs) until the CLI discloses it."""
     from prefect import flow
+    from prefect.client.orchestration import get_client
 
     from pseo_das.tasks import release_task
     from pseo_das.tasks.inputs.ingest import InputValidationError
 
     @release_task("refuse an input")
     def refuse_input():
-        raise InputValidationError("outcomes.parquet: column earnings is missing")
+        raise InputValidationError("outcomes.csv: row 7 has 6 fields: '6,1,42000.0,48,62,extra'")
+
+    task_runs = []
 
     @flow
     def refusing_flow():
+        task_runs.append(refuse_input(return_state=True).state_details.task_run_id)
         return refuse_input()
 
-    with pytest.raises(InputValidationError, match="column earnings is missing"):
+    with pytest.raises(InputValidationError, match="^message withheld") as raised:
         refusing_flow()
+    assert str(disclosed(raised.value)) == \
+        "outcomes.csv: row 7 has 6 fields: '6,1,42000.0,48,62,extra'"
+    with get_client(sync_client=True) as client:
+        stored = client.read_task_run(task_runs[0]).state.message
+    assert stored == f"Task run encountered an exception InputValidationError: {WITHHELD}"
+
+
+class Unprintable(ValueError):
+    """An error whose `str` does not follow its arguments (as UnicodeDecodeError)."""
+
+    def __init__(self, text: str):
+        super().__init__(text)
+        self.text = text
+
+    def __str__(self) -> str:
+        return self.text
+
+
+@pytest.mark.parametrize("error, withheld", [
+    (ValueError("row 3: '424242'"), True), (KeyError("424242"), True),
+    (OSError(28, "No space left on device"), False),
+    (PseoDasError("row 3: '424242'"), True)])
+def test_a_message_that_may_quote_records_is_withheld_until_disclosed(error, withheld):
+    text = str(error)
+    assert withhold(error) is error and is_withheld(error) == withheld
+    assert ("424242" not in str(error) and WITHHELD in str(error)
+            and "424242" not in repr(error)) == withheld
+    assert withhold(error) is error          # once
+    assert disclosed(error) is error and str(error) == text
+    assert not is_withheld(error)
+
+
+def test_a_class_says_its_messages_quote_no_records():
+    from pseo_das.tasks.privacy.store import StoreError
+    from pseo_das.tasks.privacy.store_integrity import StoreTampered
+    for error in (StoreError("the store is locked"), StoreTampered("row 3 changed")):
+        assert withhold(error) is error and not is_withheld(error)
+        assert str(error) != WITHHELD
+
+
+def test_an_error_that_cannot_be_withheld_in_place_gets_a_stand_in():
+    error = Unprintable("row 3: '424242'")
+    stand_in = withhold(error)
+    assert isinstance(stand_in, WithheldError) and is_withheld(stand_in)
+    assert str(stand_in) == f"Unprintable: {WITHHELD}"
+    assert disclosed(stand_in) is error and str(error) == "row 3: '424242'"

@@ -120,3 +120,45 @@ def test_a_deleted_or_reinitialised_ledger_is_caught_and_refused(store, tmp_path
         check_ledger_custody(store)
     ledger_path(store).write_bytes(saved)                            # restored from a backup
     assert ledger_custody(store) == [] and verify_store(store).ok
+
+
+def test_the_server_seed_is_sealed_with_the_agency_key(store, monkeypatch):
+    """The ledger holds the server's seed sealed and its SHA-256, never the seed; the key
+    opens it, and without the key the server cannot start."""
+    import hashlib
+
+    from pseo_das.tasks.privacy.seed_custody import SeedKeyError
+    with VerificationLedger.open(store) as ledger:
+        seed = ledger.server_seed
+        info = dict(ledger._db.execute("SELECT key, value FROM verification_info").fetchall())
+        assert not ledger.seed_in_plaintext
+    assert len(seed) == 32 and info["seed_sha256"] == hashlib.sha256(seed).hexdigest()
+    assert "seed_hex" not in info and info["sealed_seed"].startswith("aes-256-gcm:")
+    content = ledger_path(store).read_bytes()
+    assert seed not in content and seed.hex().encode() not in content
+    monkeypatch.delenv("PSEO_DAS_SEED_KEY")
+    with VerificationLedger.open(store) as ledger, pytest.raises(SeedKeyError, match="seed key"):
+        ledger.server_seed
+    with pytest.raises(SeedKeyError, match="seed key"):
+        init_ledger(init_store(store.parent / "other"), "1", "test")
+
+
+def test_a_ledger_of_an_earlier_version_keeps_its_plaintext_seed_with_a_warning(store, tmp_path,
+                                                                                capsys):
+    """An earlier version wrote `seed_hex` in plaintext: it is still read, and `store
+    verify` warns (an append-only ledger's rows are never rewritten)."""
+    from pseo_das.cli import main
+    from pseo_das.tasks.verification.ledger import plaintext_server_seed
+    db = sqlite3.connect(ledger_path(store))
+    db.execute("DROP TRIGGER verification_info_no_delete")
+    db.execute("DELETE FROM verification_info WHERE key IN ('sealed_seed', 'seed_sha256')")
+    db.execute("INSERT INTO verification_info VALUES ('seed_hex', ?)", ("ab" * 32,))
+    db.commit()
+    db.close()
+    with VerificationLedger.open(store) as ledger:
+        assert ledger.seed_in_plaintext and ledger.server_seed == bytes.fromhex("ab" * 32)
+    assert "keeps the verification server's seed in plaintext" in plaintext_server_seed(store)[0]
+    with pytest.raises(SystemExit):
+        main(["store", "verify", str(store), "--tracking-uri", f"sqlite:///{tmp_path / 'm.db'}"])
+    printed = capsys.readouterr()
+    assert "server's seed in plaintext" in printed.out + printed.err

@@ -38,6 +38,7 @@ def audit_context(verdict: AuditVerdict) -> dict:
         "verdict": verdict, "outcome": verdict.outcome, "conclusion": verdict.conclusion(),
         "checks": [{"name": c.name, "status": c.status, "summary": _cell(c.summary),
                     "figures": {k: _cell(v) for k, v in c.figures.items()},
+                    "table": [{k: _cell(v) for k, v in row.items()} for row in c.table],
                     "findings": c.findings, "notes": c.notes} for c in verdict.checks],
     }
 

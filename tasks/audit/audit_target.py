@@ -29,6 +29,8 @@ INPUT_TAG = "input_sha256."
 class AuditArgumentError(PseoDasError, ValueError):
     """The audit cannot start: the release folder or run id given is unusable."""
 
+    quotes_records = False
+
 
 @dataclass(frozen=True)
 class AuditedRelease:

@@ -233,6 +233,31 @@ def total_findings(total: Fraction, by_product: pd.DataFrame, metrics: dict[str,
     return out
 
 
+# The kinds of ledger entries, in the order the audit report lists them.
+MEASURED = "measured: formal differential privacy"
+NOT_FORMAL = ("measured: NOT a formal differential-privacy guarantee (maximum observed "
+              "sensitivity, a bound read from the data)")
+DERIVED = "derived from measured tabulations (post-processing: no privacy loss)"
+
+
+def ledger_table(ledger: pd.DataFrame) -> list[dict[str, str]]:
+    """The ledger by product and kind (measured with a formal guarantee, measured without
+    one, derived), with the number of entries and their epsilon."""
+    not_formal = ledger["formal_guarantee"] == FORMAL_NO if "formal_guarantee" in ledger \
+        else pd.Series(False, index=ledger.index)
+    measuring = ledger["mechanism"].isin(list(MEASURING))
+    kinds = pd.Series(DERIVED, index=ledger.index).mask(measuring, MEASURED) \
+        .mask(measuring & not_formal, NOT_FORMAL)
+    rows = []
+    for kind in (MEASURED, NOT_FORMAL, DERIVED):
+        of_kind = ledger[kinds == kind]
+        for product, entries in of_kind.groupby("product", sort=False):
+            spent = sum((e for e in entries["epsilon"] if e is not None), Fraction(0))
+            rows.append({"kind": kind, "product": str(product),
+                         "tabulations": str(len(entries)), "epsilon": epsilon_text(spent)})
+    return rows
+
+
 def check_ledger(release: AuditedRelease, logged_ledger: Path | None) -> CheckResult:
     """The release's ledger.csv against the run's ledger artifact (row for row), the
     logged configuration (epsilon per measured tabulation, 0 for derived tables), the
@@ -272,18 +297,10 @@ def check_ledger(release: AuditedRelease, logged_ledger: Path | None) -> CheckRe
     plan = _planned(config)
     findings += total_findings(total, by_product, release.metrics, settings, plan)
     cap, logged_total = settings.get("privacy.epsilon_cap"), release.metrics.get("epsilon.total")
-    figures: dict[str, object] = {"ledger rows": len(ledger), "measured tabulations": len(measured),
-                                  "derived or post-processed entries": len(ledger) - len(measured),
+    figures: dict[str, object] = {"ledger rows": len(ledger),
                                   "total epsilon (ledger)": epsilon_text(total),
                                   "epsilon.total (run metric)": logged_total,
                                   "privacy.epsilon_cap": cap}
-    if "formal_guarantee" in ledger.columns:
-        not_formal = ledger[ledger["formal_guarantee"] == FORMAL_NO]
-        figures["epsilon NOT a formal DP guarantee (maximum observed sensitivity)"] = \
-            epsilon_text(sum((e for e in not_formal["epsilon"] if e is not None), Fraction(0)))
-    for product, row in by_product.iterrows():
-        figures[f"{product}: measured tabulations"] = (f"{int(row['count'])}, epsilon "
-                                                       f"{epsilon_text(row['sum'])} in all")
     if plan is not None:
         figures["planned total epsilon (configuration)"] = epsilon_text(plan.planned_total_epsilon())
     figures.update(guarantee_figures)
@@ -298,7 +315,7 @@ def check_ledger(release: AuditedRelease, logged_ledger: Path | None) -> CheckRe
     if findings:
         return CheckResult("ledger", FAILED, f"{len(findings)} problem(s) with "
                            + ", ".join(problem_subjects(findings, config_findings)), figures,
-                           findings)
+                           findings, table=ledger_table(ledger))
     products = ", ".join(f"{int(r['count'])} {p} x {epsilon_text(r['sum'] / r['count'])}"
                          for p, r in by_product.iterrows())
     return CheckResult(
@@ -307,4 +324,4 @@ def check_ledger(release: AuditedRelease, logged_ledger: Path | None) -> CheckRe
         f"the configured epsilon ({products}), {len(ledger) - len(measured)} derived at 0; total "
         f"{epsilon_text(total)} = epsilon.total, within the cap {epsilon_text(cap)} (exact); "
         "config.json = the logged "
-        "configuration", figures)
+        "configuration", figures, table=ledger_table(ledger))

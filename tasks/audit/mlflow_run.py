@@ -19,7 +19,7 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 from mlflow.version import VERSION as MLFLOW_VERSION
 
-from pseo_das.errors import PseoDasError
+from pseo_das.errors import PseoDasError, withhold
 from pseo_das.config import ReleaseConfig
 from pseo_das.epsilon import epsilon_text
 from pseo_das.version import package_versions
@@ -45,6 +45,8 @@ def default_tracking_uri() -> str:
 
 class TrackingStoreError(PseoDasError, RuntimeError):
     """The MLflow tracking store cannot be used."""
+
+    quotes_records = False
 
 
 def absolute_tracking_uri(tracking_uri: str) -> str:
@@ -196,8 +198,10 @@ class AuditRun:
     def finish(self) -> None:
         self.client.set_terminated(self.run_id, "FINISHED")
 
-    def fail(self, reason: str) -> None:
-        self.set_tags({"failure": reason[:5000]})
+    def fail(self, exc: BaseException) -> None:
+        """The run FAILED, tagged with the exception as Prefect sees it (`withhold`)."""
+        shown = withhold(exc)
+        self.set_tags({"failure": f"{type(shown).__name__}: {shown}"[:5000]})
         self.client.set_terminated(self.run_id, "FAILED")
 
 

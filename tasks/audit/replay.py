@@ -34,9 +34,13 @@ REPLAYED_INTERNAL = ("internal/config.json", "internal/flows_state.csv", "intern
 class ReplayNeedsCustodian(PseoDasError, ValueError):
     """The replay needs the seed key, which the auditor does not hold."""
 
+    quotes_records = False
+
 
 class ReplayNotPossible(PseoDasError, ValueError):
     """The run did not log what a replay needs, or it is inconsistent."""
+
+    quotes_records = False
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ class CheckResult:
     figures: dict[str, object] = field(default_factory=dict)
     findings: list[str] = field(default_factory=list)   # what differs, one item each
     notes: list[str] = field(default_factory=list)      # context that is not a failure
+    table: list[dict[str, str]] = field(default_factory=list)  # rows of a breakdown, same keys
 
     @property
     def passed(self) -> bool:

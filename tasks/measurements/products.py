@@ -25,7 +25,7 @@ from typing import Any, Protocol, TypeVar
 
 import pandas as pd
 
-from pseo_das.config import ReleaseConfig
+from pseo_das.config import FrameNotInIpeds, ReleaseConfig
 from pseo_das.schemas.cpi import CPI_U_SERIES
 from pseo_das.tasks.cip_recast.recast import RecastContext
 from pseo_das.tasks.codes.destinations import N_DESTINATIONS
@@ -52,6 +52,7 @@ from pseo_das.tasks.privacy.establishment import MECHANISM_NAMES
 from pseo_das.tasks.privacy.ledger import NoisyMeasurement
 from pseo_das.tasks.privacy.question import BOUND_PARAMETER, PendingMeasurement, Question
 
+FRAME_PARAMETER = "frame"
 Pending = dict[int, list[PendingMeasurement]]   # years after (ascending) -> measurements
 Read = TypeVar("Read", covariant=True)
 
@@ -100,7 +101,7 @@ def _common_parameters(cfg: ReleaseConfig) -> dict:
     cohorts = cfg.cells.cohort_definition()
     dollars = f"{cfg.earnings.dollar_year} dollars (CPI-U {CPI_U_SERIES} annual averages)"
     return {"sample_floor": cfg.earnings.sample_floor, "cohorts": cohorts, "dollars": dollars,
-            **bound_parameter(cfg)}
+            **bound_parameter(cfg), **frame_parameter(cfg)}
 
 
 def bound_parameter(cfg: ReleaseConfig) -> dict:
@@ -111,12 +112,22 @@ def bound_parameter(cfg: ReleaseConfig) -> dict:
     return {BOUND_PARAMETER: k} if k > 1 else {}
 
 
+def frame_parameter(cfg: ReleaseConfig) -> dict:
+    """The frame checked against IPEDS as a question parameter when its cells are withheld
+    (tasks/inputs/frame_check.py): a measurement of a population taken on the whole frame
+    (with "flag", or before the check existed) may hold cells IPEDS does not show, so it
+    does not answer a release that withholds them. None with "flag": its questions keep
+    their SHA-256."""
+    withheld = cfg.cells.frame_not_in_ipeds == FrameNotInIpeds.WITHHOLD
+    return {FRAME_PARAMETER: "cells shown by the IPEDS completions"} if withheld else {}
+
+
 def earnings_questions(cfg: ReleaseConfig) -> list[Question]:
     """One institution-level histogram question per years after and measured CIP level."""
     common = _common_parameters(cfg)
     parameters = {"sample_floor": common["sample_floor"],
                   "bin_edges": list(cfg.earnings.bin_edges), "cohorts": common["cohorts"],
-                  "dollars": common["dollars"], **bound_parameter(cfg)}
+                  "dollars": common["dollars"], **bound_parameter(cfg), **frame_parameter(cfg)}
     return [Question(earnings_tabulation_id("I", level, k), EARNINGS_PRODUCT, level, k,
                      cfg.privacy.epsilon_per_tabulation, cfg.earnings.n_bins,
                      parameters)

@@ -15,6 +15,7 @@ from pseo_das.tasks.cip_recast.recast import check_recastable
 from pseo_das.tasks.cip_recast.recast_inputs import RecastInputs, load_recast
 from pseo_das.tasks.inputs.constant_dollars import DollarYears, dollar_years
 from pseo_das.tasks.inputs.cpi import find_cpi, read_cpi
+from pseo_das.tasks.inputs.frame_check import check_frame_against_ipeds
 from pseo_das.tasks.inputs.ingest import InputValidationError
 from pseo_das.tasks.inputs.ipeds_counts import IpedsAwards, load_ipeds_counts_inputs
 from pseo_das.tasks.inputs.reference_inputs import (ReferenceInputs, demo_flows_inputs,
@@ -54,7 +55,8 @@ class ReleaseInputs:
 def read_release_inputs(data_dir: Path, reference_dir: Path, cfg: ReleaseConfig,
                         engine: Engine) -> ReleaseInputs:
     """The public files first (a production release on demo files is refused before any
-    microdata is read), then the microdata, checked against the CIP recast's inputs."""
+    microdata is read), then the microdata, checked against the CIP recast's inputs; its
+    frame checked against the IPEDS completions (tasks/inputs/frame_check.py)."""
     recast = load_recast(reference_dir, cfg.cip.switch_year)
     ipeds = load_ipeds_counts_inputs(reference_dir, cfg.cells, cfg.cip.switch_year)
     demo = demo_flows_inputs(reference_dir) + list(recast.packaged)
@@ -62,6 +64,7 @@ def read_release_inputs(data_dir: Path, reference_dir: Path, cfg: ReleaseConfig,
     refuse_demo_in_production(cfg, demo)
     cpi = read_cpi(find_cpi(reference_dir))
     counts = count_inputs(data_dir, cfg, recast.vintages(cfg.cip.switch_year), cpi, engine)
+    counts = check_frame_against_ipeds(counts, ipeds, cfg)   # before any noise
     dollars = dollar_years(cpi, cfg.earnings.dollar_year, cfg.earnings.publication_dollar_year)
     reference = load_reference(reference_dir)
     fingerprints = {**counts.fingerprints, **reference.fingerprints, **recast.fingerprints,

@@ -38,6 +38,7 @@ MEASURING_MECHANISMS = frozenset(Mechanism) - {Mechanism.LAPLACE}
 class PrivacyBudgetExceeded(PseoDasError, RuntimeError):
     """A spend would take the release's total epsilon over its cap."""
 
+    quotes_records = False
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,8 @@ def seed_sha256(seed: bytes) -> str:
 class SeedError(PseoDasError, ValueError):
     """A seed that is not 256 bits (64 hexadecimal digits)."""
 
+    quotes_records = False
+
 
 @dataclass(frozen=True, repr=False)
 class ReleaseSeed:

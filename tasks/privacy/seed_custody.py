@@ -33,6 +33,8 @@ class SeedKeyError(PseoDasError, RuntimeError):
     """No seed key where one is needed, a key file that is not one, or a sealed seed the key
     does not open."""
 
+    quotes_records = False
+
 
 @dataclass(frozen=True, repr=False)
 class SeedKey:

@@ -178,13 +178,19 @@ TRIGGERS = append_only_triggers(APPEND_ONLY, "the privacy store")
 class StoreError(PseoDasError, RuntimeError):
     """The privacy store is missing, unreadable or inconsistent."""
 
+    quotes_records = False
+
 
 class LifetimeBudgetExceeded(PseoDasError, RuntimeError):
     """The release would take some populations over the lifetime cap."""
 
+    quotes_records = False
+
 
 class ReleaseConflict(PseoDasError, RuntimeError):
     """The release id was already measured with other inputs, configuration or seed."""
+
+    quotes_records = False
 
 
 def utc_now() -> str:

@@ -20,6 +20,7 @@ from pseo_das.schemas.distribution import (ALL_FOLDER, TableFormat, published_na
 from pseo_das.schemas.pseo_layout import SCHEMA_VERSION, Product, check_public_folder
 from pseo_das.tasks.earnings.earnings_tables import institution_states
 from pseo_das.tasks.inputs.cells import CIP_2020
+from pseo_das.tasks.inputs.frame_check import frame_check_of
 from pseo_das.tasks.publication.employer_context import employer_context
 from pseo_das.tasks.publication.flows_files import PseofWritten, write_flows_state, write_pseof
 from pseo_das.tasks.publication.metadata_files import (ALL_INSTITUTIONS, ALL_VERSION,
@@ -305,6 +306,7 @@ def _write_release(beside, staging: Path, content: ReleaseContent,
     context["cip_recast"] = facts.cip_recast
     context["dollars"] = facts.dollars
     context["demo_inputs"] = lifetime.release_summary["demo_inputs"]
+    context["frame_check"] = frame_check_of(checks)   # the cell frame against IPEDS
     context["metadata_files"] = metadata_summary(metadata)
     context["consistency"] = grads_consistency(cfg, pseoe, pseof.national_rows, cells,
                                                content.flows_accuracy["errors"])

@@ -25,9 +25,13 @@ MANIFEST = "internal/manifest.json"
 class DestinationExistsError(PseoDasError, FileExistsError):
     """The release folder already exists: releases are never overwritten."""
 
+    quotes_records = False
+
 
 class DestinationUnusable(PseoDasError, ValueError):
     """The release folder cannot be created there (not a folder, not writable, no room)."""
+
+    quotes_records = False
 
 
 def check_destination(out_dir: Path) -> None:

@@ -45,6 +45,8 @@ class ReviewError(PseoDasError, RuntimeError):
     """A review step refused: the release is not held, not approved, already decided, or
     its staged files changed."""
 
+    quotes_records = False
+
 
 class Decision(StrEnum):
     APPROVED = "approved"

@@ -5,6 +5,8 @@ Append-only like the privacy store's index (triggers refuse UPDATE and DELETE) a
 tamper-evident the same way (every row is an entry of a hash chain, `verify_ledger`):
 
     verification_info   format, server id, the server's seed (keys the groups and the noise)
+                        sealed with the agency's seed key (seed_custody.py) and its SHA-256;
+                        a ledger of an earlier version holds it in plaintext (`seed_hex`)
     global_budgets      the cap on the sum of epsilon over every query ever answered
     analysts            name, SHA-256 of their token (never the token), their epsilon budget
     queries             one row per distinct query: its canonical form and the epsilon
@@ -37,6 +39,7 @@ from pseo_das.errors import PseoDasError
 from pseo_das.epsilon import epsilon_text
 from pseo_das.tasks.privacy.file_modes import write_private
 from pseo_das.tasks.privacy.release_seed import ReleaseSeed
+from pseo_das.tasks.privacy.seed_custody import check_key_outside, required_key, seal, unseal
 from pseo_das.tasks.privacy.store import (CHAIN_TABLE, GENESIS, SHA, PrivacyStore, StoreError,
                                           _positive,
                                           append_only_triggers, chain_sha256,
@@ -200,7 +203,23 @@ class VerificationLedger:
     # --- reading ------------------------------------------------------------------------
     @property
     def server_seed(self) -> bytes:
-        return ReleaseSeed.from_hex(self._info("seed_hex")).bits
+        """The seed, unsealed with the agency's seed key ($PSEO_DAS_SEED_KEY; SeedKeyError
+        without it); a ledger of an earlier version kept it in plaintext."""
+        sealed = self._info_or_none("sealed_seed")
+        if sealed is None:
+            return ReleaseSeed.from_hex(self._info("seed_hex")).bits
+        key = required_key("the verification server's seed")
+        check_key_outside(key, self.path.parent)
+        seed = unseal(sealed, key, seed_context(self.server_id))
+        if seed.sha256 != self._info("seed_sha256"):
+            raise LedgerError(f"{self.path}: the sealed server seed does not hash to the "
+                              "recorded seed_sha256")
+        return seed.bits
+
+    @property
+    def seed_in_plaintext(self) -> bool:
+        """A ledger of an earlier version: its server seed is not sealed."""
+        return self._info_or_none("sealed_seed") is None
 
     @property
     def server_id(self) -> str:
@@ -209,6 +228,11 @@ class VerificationLedger:
     def _info(self, key: str) -> str:
         return self._db.execute("SELECT value FROM verification_info WHERE key = ?",
                                 (key,)).fetchone()[0]
+
+    def _info_or_none(self, key: str) -> str | None:
+        row = self._db.execute("SELECT value FROM verification_info WHERE key = ?",
+                               (key,)).fetchone()
+        return None if row is None else row[0]
 
     def global_cap(self) -> Fraction:
         return Fraction(self._db.execute("SELECT global_cap FROM global_budgets ORDER BY budget "
@@ -330,6 +354,11 @@ class VerificationLedger:
                                              "recorded_at": utc_now()})
 
 
+def seed_context(server_id: str) -> str:
+    """What the server's sealed seed is bound to."""
+    return f"verification server {server_id}"
+
+
 def init_ledger(store: Path, global_cap, set_by: str, reason: str = "verification server "
                 "created") -> Path:
     """Create the verification ledger in an existing privacy store, with a fresh 256-bit
@@ -345,18 +374,21 @@ def init_ledger(store: Path, global_cap, set_by: str, reason: str = "verificatio
     if problems:
         raise LedgerError(problems[0])
     cap = positive_epsilon(global_cap, "global verification budget")
+    key = required_key("creating the verification ledger (its server seed is sealed)")
+    check_key_outside(key, store)
     temporary = path.with_name(f".{LEDGER}.tmp")
     temporary.unlink(missing_ok=True)
-    write_private(temporary, b"")        # holds the server seed: its owner's only
+    write_private(temporary, b"")        # budgets and answers: its owner's only
     db = sqlite3.connect(temporary, isolation_level=None)
     try:
         db.executescript("BEGIN;" + SCHEMA + TRIGGERS + "COMMIT;")
         ledger = VerificationLedger(path, db)
-        server_id = uuid.uuid4().hex
+        server_id, seed = uuid.uuid4().hex, ReleaseSeed.fresh()
         with ledger._transaction():
-            for key, value in [("format", FORMAT), ("server_id", server_id),
-                               ("seed_hex", ReleaseSeed.fresh().hex()), ("created_at", utc_now())]:
-                ledger._append("verification_info", {"key": key, "value": value})
+            for name, value in [("format", FORMAT), ("server_id", server_id),
+                                ("sealed_seed", seal(seed, key, seed_context(server_id))),
+                                ("seed_sha256", seed.sha256), ("created_at", utc_now())]:
+                ledger._append("verification_info", {"key": name, "value": value})
             ledger._append("global_budgets", {"global_cap": epsilon_text(cap), "set_by": set_by,
                                               "reason": reason, "recorded_at": utc_now()})
     finally:
@@ -370,6 +402,16 @@ def init_ledger(store: Path, global_cap, set_by: str, reason: str = "verificatio
     with PrivacyStore.open(store) as opened:   # part of the store's chain from now on
         opened.record_info(LEDGER_KEY, server_id)
     return path
+
+
+def plaintext_server_seed(store: Path) -> list[str]:
+    """A warning when the store's ledger, of an earlier version, keeps its server seed in
+    plaintext (MLflow-style: rows of an append-only ledger are never rewritten)."""
+    with VerificationLedger.open(store) as ledger:
+        plain = ledger.seed_in_plaintext
+    return [f"{ledger_path(store)} was created by an earlier version and keeps the verification "
+            "server's seed in plaintext: whoever reads it can regenerate the server's noise; "
+            "keep it confidential"] if plain else []
 
 
 def ledger_custody(store: Path) -> list[str]:
