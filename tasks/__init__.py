@@ -68,7 +68,10 @@ def withholding_records(fn: Callable) -> Callable:
             raise shown from None
     # Prefect reads the parameters' types from the signature and resolves them in the
     # wrapper's module: give it them resolved
-    run.__signature__ = inspect.signature(fn, eval_str=True)  # type: ignore[attr-defined]
+    try:
+        run.__signature__ = inspect.signature(fn, eval_str=True)  # type: ignore[attr-defined]
+    except NameError:     # a type imported for type checkers only: left as text
+        run.__signature__ = inspect.signature(fn)  # type: ignore[attr-defined]
     return run
 
 

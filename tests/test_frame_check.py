@@ -170,7 +170,8 @@ def test_the_documents_state_the_choice_and_the_number():
     """The DRB report (internal) gives the numbers and the coverage warning; the public
     release notes give the choice, and the numbers only for "flag" (rows published)."""
     from pseo_das.reports.render import _env
-    _, check = checked_frame(coverage_counts([A, B, "00000300"]), AWARDS, CFG)
+    _, check = checked_frame(coverage_counts([A, B, "00000300"]), AWARDS,
+                             with_choice(FrameNotInIpeds.WITHHOLD))
     figures = frame_check_of(check.checks())
 
     def render(internal: bool, figures: dict) -> str:

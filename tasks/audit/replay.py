@@ -8,7 +8,6 @@ temporary audit store and a temporary store copy that are deleted afterwards).
 from __future__ import annotations
 
 import json
-import math
 import re
 from dataclasses import dataclass, field
 from itertools import zip_longest
@@ -17,6 +16,7 @@ from pathlib import Path
 from pseo_das.schemas.distribution import open_bytes
 from pseo_das.errors import PseoDasError
 from pseo_das.config import load_config
+from pseo_das.reports.render import toml_value
 from pseo_das.tasks.audit.audit_target import AuditedRelease
 from pseo_das.tasks.audit.fingerprint_checks import InputLocations
 from pseo_das.tasks.inputs.ingest import sha256_file
@@ -59,27 +59,11 @@ class ReplayPlan:
     notes: tuple[str, ...] = field(default=())
 
 
-def _toml_value(value: object) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float):
-        return repr(value) if math.isfinite(value) else \
-            ("nan" if math.isnan(value) else ("inf" if value > 0 else "-inf"))
-    if isinstance(value, (int, str)):
-        return json.dumps(value)  # a JSON string is a TOML basic string
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return "{ " + ", ".join(f"{json.dumps(str(k))} = {_toml_value(v)}"
-                                for k, v in value.items()) + " }"
-    raise TypeError(f"no TOML form for {value!r}")
-
-
 def configuration_toml(config: dict[str, dict[str, object]]) -> str:
     """A configuration file (`--config`) holding every value of `config`."""
     lines = ["# Configuration rebuilt from an MLflow run's parameters by `pseo-das audit`."]
     for section, values in config.items():
-        lines += ["", f"[{section}]"] + [f"{key} = {_toml_value(v)}" for key, v in values.items()]
+        lines += ["", f"[{section}]"] + [f"{key} = {toml_value(v)}" for key, v in values.items()]
     return "\n".join(lines) + "\n"
 
 

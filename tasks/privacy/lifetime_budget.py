@@ -10,6 +10,7 @@ Privacy cost: none (bookkeeping). All sums and maxima are exact.
 """
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -147,7 +148,6 @@ class PersonBound:
     measurement of a store: at most the sum over their (at most k) atoms, so at most the
     sum of the k most charged atoms; and at most the sum over every measurement, each
     counted once. The smaller of the two, for epsilon and for delta apart (exact)."""
-    k: int
     epsilon: Fraction
     delta: Fraction
     top_atoms: pd.DataFrame        # ATOM_KEYS, epsilon: the k most charged atoms
@@ -161,7 +161,7 @@ def person_worst_case(spends: pd.DataFrame, k: int) -> PersonBound:
     k records are the earliest k (tasks/inputs/degree_records.py), the same in every
     release, so the atoms they are charged to are at most k over their lifetime."""
     if spends.empty:
-        return PersonBound(k, Fraction(0), Fraction(0),
+        return PersonBound(Fraction(0), Fraction(0),
                            pd.DataFrame(columns=ATOM_KEYS + ["epsilon"]), Fraction(0))
     scale = ExactScale(v for value, _ in SPENT for v in spends[value].unique())
     per_atom = atom_spends(spends, scale, ("epsilon", "delta"))
@@ -169,9 +169,9 @@ def person_worst_case(spends: pd.DataFrame, k: int) -> PersonBound:
     totals = {value: sum(map(Fraction, once[value]), Fraction(0)) for value, _ in SPENT}
     bounds = {}
     for value, _ in SPENT:
-        largest = sorted(per_atom[value], reverse=True)[:k]
+        largest = heapq.nlargest(k, per_atom[value])
         bounds[value] = min(Fraction(int(sum(largest)), scale.denominator), totals[value])
     top = per_atom.sort_values("epsilon", ascending=False, kind="stable").head(k)
     top = top[ATOM_KEYS].assign(epsilon=scale.fraction(top["epsilon"]).to_numpy())
-    return PersonBound(k, bounds["epsilon"], bounds["delta"], top.reset_index(drop=True),
+    return PersonBound(bounds["epsilon"], bounds["delta"], top.reset_index(drop=True),
                        totals["epsilon"])

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+from fractions import Fraction
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -120,7 +121,8 @@ def _table(cells: pd.DataFrame, noisy: np.ndarray, level: str, years_after: int)
     return NoisyFlows(tab_id, level, years_after, cells.assign(noise_terms=1), noisy, (tab_id,))
 
 
-def noisy_field_flows(truth: list[TrueFlows], epsilon: float, seed: bytes, stream: str
+def noisy_field_flows(truth: list[TrueFlows], epsilon: float | Fraction, seed: bytes,
+                      stream: str
                       ) -> list[np.ndarray]:
     """Noisy 2-digit CIP flows of every years-after at `epsilon` (exact geometric noise),
     in the dtype of the true flows (a release's stand-in truth is its 32-bit corrected
@@ -143,8 +145,9 @@ class SimulatedFlows:
     log_w: np.ndarray
 
 
-def simulate_all_fields(truth: list[TrueFlows], reference: ReferenceInputs, flows_epsilon: float,
-                        total_epsilon: float | None, seed: bytes, stream: str
+def simulate_all_fields(truth: list[TrueFlows], reference: ReferenceInputs,
+                        flows_epsilon: float | Fraction, total_epsilon: float | Fraction | None,
+                        seed: bytes, stream: str
                         ) -> list[SimulatedFlows]:
     """What a release would correct, simulated from `truth` (true flows, or a stand-in):
     exact geometric noise at `flows_epsilon` on every 2-digit flow (stream

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from fractions import Fraction
 
 import numpy as np
 from randomgen import ChaCha
@@ -46,7 +47,7 @@ def simulated_geometric_noise(generator: np.random.Generator, epsilon: float,
     return generator.geometric(p, size=shape) - generator.geometric(p, size=shape)
 
 
-def exact_geometric_noise(seed: bytes, stream_id: str, epsilon: float,
+def exact_geometric_noise(seed: bytes, stream_id: str, epsilon: float | Fraction,
                           shape: tuple[int, ...]) -> np.ndarray:
     """Two-sided geometric noise at `epsilon`, int64, drawn exactly as the release draws it
     (the integer-only inversion of tasks/privacy/discrete_laplace.py, 64-bit words in
