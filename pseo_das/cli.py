@@ -590,6 +590,8 @@ def _noise_sample(args: argparse.Namespace) -> int:
 
 def _schedule(args: argparse.Namespace) -> int:
     _quiet_prefect_defaults()
+    from pseo_das.prefect_server import use_kept_server
+    use_kept_server()
     from prefect import serve
     from prefect.settings import PREFECT_API_URL
 
@@ -597,8 +599,8 @@ def _schedule(args: argparse.Namespace) -> int:
 
     if not PREFECT_API_URL.value():
         print("pseo-das schedule: no Prefect server configured. Scheduled runs need one that "
-              "outlives this process:\n  prefect server start            # in another terminal\n"
-              "  export PREFECT_API_URL=http://127.0.0.1:4200/api\n  pseo-das schedule ...",
+              "outlives this process:\n  pseo-das server start\n  pseo-das schedule ...\n"
+              "or a server of your own: export PREFECT_API_URL=http://HOST:4200/api",
               file=sys.stderr)
         return EXIT_BAD_INPUT
     deployment = quarterly_deployment(Path(args.data), Path(args.releases),

@@ -42,10 +42,8 @@ def prefect_api() -> Iterator[Callable[[], None]]:
     """
     # Start the server before importing Prefect (1.5-3 s). Stop it again if Prefect's
     # settings (a profile, prefect.toml, .env) turn out to name a server.
-    from pseo_das.prefect_server import running_api_url
-    kept = None if os.environ.get("PREFECT_API_URL") else running_api_url()
-    if kept is not None:   # set before Prefect reads its settings, seen by child processes
-        os.environ["PREFECT_API_URL"] = kept
+    from pseo_das.prefect_server import use_kept_server
+    use_kept_server()   # before Prefect reads its settings
     server = None if os.environ.get("PREFECT_API_URL") else _LocalServer()
     from prefect.settings import PREFECT_API_URL, temporary_settings
 

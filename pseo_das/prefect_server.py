@@ -104,6 +104,15 @@ def running_api_url(home: Path | None = None) -> str | None:
     return found.record.api_url if found.state is ServerState.RUNNING else None
 
 
+def use_kept_server() -> str | None:
+    """Point this process (and its children) at the kept server, unless PREFECT_API_URL
+    names one already; call before Prefect is imported. Returns the URL used, if any."""
+    kept = None if os.environ.get("PREFECT_API_URL") else running_api_url()
+    if kept is not None:
+        os.environ["PREFECT_API_URL"] = kept
+    return kept
+
+
 def start(port: int | None = None, home: Path | None = None) -> ServerStatus:
     """Start the kept server (a stale record is replaced) and wait until it answers; a
     running one is left as it is."""

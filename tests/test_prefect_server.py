@@ -1,4 +1,4 @@
-"""`pseo-das server start|stop|status` (pseo_das/prefect_server.py): a real Prefect server
+"""`pseo-das server start|stop|status` (pseo_das/kept.py): a real Prefect server
 kept running between commands, a release reporting to it over localhost, and stale
 records (a process gone, a pid now another program's) recognised as such."""
 from __future__ import annotations
@@ -13,27 +13,27 @@ from pathlib import Path
 import pytest
 
 from conftest import SEED_A
-from pseo_das import prefect_server
+from pseo_das import prefect_server as kept
 from pseo_das.prefect_server import ServerRecord, ServerState
 
 SCRIPT = Path(sys.executable).with_name("pseo-das")
 
 
-@pytest.fixture(scope="module", autouse=True)
-def prefect_server_of_the_session():
-    """Overrides the session's: these tests start (or fake) their own."""
-    yield
-
-
 @pytest.fixture
 def home(tmp_path, monkeypatch) -> Path:
-    monkeypatch.setenv(prefect_server.HOME_ENV, str(tmp_path / "home"))
+    monkeypatch.setenv(kept.HOME_ENV, str(tmp_path / "home"))
     (tmp_path / "home").mkdir()
     return tmp_path / "home"
 
 
+@pytest.fixture(scope="module", autouse=True)
+def prefect_server():
+    """Not the session's Prefect server: these tests start (or fake) their own."""
+    yield
+
+
 def write_record(home: Path, pid: int, port: int = 9) -> None:
-    (home / prefect_server.RECORD).write_text(json.dumps({
+    (home / kept.RECORD).write_text(json.dumps({
         "pid": pid, "port": port, "api_url": f"http://127.0.0.1:{port}/api",
         "prefect_home": str(home / "prefect"), "started": "2026-11-26T00:00:00Z"}))
 
@@ -45,33 +45,33 @@ def dead_pid() -> int:
 
 
 def test_no_record_is_stopped(home):
-    found = prefect_server.status()
+    found = kept.status()
     assert found.state is ServerState.STOPPED and found.record is None
-    assert prefect_server.running_api_url() is None
+    assert kept.running_api_url() is None
     assert "no Prefect server kept by pseo-das" in found.describe()
 
 
 def test_a_record_of_a_process_gone_is_stale_and_stop_removes_it(home):
     write_record(home, dead_pid())
-    found = prefect_server.status()
+    found = kept.status()
     assert found.state is ServerState.STALE and "stale" in found.describe()
-    assert prefect_server.running_api_url() is None   # a release starts its own
-    assert prefect_server.stop().state is ServerState.STALE
-    assert not (home / prefect_server.RECORD).exists()
+    assert kept.running_api_url() is None   # a release starts its own
+    assert kept.stop().state is ServerState.STALE
+    assert not (home / kept.RECORD).exists()
 
 
 def test_a_pid_reused_by_another_program_is_stale_and_left_alone(home):
     write_record(home, os.getpid())   # this pytest process: alive, not a Prefect server
-    assert prefect_server.status().state is ServerState.STALE
-    prefect_server.stop()             # must not signal this process
-    assert prefect_server.status().state is ServerState.STOPPED
+    assert kept.status().state is ServerState.STALE
+    kept.stop()             # must not signal this process
+    assert kept.status().state is ServerState.STOPPED
 
 
 def test_a_damaged_record_is_reported_not_guessed_at(home):
-    (home / prefect_server.RECORD).write_text("{not json")
-    with pytest.raises(prefect_server.ServerError, match="not a server record"):
-        prefect_server.status()
-    assert prefect_server.running_api_url() is None
+    (home / kept.RECORD).write_text("{not json")
+    with pytest.raises(kept.ServerError, match="not a server record"):
+        kept.status()
+    assert kept.running_api_url() is None
 
 
 def pseo_das(*args: str, env: dict[str, str], timeout: float = 600) -> subprocess.CompletedProcess:
@@ -99,11 +99,11 @@ def test_start_a_release_against_it_then_stop(home, tmp_path):
 
     started = pseo_das("server", "start", env=env)
     assert started.returncode == 0, started.stdout + started.stderr
-    record = prefect_server.status().record
-    assert prefect_server.status().state is ServerState.RUNNING
+    record = kept.status().record
+    assert kept.status().state is ServerState.RUNNING
     again = pseo_das("server", "start", env=env)   # a running one is left as it is
     assert again.returncode == 0 and ServerRecord(**json.loads(
-        (home / prefect_server.RECORD).read_text())) == record
+        (home / kept.RECORD).read_text())) == record
     try:
         release = pseo_das("release", "--data", str(data), "--out", str(tmp_path / "out"),
                            "--seed", SEED_A, "--release-id", "kept-server",
