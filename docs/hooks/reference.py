@@ -127,10 +127,20 @@ def configuration_reference() -> str:
 
 def _table(frame, columns: list[str] | None = None) -> list[str]:
     columns = columns or list(frame.columns)
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines = ["| " + " | ".join(c.replace("\ufeff", "") for c in columns) + " |", "|" + "---|" * len(columns)]
     for _, row in frame.iterrows():
-        lines.append("| " + " | ".join(str(row[c]).replace("|", "\\|") for c in columns) + " |")
+        lines.append("| " + " | ".join(str(row[c]).replace("|", "\\|").replace("\ufeff", "")
+                                       for c in columns) + " |")
     return lines + [""]
+
+
+def _check_text(check) -> str:
+    """A pandera check as a reader wants it: a short list of values in full, a long one
+    counted; a named check by its name."""
+    values = check.statistics.get("allowed_values")
+    if values is not None and len(values) > 12:
+        return f"one of {len(values)} codes ({values[0]} ... {values[-1]})"
+    return check.error or check.name
 
 
 def outputs_reference() -> str:
@@ -180,11 +190,12 @@ def outputs_reference() -> str:
                            outputs.pseoemp_schema((1, 5, 10)))):
         out += [f"## {title}", "", "| column | type | checks |", "|---|---|---|"]
         for name, column in schema.columns.items():
-            checks = "; ".join(str(check.name or check) for check in column.checks)
-            out.append(f"| `{name}` | `{column.dtype}`{' (may be empty)' if column.nullable else ''} | {checks} |")
+            checks = "; ".join(_check_text(check) for check in column.checks)
+            kind = "text" if "string" in str(column.dtype) or str(column.dtype) == "str" else str(column.dtype)
+            out.append(f"| `{name}` | `{kind}`{' (may be empty)' if column.nullable else ''} | {checks} |")
         table_checks = "; ".join(str(check.name) for check in schema.checks)
-        out += ["", f"Table checks: {table_checks or 'none'}; unique: "
-                f"{', '.join(schema.unique) if schema.unique else 'see the identifiers'}.", ""]
+        unique = f"; one row per {', '.join(schema.unique)}" if schema.unique else ""
+        out += ["", f"Table checks: {table_checks or 'none'}{unique}.", ""]
     return "\n".join(out)
 
 
