@@ -45,10 +45,10 @@ mypy-baseline: $(VENV)/.installed
 	PSEO_DAS_MYPY_BASELINE=write $(BIN)/python -m pytest -q tests/test_installed_package.py -k mypy
 
 docs: $(VENV)/.installed
-	$(BIN)/mkdocs build --strict --site-dir site
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
 docs-serve: $(VENV)/.installed
-	$(BIN)/mkdocs serve
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve
 
 bench: $(VENV)/.installed
 	$(BIN)/python benchmarks/bench_release.py
