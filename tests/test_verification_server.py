@@ -1,7 +1,7 @@
 """The verification server, for real: `pseo-das verify-server` started as a process on
-127.0.0.1 (uvicorn), queried over HTTP with analysts' tokens. No headless browser installs
-here (no browser binary, and none can be downloaded), so the page at / is checked over HTTP
-and its own script is run by node against the live server with a stubbed DOM."""
+127.0.0.1 (uvicorn), queried over HTTP with analysts' tokens. The page at / is checked over
+HTTP and its own script is run by node against the live server with a stubbed DOM; the API
+docs are rendered by headless chromium where it is installed."""
 from __future__ import annotations
 
 import json
