@@ -5,6 +5,9 @@ interpolation error within bins included; the estimate before (the noise's error
 overstated the accuracy of cells of 30-49 and fails the same bounds (negative control)."""
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -27,14 +30,18 @@ BOUND = 0.01   # |expected - true| mean relative accuracy, every percentile
 
 @pytest.fixture(scope="module")
 def published_and_truth(synthetic_dir):
+    return measured_cells(synthetic_dir)
+
+
+def measured_cells(data: Path, epsilon: float | None = None):
     """The release's measured cells (institution x degree x 4-digit CIP x cohort), their true
-    percentiles and DRAWS noisy histograms at the release's epsilon."""
+    percentiles and DRAWS noisy histograms at `epsilon` (the release's by default)."""
     cfg = load_config()
-    inputs = read_inputs(synthetic_dir, cfg.cells.first_cohort_year, cfg.cells.last_earnings_year)
+    inputs = read_inputs(data, cfg.cells.first_cohort_year, cfg.cells.last_earnings_year)
     sample = study_sample(inputs, cfg)
     lower, upper = np.array(cfg.earnings.bin_edges, float), np.array(cfg.earnings.bin_upper, float)
     counts = sample.true_histograms(StudyBins("release", len(lower), lower, upper))
-    epsilon = float(cfg.privacy.epsilon_per_tabulation)
+    epsilon = epsilon or float(cfg.privacy.epsilon_per_tabulation)
     generator = simulation_generator(b"\x07" * 32, "test/expected-accuracy-truth")
     noisy = counts[None] + simulated_geometric_noise(generator, epsilon, (DRAWS,) + counts.shape)
     return noisy, sample.true_percentiles(PERCENTILES), lower, upper, epsilon
@@ -72,3 +79,12 @@ def test_expected_accuracy_matches_the_truth_on_synthetic_data(published_and_tru
     before = expected_accuracy(noisy, lower, upper, epsilon, noise_only=True).loc["30-49"]
     assert (before - true.loc["30-49"]).min() > BOUND, pd.DataFrame(
         {"noise only": before, "true": true.loc["30-49"]})
+
+
+if __name__ == "__main__":   # the figures of docs/audit/mlflow.md: DATA_DIR [EPSILON]
+    noisy, truth, lower, upper, epsilon = measured_cells(
+        Path(sys.argv[1]), float(sys.argv[2]) if len(sys.argv) > 2 else None)
+    print(pd.DataFrame({"expected": expected_accuracy(noisy, lower, upper, epsilon),
+                        "true": true_accuracy(noisy, truth, lower, upper),
+                        "noise only": expected_accuracy(noisy, lower, upper, epsilon, True)})
+          .dropna().round(3).to_string())
