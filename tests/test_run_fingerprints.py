@@ -37,7 +37,7 @@ def test_the_fingerprints_are_one_artifact_read_back_as_logged(store):
     run = client.get_run(run_id)
     assert read_fingerprints(uri, run) == LOGGED and has_fingerprints(run.data.tags)
     assert {k: v for k, v in run.data.tags.items() if not k.startswith("mlflow.")} == {
-        "fingerprints_sha256": hashlib.sha256(LOGGED.text().encode()).hexdigest(),
+        "fingerprints": hashlib.sha256(LOGGED.text().encode()).hexdigest(),
         "manifest_sha256": hashlib.sha256(manifest.read_bytes()).hexdigest(),
         "files.inputs": "1", "files.outputs": "1"}
     # an approval's changed files: the artifact and its tags replaced
@@ -51,7 +51,7 @@ def test_a_changed_artifact_is_refused(store):
     run_id = client.create_run(experiment).info.run_id
     log_fingerprints(client, run_id, LOGGED, manifest)
     client.log_text(run_id, LOGGED.with_outputs({"public/x.csv": "d" * 64}).text(), ARTIFACT)
-    with pytest.raises(FingerprintsUnreadable, match="differs from the fingerprints_sha256 tag"):
+    with pytest.raises(FingerprintsUnreadable, match="differs from the fingerprints tag"):
         read_fingerprints(uri, client.get_run(run_id))
 
 

@@ -3,7 +3,7 @@ every file written, and the package versions, as one JSON artifact (`audit/finge
 with a few short tags an auditor filters on, instead of a tag per file (issue 36, item 5:
 ~96 tags whose keys the MLflow UI cut to `input_sha25...`).
 
-Tags: `fingerprints_sha256` (the SHA-256 of the artifact's bytes: the audit refuses an
+Tags: `fingerprints` (the SHA-256 of the artifact's bytes: the audit refuses an
 artifact that does not match it), `manifest_sha256` (of the release's
 internal/manifest.json: find the run of a release folder by it), `files.inputs` and
 `files.outputs` (how many). Runs logged before keep their `input_sha256.*`,
@@ -22,7 +22,7 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 ARTIFACT = "audit/fingerprints.json"
-SHA_TAG = "fingerprints_sha256"
+SHA_TAG = "fingerprints"
 MANIFEST_TAG = "manifest_sha256"
 LEGACY_OUTPUT_TAG = "output_sha256."
 LEGACY_INPUT_TAG = "input_sha256."
