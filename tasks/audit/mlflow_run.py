@@ -34,7 +34,8 @@ EXPERIMENT = "pseo-das quarterly release"
 DEFAULT_AUDIT_DIR = Path("audit")
 # Large tables (the state flows, the flows files, the histograms) stay with the release;
 # the run carries their SHA-256 (tags).
-NOT_COPIED_TO_MLFLOW = re.compile(r"flows_state\.csv|(pseof|pseoh)_\w+\.(csv|csv\.gz|xlsx)")
+NOT_COPIED_TO_MLFLOW = re.compile(
+    r"flows_state\.(csv|parquet)|(pseof|pseoh)_\w+\.(csv|csv\.gz|xlsx|parquet)")
 
 
 def default_tracking_uri() -> str:
