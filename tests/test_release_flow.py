@@ -11,6 +11,7 @@ from pathlib import Path
 import mlflow
 import numpy as np
 import pandas as pd
+import pyarrow.parquet as pq
 import pytest
 
 from conftest import SEED_A, SEED_B, run_release, public_table
@@ -41,7 +42,10 @@ def read_pseoe(path: Path) -> pd.DataFrame:
 
 
 def readable_bytes(path: Path) -> bytes:
-    """A file's content as a reader sees it: gunzipped, or every member of a workbook."""
+    """A file's content as a reader sees it: gunzipped, every member of a workbook, a
+    Parquet table as CSV text."""
+    if path.suffix == ".parquet":
+        return pq.read_table(path).to_pandas().to_csv(index=False).encode()
     if path.suffix == ".gz":
         return gzip.decompress(path.read_bytes())
     if path.suffix == ".xlsx":

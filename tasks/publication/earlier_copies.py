@@ -33,7 +33,7 @@ class EarlierCopies:
     not_linked: dict[str, str] = field(default_factory=dict)   # file -> reason
 
     def summary(self) -> str:
-        text = (f"{self.files} file(s), {self.bytes / 2 ** 20:,.1f} MB, hard-linked to the "
+        text = (f"{self.files} file(s), {self.bytes / 1e6:,.1f} MB, hard-linked to the "
                 f"identical files of {', '.join(sorted(self.releases)) or 'no earlier release'}")
         if self.not_linked:
             reasons = sorted(set(self.not_linked.values()))
