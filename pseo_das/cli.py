@@ -120,8 +120,8 @@ def _release(args: argparse.Namespace) -> int:
     pseo_das, mlflow = installed_command("pseo-das"), installed_command("mlflow")
     print(f"""
 Release {result.release_id} published. {spending_sentence(summary, result.new_spending)}{guarantee_line(summary)}{demo_line(summary)}{cell_statistics_line(summary)}
-  public files:    {out / 'public'}  (as the Census Bureau distributes them: all/ with the official pseoe_all, pseof_all (.csv.gz unless [publication] format = "csv"), pseo_all_institutions.csv, pseo_all_partners.txt, version_pseo.txt and pseo-das's pseoh_all{', pseoemp_all' if any((out / 'public' / 'all').glob('pseoemp_all.csv*')) else ''}; one folder per state; release_notes.html/.md)
-  internal files:  {out / 'internal'}  (release_summary.json, ledger.csv, lifetime_budget.csv, flows_state.csv, drb_report.html, manifest.json, config.json)
+  public files:    {out / 'public'}  (as the Census Bureau distributes them: all/ with the official pseoe_all, pseof_all (.csv.gz unless [publication] format = "csv"), pseo_all_institutions.csv, pseo_all_partners.txt, version_pseo.txt and pseo-das's pseoh_all, datapackage.json and parquet/{', pseoemp_all' if any((out / 'public' / 'all').glob('pseoemp_all.csv*')) else ''}; one folder per state; release_notes.html/.md)
+  internal files:  {out / 'internal'}  (release_summary.json, ledger.csv, lifetime_budget.csv, flows_state.parquet, drb_report.html, manifest.json, config.json)
   privacy store:   {summary['store']}
   audit run:       MLflow run {result.mlflow_run_id} in {result.tracking_uri}
 Look at it:

@@ -11,6 +11,7 @@ from pathlib import Path
 import mlflow
 import numpy as np
 import pandas as pd
+import pyarrow.parquet as pq
 import pytest
 
 from conftest import SEED_A, SEED_B, run_release, public_table
@@ -24,8 +25,11 @@ pytestmark = pytest.mark.slow  # system tests: real releases (make test-fast lea
 
 CFG = load_config()
 PUBLIC_FILES = ["release_notes.html", "release_notes.md"]
-ALL_FILES = ["pseo_all_institutions.csv", "pseo_all_partners.txt", "pseoe_all.csv.gz",
-             "pseoe_all.xlsx", "pseof_all.csv.gz", "pseoh_all.csv.gz", "version_pseo.txt"]
+ALL_FILES = ["datapackage.json", "pseo_all_institutions.csv", "pseo_all_partners.txt",
+             "pseoe_all.csv.gz", "pseoe_all.xlsx", "pseof_all.csv.gz", "pseoh_all.csv.gz",
+             "version_pseo.txt"]
+PARQUET_FILES = ["pseo_all_institutions.parquet", "pseoe_all.parquet", "pseof_all.parquet",
+                 "pseoh_all.parquet"]   # all/parquet/: pseo-das's extension
 STATE_FOLDERS = ["co", "mi", "tx", "va", "wi"]   # the synthetic institutions' states
 IDENTIFIERS = list(layout(Product.PSEOE).identifiers)
 TEXT_COLUMNS = {c: str for c in IDENTIFIERS} | {"agg_level_pseo": np.int64,
@@ -39,7 +43,10 @@ def read_pseoe(path: Path) -> pd.DataFrame:
 
 
 def readable_bytes(path: Path) -> bytes:
-    """A file's content as a reader sees it: gunzipped, or every member of a workbook."""
+    """A file's content as a reader sees it: gunzipped, every member of a workbook, a
+    Parquet table as CSV text."""
+    if path.suffix == ".parquet":
+        return pq.read_table(path).to_pandas().to_csv(index=False).encode()
     if path.suffix == ".gz":
         return gzip.decompress(path.read_bytes())
     if path.suffix == ".xlsx":
@@ -58,7 +65,8 @@ def test_outputs_exist_and_pass_output_schemas(releases):
     public = release / "public"
     assert sorted(p.name for p in public.iterdir() if p.is_file()) == PUBLIC_FILES
     assert sorted(p.name for p in public.iterdir() if p.is_dir()) == ["all"] + STATE_FOLDERS
-    assert sorted(p.name for p in (public / "all").iterdir()) == ALL_FILES
+    assert sorted(p.name for p in (public / "all").iterdir()) == sorted(ALL_FILES + ["parquet"])
+    assert sorted(p.name for p in (public / "all" / "parquet").iterdir()) == PARQUET_FILES
     versions = (public / "all" / "version_pseo.txt").read_text()
     assert versions.startswith("PSEOE CO 08 2001-")      # release 2026Q4-test: quarter 2026Q4
     assert versions == "".join((public / st / "version_pseo.txt").read_text()
@@ -71,7 +79,7 @@ def test_outputs_exist_and_pass_output_schemas(releases):
                    for st in STATE_FOLDERS)
         assert rows == len(pd.read_csv(public_table(release, f"{product}_all.csv"), usecols=[0]))
     assert sorted(p.name for p in (release / "internal").iterdir()) == \
-        ["config.json", "drb_report.html", "drb_report.md", "flows_state.csv", "ledger.csv",
+        ["config.json", "drb_report.html", "drb_report.md", "flows_state.parquet", "ledger.csv",
          "lifetime_budget.csv", "manifest.json", "release_summary.json"]
     report = check_public_folder(release / "public")
     assert report.ok, "\n".join(map(str, report.problems))
@@ -144,7 +152,8 @@ def test_the_notes_state_both_dollar_years_and_the_cpi_values(releases):
 
 def test_same_seed_same_bytes_other_seed_other_bytes(releases):
     root, _ = releases
-    for name in PUBLIC_FILES + [f"all/{name}" for name in ALL_FILES]:   # gzip: fixed header
+    for name in PUBLIC_FILES + [f"all/{name}" for name in ALL_FILES] + \
+            [f"all/parquet/{name}" for name in PARQUET_FILES]:   # gzip: fixed header
         assert (root / "a" / "public" / name).read_bytes() == (root / "a_again" / "public" / name).read_bytes(), name
     for name in ("pseoe_all.csv", "pseoh_all.csv"):
         assert public_table(root / "a", name).read_bytes() != public_table(root / "b", name).read_bytes()

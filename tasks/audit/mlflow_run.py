@@ -37,7 +37,8 @@ DEFAULT_AUDIT_DIR = Path("audit")
 # Large tables (the state flows, the flows files, the histograms) stay with the release;
 # the run carries their SHA-256 (run_fingerprints.ARTIFACT).
 LEDGER_TABLE = "audit/ledger_table.json"   # the privacy ledger as an MLflow table
-NOT_COPIED_TO_MLFLOW = re.compile(r"flows_state\.csv|(pseof|pseoh)_\w+\.(csv|csv\.gz|xlsx)")
+NOT_COPIED_TO_MLFLOW = re.compile(
+    r"flows_state\.(csv|parquet)|(pseof|pseoh)_\w+\.(csv|csv\.gz|xlsx|parquet)")
 
 
 def default_tracking_uri() -> str:

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from itertools import zip_longest
 from pathlib import Path
 
+import pyarrow.parquet as pq
+
 from pseo_das.schemas.distribution import open_bytes
 from pseo_das.errors import PseoDasError
 from pseo_das.config import load_config
@@ -23,12 +25,15 @@ from pseo_das.tasks.inputs.ingest import sha256_file
 from pseo_das.tasks.privacy.release_seed import ReleaseSeed
 from pseo_das.tasks.privacy.seed_custody import SeedKeyError
 from pseo_das.tasks.privacy.store import PrivacyStore, store_exists
+from pseo_das.tasks.employment_flows.division_flows import FLOWS_STATE_CSV, FLOWS_STATE_FILE
 from pseo_das.tasks.audit.verification import (FAILED, PASSED, CheckResult, configuration_differences,
                                 flatten, logged_configuration)
 
 # Internal files that depend only on the stored measurements, inputs and configuration (the
-# DRB report and the manifest name the run).
-REPLAYED_INTERNAL = ("internal/config.json", "internal/flows_state.csv", "internal/ledger.csv")
+# DRB report and the manifest name the run); those the release has are compared (its
+# flows_state is flows_state.csv if it was made before flows_state.parquet).
+REPLAYED_INTERNAL = ("internal/config.json", f"internal/{FLOWS_STATE_FILE}",
+                     f"internal/{FLOWS_STATE_CSV}", "internal/ledger.csv")
 
 
 class ReplayNeedsCustodian(PseoDasError, ValueError):
@@ -111,7 +116,9 @@ def plan_replay(release: AuditedRelease, locations: InputLocations, workdir: Pat
 
 def first_difference(a: Path, b: Path) -> str:
     """Where two files first differ: the first line that is not the same (of the CSV text
-    of a gzipped table)."""
+    of a gzipped table), or for Parquet the first row."""
+    if a.suffix == ".parquet":
+        return first_different_row(a, b)
     with open_bytes(a) as fa, open_bytes(b) as fb:
         for number, (la, lb) in enumerate(zip_longest(fa, fb), start=1):
             if la != lb:
@@ -119,6 +126,20 @@ def first_difference(a: Path, b: Path) -> str:
                     return f"the replay has {'more' if la is None else 'fewer'} lines (from line {number})"
                 return f"first difference at line {number}"
     return "same lines, different bytes"
+
+
+def first_different_row(a: Path, b: Path) -> str:
+    """Where two Parquet tables first differ: their columns, their rows or the first row."""
+    ta, tb = pq.read_table(a), pq.read_table(b)
+    if ta.schema != tb.schema:
+        return "different columns"
+    for number in range(min(ta.num_rows, tb.num_rows)):
+        if ta.slice(number, 1) != tb.slice(number, 1):
+            return f"first difference at row {number + 1}"
+    if ta.num_rows != tb.num_rows:
+        return (f"the replay has {'more' if ta.num_rows < tb.num_rows else 'fewer'} rows "
+                f"(from row {min(ta.num_rows, tb.num_rows) + 1})")
+    return "same rows, different bytes"
 
 
 def compare_replay(release: AuditedRelease, replay_dir: Path, replay_params: dict[str, str],

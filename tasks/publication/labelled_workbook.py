@@ -21,46 +21,17 @@ document's creation time is the release's production time (`created`)."""
 from __future__ import annotations
 
 from datetime import datetime
-from functools import cache
 from pathlib import Path
 
 import pandas as pd
 import xlsxwriter
 
 from pseo_das.schemas.distribution import ALL_FOLDER, table_path
-from pseo_das.schemas.pseo_layout import SCHEMA_DIR, Product, layout
+from pseo_das.schemas.pseo_layout import Product, code_labels, layout, read_label_file
 from pseo_das.tasks.publication.metadata_files import release_production
 
 XLSX_ROWS = 1_048_576            # rows of a worksheet
 LABEL_SUFFIX = "_label"
-SIMPLE_LABELS = {"inst_level": "label_inst_level.csv", "degree_level": "label_degree_level.csv",
-                 "cip_level": "label_cip_level.csv", "cipcode": "label_cipcode.csv",
-                 "geo_level": "label_geo_level.csv", "ind_level": "label_ind_level.csv",
-                 "industry": "label_industry.csv"}
-
-
-def _read(name: str) -> pd.DataFrame:
-    return pd.read_csv(SCHEMA_DIR / name, dtype=str, keep_default_na=False, encoding="utf-8-sig")
-
-
-@cache
-def code_labels() -> dict[str, dict]:
-    """Code column -> {code: label} (geography: {(geo_level, code): label})."""
-    labels = {column: dict(zip(_read(name)[column], _read(name)["label"]))
-              for column, name in SIMPLE_LABELS.items()}
-    levels = _read("label_agg_level_pseo.csv")
-    labels["agg_level_pseo"] = dict(zip(levels["agg_level_pseo"], [
-        grad + (f" by {firm}" if firm else "") for grad, firm in
-        zip(levels["grad_char"].str.strip(), levels["firm_char"].str.strip())]))
-    institutions = _read("label_institution.csv")
-    labels["institution"] = dict(zip(institutions["institution"], institutions["label"]))
-    nation = _read("label_fipsnum.csv")
-    division = _read("label_geography_division.csv")
-    labels["geography"] = {("N", code): label for code, label in
-                           zip(nation["geography"], nation["label"])} | \
-                          {("D", code): label for code, label in
-                           zip(division["geography"], division["label"])}
-    return labels
 
 
 def labelled_table(frame: pd.DataFrame) -> pd.DataFrame:
@@ -82,9 +53,9 @@ def labelled_table(frame: pd.DataFrame) -> pd.DataFrame:
 
 def column_descriptions(product: Product, columns: list[str]) -> list[tuple[str, str]]:
     """(column, description) of every column of the labelled table."""
-    identifiers = _read("lehd_identifiers_pseo.csv")
+    identifiers = read_label_file("lehd_identifiers_pseo.csv", strip=False)
     described = dict(zip(identifiers["Variable"], identifiers["label"]))
-    variables = _read(f"variables_{product.value}.csv")
+    variables = read_label_file(f"variables_{product.value}.csv", strip=False)
     described |= dict(zip(variables["Indicator Variable"], variables["Indicator Name"]))
     for flag, indicator in zip(variables["Status Flag"], variables["Indicator Variable"]):
         described.setdefault(flag, f"Status flag of {indicator} (label_flags.csv)")
