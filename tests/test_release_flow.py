@@ -56,7 +56,8 @@ def test_outputs_exist_and_pass_output_schemas(releases):
     release = root / "a"
     public = release / "public"
     assert sorted(p.name for p in public.iterdir() if p.is_file()) == PUBLIC_FILES
-    assert sorted(p.name for p in public.iterdir() if p.is_dir()) == ["all"] + STATE_FOLDERS
+    assert sorted(p.name for p in public.iterdir() if p.is_dir()) == \
+        ["all", "explorer"] + STATE_FOLDERS        # explorer: tests/test_explorer.py
     assert sorted(p.name for p in (public / "all").iterdir()) == ALL_FILES
     versions = (public / "all" / "version_pseo.txt").read_text()
     assert versions.startswith("PSEOE CO 08 2001-")      # release 2026Q4-test: quarter 2026Q4
@@ -70,7 +71,7 @@ def test_outputs_exist_and_pass_output_schemas(releases):
                    for st in STATE_FOLDERS)
         assert rows == len(pd.read_csv(public_table(release, f"{product}_all.csv"), usecols=[0]))
     assert sorted(p.name for p in (release / "internal").iterdir()) == \
-        ["config.json", "drb_report.html", "drb_report.md", "flows_state.csv", "ledger.csv",
+        ["config.json", "drb_report.html", "drb_report.md", "explorer", "flows_state.csv", "ledger.csv",
          "lifetime_budget.csv", "manifest.json", "release_summary.json"]
     report = check_public_folder(release / "public")
     assert report.ok, "\n".join(map(str, report.problems))

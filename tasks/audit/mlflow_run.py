@@ -29,6 +29,7 @@ from pseo_das.tasks.privacy.file_modes import private_folder, write_private
 from pseo_das.tasks.privacy.ledger import PrivacyLedger
 from pseo_das.tasks.privacy.release_seed import ReleaseSeed
 from pseo_das.tasks.measurements.release_plan import ReleasePlan
+from pseo_das.tasks.publication.explorer import EXPLORER
 
 EXPERIMENT = "pseo-das quarterly release"
 DEFAULT_AUDIT_DIR = Path("audit")
@@ -278,7 +279,8 @@ def record_release(audit: AuditRun, ledger: PrivacyLedger, cells: pd.DataFrame,
                    | {f"output_sha256.{k}": v for k, v in manifest.items()}
                    | {f"version.{k}": v for k, v in package_versions().items()})
     for path in sorted(staging.rglob("*")):
-        if path.is_file() and not NOT_COPIED_TO_MLFLOW.fullmatch(path.name):
+        if path.is_file() and not NOT_COPIED_TO_MLFLOW.fullmatch(path.name) \
+                and EXPLORER not in path.relative_to(staging).parts:   # fingerprinted only
             audit.log_file(path, str(path.parent.relative_to(staging)))
     progress(f"audit run {audit.run_id}: {len(metrics)} metrics and the release documents logged")
 
