@@ -91,7 +91,8 @@ def tiny_release(root: Path) -> Path:
     (public / "all" / "pseo_all_institutions.csv").write_text(
         f"institution,label,institution_state,statefips\n{INSTITUTION},Adams State University,CO,{STATE}\n")
     (public / "all" / "version_pseo.txt").write_text("PSEOE CO 08 2001-2019 V4.14.0 2026Q4 x\n")
-    (public / "release_notes.md").write_text("in **2016 dollars** (technical appendix A.2) ... "
+    (public / "release_notes.md").write_text("# PSEO release 2026Q4-tiny: release notes\n"
+                                             "in **2016 dollars** (technical appendix A.2) ... "
                                              "are in **2023 dollars**\n")
     internal.mkdir(parents=True)
     (internal / "drb_report.md").write_text(DRB_TABLE)
@@ -130,6 +131,7 @@ def test_unit_files_hold_the_public_values_and_flags_as_words(release):
     data = explorer_data(release / "public")
     assert data.facts["units"] == [INSTITUTION, STATE] and data.facts["bins"] == [list(b) for b in BINS]
     assert data.facts["dollars"] == {"published": "2023", "bins": "2016"}
+    assert data.facts["release"] == "2026Q4-tiny"
     assert data.facts["labels"]["cip"]["11"].startswith("Computer and Information Sciences")
     cell = data.units[INSTITUTION]["earnings"]["05|00|0000"]
     assert cell[0] == 3 and field(cell, "y1_p50_earnings") == 40001

@@ -100,8 +100,8 @@ const App = (() => {
   function plot(id, traces, layout, summary) {
     const el = $(id);
     el.setAttribute("aria-label", summary);
-    const base = { margin: { t: 30, r: 10, b: 60, l: 70 }, font: { size: 13 },
-                   legend: { orientation: "h", y: -0.2 }, colorway: PALETTE };
+    const base = { margin: { t: 40, r: 10, b: 60, l: 70 }, font: { size: 13 },
+                   legend: { orientation: "h", x: 0, y: 1.02, yanchor: "bottom" }, colorway: PALETTE };
     Plotly.react(el, traces, Object.assign(base, layout), PLOT_CONFIG);
   }
   function note(id, text) { $(id).textContent = text; }
@@ -257,7 +257,7 @@ const App = (() => {
       plot("flows-chart", [], {}, "No flows");
       return;
     }
-    note("flows-note", "Graduates employed " + k + " years after graduation, by NAICS sector and Census division of " +
+    note("flows-note", "Graduates employed " + k + " year" + (k > 1 ? "s" : "") + " after graduation, by NAICS sector and Census division of " +
       "their employer (noisy, corrected counts). The diagram's widths are the published counts; suppressed and zero flows are left out.");
     const national = f.emp.slice(0, sectors.length + 1);
     const byDivision = f.emp.slice(sectors.length + 1);
@@ -275,7 +275,7 @@ const App = (() => {
       }
     }
     const colors = labels.map((_, n) => (n === 0 ? "#555555" : PALETTE[n % PALETTE.length]));
-    plot("flows-chart", [{ type: "sankey", orientation: "h", arrangement: "snap",
+    plot("flows-chart", value.length === 0 ? [] : [{ type: "sankey", orientation: "h", arrangement: "snap",
       node: { label: labels, color: colors, pad: 8, thickness: 14 },
       link: { source, target, value, color: "rgba(0,114,178,0.25)" } }],
       { margin: { t: 10, r: 10, b: 10, l: 10 } },
@@ -403,7 +403,7 @@ const App = (() => {
     facts = PSEO.store.release;
     if (!facts) { note("status", "The release's data (data/release.js) did not load."); return; }
     const v = facts.version[0] || "";
-    $("release-line").textContent = "Release " + (facts.release || v.split(" ").slice(-2).join(" ")) +
+    $("release-line").textContent = "Release " + (facts.release || "") + " (" + (v.split(" ")[5] || "") + ")" +
       ": " + facts.institutions.length + " institutions in " + facts.states.length + " states. Earnings in " + dollarYear() +
       ". Made from the release's public files, on this computer: nothing is loaded from the network.";
     fill($("years"), facts.years_after.map((k) => [String(k), k + " year" + (k > 1 ? "s" : "")]));

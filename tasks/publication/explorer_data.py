@@ -234,6 +234,12 @@ def labels(name: str, code: str = "", keep=None) -> dict[str, str]:
     return dict(zip(frame[code], frame["label"]))
 
 
+def release_id(notes: str) -> str | None:
+    """The release id the release notes' title names."""
+    title = re.match(r"# PSEO release (\S+): release notes", notes)
+    return title.group(1) if title else None
+
+
 def dollar_years(notes: str) -> dict[str, str | None]:
     """The publication's and the bins' dollar years as the release notes state them."""
     published = re.search(r"are in \*\*(\d{4}) dollars\*\*", notes)
@@ -272,6 +278,7 @@ def explorer_data(public: Path) -> ExplorerData:
     postal = dict(zip(institutions["statefips"], institutions["institution_state"]))
     units = sorted(set(earnings) | set(histograms) | set(flows))
     facts = {
+        "release": release_id(notes),
         "version": version_lines,
         "dollars": dollar_years(notes),
         "states": [{"fips": s, "name": fips.get(s, s), "postal": postal.get(s, "")}
