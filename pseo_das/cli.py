@@ -125,6 +125,7 @@ Release {result.release_id} published. {spending_sentence(summary, result.new_sp
   privacy store:   {summary['store']}
   audit run:       MLflow run {result.mlflow_run_id} in {result.tracking_uri}
 Look at it:
+  {out / 'public' / 'explorer' / 'index.html'}   # open in a browser: the explorer (internal/explorer: with the board's view)
   {pseo_das} store show {summary['store']}        # the budget spent, per graduate
   {pseo_das} audit {out}      # check the release against its run log
   {mlflow} ui --backend-store-uri {result.tracking_uri}   # the run log""")

@@ -188,6 +188,7 @@ def test_explore_writes_a_self_contained_deterministic_folder(release, tmp_path)
     assert {p.name for p in (out / "data").iterdir()} == {"release.js", f"u_{STATE}.js",
                                                            f"u_{INSTITUTION}.js"}
     assert (out / "plotly.min.js").read_bytes() == page_files()["plotly.min.js"].read_bytes()
+    assert (out / "plotly.min.js").stat().st_nlink == 1          # a copy, not the package's file
     again = explore(release, tmp_path / "y")
     assert all((out / p.relative_to(again)).read_bytes() == p.read_bytes()
                for p in again.rglob("*") if p.is_file())

@@ -65,8 +65,11 @@ def write_explorer(out: Path, data: ExplorerData, board: dict | None = None,
     `share_with`: an explorer folder of the same data whose unit files and page files are
     hard-linked rather than written again."""
     (out / DATA).mkdir(parents=True)
-    for name, source in page_files().items():
-        _link_or_copy(share_with / name if share_with else source, out / name)
+    for name, source in page_files().items():   # copies: never a link into the package
+        if share_with is not None:
+            _link_or_copy(share_with / name, out / name)
+        else:
+            shutil.copyfile(source, out / name)
     for unit, value in data.units.items():
         name = unit_file(unit)
         if share_with is not None:
