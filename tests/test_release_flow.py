@@ -57,7 +57,7 @@ def test_outputs_exist_and_pass_output_schemas(releases):
     public = release / "public"
     assert sorted(p.name for p in public.iterdir() if p.is_file()) == PUBLIC_FILES
     assert sorted(p.name for p in public.iterdir() if p.is_dir()) == \
-        ["all", "explorer"] + STATE_FOLDERS        # explorer: tests/test_explorer.py
+        sorted(["all", "explorer"] + STATE_FOLDERS)   # explorer: tests/test_explorer.py
     assert sorted(p.name for p in (public / "all").iterdir()) == ALL_FILES
     versions = (public / "all" / "version_pseo.txt").read_text()
     assert versions.startswith("PSEOE CO 08 2001-")      # release 2026Q4-test: quarter 2026Q4
