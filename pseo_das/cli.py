@@ -1,5 +1,5 @@
 """Command line: `pseo-das synth`, `release`, `review`, `publish`, `republish`, `store`,
-`schedule`, `audit`,
+`schedule`, `server`, `audit`,
 `noise-sample`, `evaluate`, `validate-layout`, `synthesize` and `verify-server`."""
 from __future__ import annotations
 
@@ -591,6 +591,8 @@ def _noise_sample(args: argparse.Namespace) -> int:
 
 def _schedule(args: argparse.Namespace) -> int:
     _quiet_prefect_defaults()
+    from pseo_das.prefect_server import use_kept_server
+    use_kept_server()
     from prefect import serve
     from prefect.settings import PREFECT_API_URL
 
@@ -598,8 +600,8 @@ def _schedule(args: argparse.Namespace) -> int:
 
     if not PREFECT_API_URL.value():
         print("pseo-das schedule: no Prefect server configured. Scheduled runs need one that "
-              "outlives this process:\n  prefect server start            # in another terminal\n"
-              "  export PREFECT_API_URL=http://127.0.0.1:4200/api\n  pseo-das schedule ...",
+              "outlives this process:\n  pseo-das server start\n  pseo-das schedule ...\n"
+              "or a server of your own: export PREFECT_API_URL=http://HOST:4200/api",
               file=sys.stderr)
         return EXIT_BAD_INPUT
     deployment = quarterly_deployment(Path(args.data), Path(args.releases),
@@ -608,6 +610,21 @@ def _schedule(args: argparse.Namespace) -> int:
                                       args.tracking_uri, Path(args.store) if args.store else None,
                                       args.cron, args.timezone)
     serve(deployment)  # runs until interrupted; each scheduled run executes in this process
+    return 0
+
+
+def _server(args: argparse.Namespace) -> int:
+    from pseo_das import prefect_server
+    if args.action == "start":
+        print(f"Prefect server {prefect_server.start(args.port).describe()}\n"
+              "releases and the other commands report to it until `pseo-das server stop`")
+    elif args.action == "stop":
+        found = prefect_server.stop()
+        print("stopped: " + found.describe() if found.record else found.describe())
+    else:
+        found = prefect_server.status()
+        print(found.describe())
+        return 0 if found.state is prefect_server.ServerState.RUNNING else 3
     return 0
 
 
@@ -993,6 +1010,13 @@ def parser() -> argparse.ArgumentParser:
                           help="schedule (default: 06:00 on the 15th of Jan, Apr, Jul, Oct)")
     schedule.add_argument("--timezone", default="America/New_York", help="time zone of the schedule")
     schedule.set_defaults(run=_schedule)
+
+    server = sub.add_parser("server", parents=[common], help="a Prefect server kept running "
+                            "between commands (releases report to it instead of starting one)")
+    server.add_argument("action", choices=["start", "stop", "status"])
+    server.add_argument("--port", type=positive_int, help="start: its port on 127.0.0.1 "
+                        "(default: a free one)")
+    server.set_defaults(run=_server)
 
     audit = sub.add_parser("audit", parents=[common, keyed], help="verify a published release against its MLflow run "
                            "(outputs, ledger, inputs, replay); exit 0 only if every check passes")

@@ -24,6 +24,7 @@ from pseo_das.cli import main
 from pseo_das.config import load_config
 from pseo_das.tasks.audit.replay import configuration_toml
 from pseo_das.tasks.audit.verification import logged_configuration
+from rendered_html import markdown_problems
 
 pytestmark = pytest.mark.slow  # system tests: real releases (make test-fast leaves them out)
 
@@ -118,6 +119,7 @@ def test_release_verifies_end_to_end_with_replay(releases, tmp_path, capsys, mon
                  f"pseo-das audit {release.resolve()} --tracking-uri {uri}"):
         assert text in report and text in html
     assert report.count("| **passed** |") == 5
+    assert markdown_problems(report, html) == []   # renders as written (issue 36, item 4)
     assert SEED_A not in report + html + printed  # the seed stays in the audit store
 
 

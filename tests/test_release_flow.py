@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 
 from conftest import SEED_A, SEED_B, run_release, public_table
+from pseo_das.tasks.audit.run_fingerprints import read_fingerprints
 from pseo_das.tasks.privacy.release_seed import seed_sha256
 from pseo_das.config import load_config
 from pseo_das.schemas.outputs import pseoh_schema
@@ -218,13 +219,23 @@ def test_mlflow_run_has_the_audit_trail(releases):
     assert metrics["flows.units_removed.flows.I.cip2.y1"] > 0
     assert metrics["flows.division_flows_suppressed"] > 0
     assert metrics["cells.suppressed"] > 0
-    for name, digest in manifest["files"].items():
-        assert run.data.tags[f"output_sha256.{name}"] == digest
-    artifacts = {a.path for folder in ("internal", "public", "public/all")
+    # the fingerprints: one artifact and a few short tags, not a tag per file (issue 36)
+    logged = read_fingerprints(uri, run)
+    assert logged.outputs == manifest["files"] and len(logged.inputs) == 48
+    assert logged.versions["mlflow"] == mlflow.__version__
+    assert run.data.tags["manifest_sha256"] == hashlib.sha256(
+        (root / "a" / "internal" / "manifest.json").read_bytes()).hexdigest()
+    assert not [k for k in run.data.tags if k.startswith(("output_sha256.", "input_sha256."))]
+    assert len(run.data.tags) < 30, sorted(run.data.tags)
+    artifacts = {a.path for folder in ("audit", "internal", "public", "public/all")
                  for a in client.list_artifacts(run_id, folder)}
     assert {"internal/ledger.csv", "internal/drb_report.html", "internal/manifest.json",
             "internal/config.json", "public/all/pseoe_all.csv.gz",
-            "public/release_notes.html"} <= artifacts
+            "public/release_notes.html", "audit/fingerprints.json",
+            "audit/ledger_table.json"} <= artifacts
+    table = json.loads(Path(client.download_artifacts(run_id, "audit/ledger_table.json")).read_text())
+    ledger_rows = pd.DataFrame(table["data"], columns=table["columns"])
+    assert "earnings.I.cip4.y1" in set(ledger_rows["tabulation_id"])
 
 
 def test_existing_destination_is_refused(releases, synthetic_dir):
@@ -278,24 +289,21 @@ def test_drb_report_has_an_accuracy_section_from_published_histograms(releases):
 
 
 def test_every_stage_is_its_own_named_task_run(releases):
-    """The Prefect API shows each stage of a release as a task run of its own."""
+    """The Prefect API shows each stage of a release as a task run of its own, in the
+    release's flow run: no sub-flow only groups them (each costs API round trips)."""
     from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import FlowFilter, FlowFilterName, FlowRunFilter, FlowRunFilterId
-
-    def task_runs_of(client, flow_run_ids):
-        return client.read_task_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(
-            any_=flow_run_ids)))
+    from prefect.client.schemas.filters import (FlowFilter, FlowFilterName, FlowRunFilter,
+                                                FlowRunFilterId, FlowRunFilterParentFlowRunId)
 
     with get_client(sync_client=True) as client:
         release, = [run for run in client.read_flow_runs(flow_filter=FlowFilter(
             name=FlowFilterName(any_=["quarterly_release"])), limit=200)
             if run.parameters.get("release_id") == "2026Q4-next"]
-        task_runs = task_runs_of(client, [release.id])
-        subflows = [run for run in client.read_flow_runs(flow_filter=FlowFilter(
-            name=FlowFilterName(any_=["post_processing"])), limit=200)
-            if run.parent_task_run_id in {t.id for t in task_runs}]
-        assert len(subflows) == 1
-        task_runs += task_runs_of(client, [subflows[0].id])
+        task_runs = client.read_task_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(
+            any_=[release.id])))
+        subflows = client.read_flow_runs(flow_run_filter=FlowRunFilter(
+            parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=[release.id])))
+    assert subflows == []
     names = {run.name.rsplit("-", 1)[0] for run in task_runs}
     assert {"validate and count the inputs", "load reference inputs", "release plan",
             "measure earnings histograms", "measure employment flows",

@@ -122,7 +122,7 @@ def first_difference(a: Path, b: Path) -> str:
 
 
 def compare_replay(release: AuditedRelease, replay_dir: Path, replay_params: dict[str, str],
-                   replay_tags: dict[str, str], notes: list[str]) -> CheckResult:
+                   replayed_inputs: dict[str, str], notes: list[str]) -> CheckResult:
     """Every public file (and the internal files that depend only on seed, inputs and
     configuration) of the replay against the release, byte for byte."""
     published = release.release_dir
@@ -142,11 +142,10 @@ def compare_replay(release: AuditedRelease, replay_dir: Path, replay_params: dic
             findings.append(f"{name}: differs from the replay ({first_difference(mine, theirs)}; "
                             f"{mine.stat().st_size:,} bytes published, {theirs.stat().st_size:,} "
                             "replayed)")
-    inputs_logged = {k: v for k, v in release.tags.items() if k.startswith("input_sha256.")}
-    inputs_replayed = {k: v for k, v in replay_tags.items() if k.startswith("input_sha256.")}
+    inputs_logged, inputs_replayed = release.logged_inputs(), replayed_inputs
     if inputs_replayed != inputs_logged:
         findings.append("the replay read inputs with other fingerprints than the run logged: "
-                        + ", ".join(sorted({k.removeprefix("input_sha256.") for k, _ in
+                        + ", ".join(sorted({name for name, _ in
                                             set(inputs_logged.items()) ^ set(inputs_replayed.items())})))
     logged_version, version = release.params.get("code_version"), replay_params.get("code_version")
     notes = list(notes)

@@ -17,11 +17,12 @@ import pandas as pd
 
 from pseo_das.schemas.cip import HARD_CODED_CHECK_COLUMNS, hard_coded_schema
 from pseo_das.schemas.inputs import CipVintages
-from pseo_das.tasks import file_task, progress
+from pseo_das.tasks import progress
 from pseo_das.tasks.inputs.cip_crosswalk import (CROSSWALK_FILE, possible_transitions,
                                                  read_crosswalk)
 from pseo_das.tasks.inputs.ingest import InputValidationError, sha256_file
 from pseo_das.tasks.inputs.ipeds import read_completions, read_directory, year_of
+from pseo_das.tasks.inputs.reference_cache import cached
 from pseo_das.tasks.inputs.reference_inputs import (default_reference_dir, read_text_csv,
                                                     validate)
 
@@ -92,8 +93,9 @@ def read_ipeds(folder: Path, before_year: int) -> tuple[pd.DataFrame, dict[str, 
     return out.astype({"grad_year": np.int64, "awards": np.int64}), prints
 
 
-def load_recast_inputs(reference_dir: Path | None, switch_year: int) -> RecastInputs:
-    """Read and validate the recast's inputs (see the module docstring)."""
+def recast_sources(reference_dir: Path | None) -> dict[str, Path]:
+    """Where each recast input is read from: the folder's file, else the package's (and
+    the loader says so)."""
     given = Path(reference_dir) if reference_dir is not None else default_reference_dir()
     packaged_dir = default_reference_dir()
     locations = {"crosswalk": Path("nces") / CROSSWALK_FILE, "IPEDS": Path(IPEDS_FOLDER),
@@ -109,6 +111,12 @@ def load_recast_inputs(reference_dir: Path | None, switch_year: int) -> RecastIn
         progress(f"{given} has no {', '.join(str(locations[n]) for n in packaged)}: using the "
                  "packaged file(s) (the crosswalk is the real NCES file; the IPEDS and "
                  "hard-coded transitions files are SYNTHETIC demo files)")
+    return found
+
+
+def read_recast_inputs(found: dict[str, Path], switch_year: int) -> RecastInputs:
+    """Read and validate the recast's inputs at `found` (`recast_sources`)."""
+    packaged_dir = default_reference_dir()
     crosswalk = read_crosswalk(found["crosswalk"])
     map_frame = pd.DataFrame(sorted((old, new) for old, new in crosswalk.six_digit.items() if new),
                              columns=["cip2010", "cip2020"])
@@ -122,10 +130,19 @@ def load_recast_inputs(reference_dir: Path | None, switch_year: int) -> RecastIn
                         (frozenset(crosswalk.six_digit), crosswalk.codes_2020))
 
 
-@file_task("load CIP recast inputs")
+def load_recast_inputs(reference_dir: Path | None, switch_year: int) -> RecastInputs:
+    """Read and validate the recast's inputs (see the module docstring)."""
+    return read_recast_inputs(recast_sources(reference_dir), switch_year)
+
+
 def load_recast(reference_dir: Path | None, switch_year: int) -> RecastInputs:
+    """`load_recast_inputs`, from the cache when no file changed (reference_cache.py)."""
     started = time.perf_counter()
-    inputs = load_recast_inputs(reference_dir, switch_year)
+    found = recast_sources(reference_dir)
+    inputs = cached("cip-recast", found.values(),
+                    {"found": {k: str(v.resolve()) for k, v in found.items()},
+                     "switch_year": switch_year},
+                    lambda: read_recast_inputs(found, switch_year))
     years = sorted(set(inputs.completions["grad_year"]))
     progress(f"CIP recast inputs valid: crosswalk {len(inputs.crosswalk):,} CIP-2010 codes with "
              f"a CIP-2020 destination; IPEDS completions {years[0]}-{years[-1]} "

@@ -33,10 +33,12 @@ import numpy as np
 import pandas as pd
 
 from pseo_das.config import CellsConfig
-from pseo_das.tasks import file_task, progress
-from pseo_das.tasks.inputs.cip_crosswalk import CROSSWALK_FILE, read_crosswalk
+from pseo_das.tasks import progress
+from pseo_das.tasks.inputs.cip_crosswalk import (CROSSWALK_FILE, default_crosswalk_path,
+                                                 read_crosswalk)
 from pseo_das.tasks.inputs.ingest import InputValidationError, sha256_file
 from pseo_das.tasks.inputs.ipeds import read_completions, read_directory
+from pseo_das.tasks.inputs.reference_cache import cached
 from pseo_das.tasks.inputs.reference_inputs import default_reference_dir
 
 IPEDS_FOLDER = "ipeds"   # in the reference folder, as for the CIP recast
@@ -119,14 +121,17 @@ def load_ipeds_awards(reference_dir: Path | None, cells: CellsConfig,
         progress(f"{given} has no {IPEDS_FOLDER}/: using the packaged SYNTHETIC demo IPEDS "
                  "files for the IPEDS counts")
     crosswalk = given / "nces" / CROSSWALK_FILE
+    crosswalk = crosswalk if crosswalk.is_file() else None
     wanted = graduation_years(cells)
-    awards, years, prints = read_ipeds_awards(folder, wanted, switch_year,
-                                              crosswalk if crosswalk.is_file() else None)
+    awards, years, prints = cached(   # read and validated again only if a file changed
+        "ipeds-counts", [folder, crosswalk or default_crosswalk_path()],
+        {"folder": str(folder.resolve()), "crosswalk": str(crosswalk), "years": wanted,
+         "switch_year": switch_year},
+        lambda: read_ipeds_awards(folder, wanted, switch_year, crosswalk))
     return IpedsAwards(awards, years, wanted, prints,
                        folder.resolve().is_relative_to(packaged_dir.resolve()))
 
 
-@file_task("load IPEDS completions for the IPEDS counts")
 def load_ipeds_counts_inputs(reference_dir: Path | None, cells: CellsConfig,
                              switch_year: int) -> IpedsAwards:
     started = time.perf_counter()

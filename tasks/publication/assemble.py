@@ -329,7 +329,7 @@ def _write_release(beside, staging: Path, content: ReleaseContent,
     if workbook is not None:
         done(f"wrote {workbook.result().relative_to(public)}")
     written = fingerprints(staging)      # every file but the DRB report and the manifest
-    accuracy = release_accuracy(cfg, tables, bytes.fromhex(identity.seed_sha256))
+    accuracy = release_accuracy(cfg, tables)
     checks = stop_on_failed_checks(checks + [layout_check.result()] + flows.checks
                                    + flows_files.checks + ledger_checks(
                                        ledger, tables, flows.drawn,
