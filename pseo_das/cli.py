@@ -125,6 +125,7 @@ Release {result.release_id} published. {spending_sentence(summary, result.new_sp
   privacy store:   {summary['store']}
   audit run:       MLflow run {result.mlflow_run_id} in {result.tracking_uri}
 Look at it:
+  {out / 'public' / 'explorer' / 'index.html'}   # open in a browser: the explorer (internal/explorer: with the board's view)
   {pseo_das} store show {summary['store']}        # the budget spent, per graduate
   {pseo_das} audit {out}      # check the release against its run log
   {mlflow} ui --backend-store-uri {result.tracking_uri}   # the run log""")
@@ -644,6 +645,15 @@ def _validate_layout(args: argparse.Namespace) -> int:
     return EXIT_CHECK_FAILED
 
 
+def _explore(args: argparse.Namespace) -> int:
+    from pseo_das.tasks.publication.explorer import default_out, explore
+    out = explore(Path(args.release_dir), Path(args.out) if args.out else
+                  default_out(Path(args.release_dir)), board=args.board)
+    print(f"wrote the explorer {out}/: open {out / 'index.html'} in a browser (it reads only "
+          "the files in that folder)")
+    return 0
+
+
 def _seed_hex(text: str) -> str:
     """A 256-bit seed option (64 hexadecimal digits), checked as release seeds are."""
     from pseo_das.tasks.privacy.release_seed import ReleaseSeed, SeedError
@@ -1120,6 +1130,15 @@ def parser() -> argparse.ArgumentParser:
     layout.add_argument("public_dir", metavar="PUBLIC_DIR", help="the folder holding the files: "
                         "a release's public/ (its all/ folder is read) or a folder of downloads")
     layout.set_defaults(run=_validate_layout)
+
+    explore = sub.add_parser("explore", parents=[common], help="write the offline explorer of a "
+                             "release (every release writes public/explorer and internal/explorer)")
+    explore.add_argument("release_dir", metavar="RELEASE_DIR", help="a release folder")
+    explore.add_argument("--out", help="the explorer folder to create (default: RELEASE_DIR-explorer "
+                         "beside the release; a release folder is never changed)")
+    explore.add_argument("--board", action="store_true", help="add the review board's view "
+                         "(from the release's internal folder: keep that copy internal)")
+    explore.set_defaults(run=_explore)
     return main
 
 

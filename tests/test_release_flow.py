@@ -64,7 +64,8 @@ def test_outputs_exist_and_pass_output_schemas(releases):
     release = root / "a"
     public = release / "public"
     assert sorted(p.name for p in public.iterdir() if p.is_file()) == PUBLIC_FILES
-    assert sorted(p.name for p in public.iterdir() if p.is_dir()) == ["all"] + STATE_FOLDERS
+    assert sorted(p.name for p in public.iterdir() if p.is_dir()) == \
+        sorted(["all", "explorer"] + STATE_FOLDERS)   # explorer: tests/test_explorer.py
     assert sorted(p.name for p in (public / "all").iterdir()) == sorted(ALL_FILES + ["parquet"])
     assert sorted(p.name for p in (public / "all" / "parquet").iterdir()) == PARQUET_FILES
     versions = (public / "all" / "version_pseo.txt").read_text()
@@ -79,7 +80,8 @@ def test_outputs_exist_and_pass_output_schemas(releases):
                    for st in STATE_FOLDERS)
         assert rows == len(pd.read_csv(public_table(release, f"{product}_all.csv"), usecols=[0]))
     assert sorted(p.name for p in (release / "internal").iterdir()) == \
-        ["config.json", "drb_report.html", "drb_report.md", "flows_state.parquet", "ledger.csv",
+        ["config.json", "drb_report.html", "drb_report.md", "explorer", "flows_state.parquet",
+         "ledger.csv",
          "lifetime_budget.csv", "manifest.json", "release_summary.json"]
     report = check_public_folder(release / "public")
     assert report.ok, "\n".join(map(str, report.problems))

@@ -30,6 +30,7 @@ from pseo_das.tasks.privacy.ledger import PrivacyLedger
 from pseo_das.tasks.privacy.release_seed import ReleaseSeed
 from pseo_das.tasks.measurements.release_plan import ReleasePlan
 from pseo_das.tasks.audit.run_fingerprints import RunFingerprints, log_fingerprints
+from pseo_das.tasks.publication.explorer import EXPLORER
 from pseo_das.tasks.publication.release_files import MANIFEST
 
 EXPERIMENT = "pseo-das quarterly release"
@@ -285,7 +286,8 @@ def record_release(audit: AuditRun, ledger: PrivacyLedger, cells: pd.DataFrame,
     audit.client.log_table(audit.run_id, ledger.to_frame().astype(str).astype(object),
                            LEDGER_TABLE)
     for path in sorted(staging.rglob("*")):
-        if path.is_file() and not NOT_COPIED_TO_MLFLOW.fullmatch(path.name):
+        if path.is_file() and not NOT_COPIED_TO_MLFLOW.fullmatch(path.name) \
+                and EXPLORER not in path.relative_to(staging).parts:   # fingerprinted only
             audit.log_file(path, str(path.parent.relative_to(staging)))
     progress(f"audit run {audit.run_id}: {len(metrics)} metrics and the release documents logged")
 

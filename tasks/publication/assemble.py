@@ -40,6 +40,7 @@ from pseo_das.tasks.measurements.publication_record import PublicationRecord, Re
 from pseo_das.tasks.measurements.release_plan import (ReleasePlan, lifetime_budget_file,
                                                       lifetime_table)
 from pseo_das.tasks.privacy.store import PrivacyStore, epsilon_text
+from pseo_das.tasks.publication.explorer import write_release_explorers
 from pseo_das.tasks.publication.side_tables import SECTIONS, SideTable
 from pseo_das.tasks.publication.labelled_workbook import write_release_workbook
 from pseo_das.tasks.publication.parquet_files import DATAPACKAGE_FILE, write_table_package
@@ -351,6 +352,7 @@ def _write_release(beside, staging: Path, content: ReleaseContent,
     (internal / "drb_report.md").write_text(drb)
     (internal / "drb_report.html").write_text(
         to_html(drb, f"DRB report: PSEO release {identity.release_id}"))
+    write_release_explorers(staging)     # from the files above: public/ and internal/explorer
     manifest = write_manifest(staging, identity.release_id, identity.mlflow_run_id,
                               identity.tracking_uri, lifetime.release_summary["store_chain"],
                               known=written)
