@@ -21,6 +21,8 @@ from mlflow.entities import Run
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
+from pseo_das.errors import PseoDasError
+
 ARTIFACT = "audit/fingerprints.json"
 SHA_TAG = "fingerprints"
 MANIFEST_TAG = "manifest_sha256"
@@ -29,7 +31,7 @@ LEGACY_INPUT_TAG = "input_sha256."
 LEGACY_VERSION_TAG = "version."
 
 
-class FingerprintsUnreadable(ValueError):
+class FingerprintsUnreadable(PseoDasError, ValueError):
     """The run's fingerprints artifact is missing or differs from its tag."""
 
 
