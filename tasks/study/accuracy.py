@@ -21,7 +21,8 @@ import numpy as np
 import pandas as pd
 
 from pseo_das.config import ReleaseConfig
-from pseo_das.tasks.study.simulation_noise import simulated_geometric_noise, simulation_generator
+from pseo_das.tasks.study.simulation_noise import (simulated_geometric_noise, simulation_generator,
+                                                 within_bin_truth)
 from pseo_das.tasks.earnings.noisy_histograms import NoisyHistograms
 from pseo_das.tasks.earnings.percentiles import protected_percentiles, round_dollars
 
@@ -121,27 +122,6 @@ def empty_bin_threshold(epsilon: float) -> int:
     return max(0, round(q / (1 - q) ** 2))
 
 
-def within_bin_truth(generator: np.random.Generator, stand_in: np.ndarray, lower: np.ndarray,
-                     upper: np.ndarray, percentiles: tuple[int, ...]) -> np.ndarray:
-    """One draw of true percentiles consistent with the stand-in histograms (cells x bins,
-    every total positive): the values of a bin spread uniformly over it, so the percentile
-    of rank m = ceil(n X / 100), the k-th of the q values of its bin, is
-    lower + (upper - lower) * Beta(k, q - k + 1) (the k-th order statistic of q uniform
-    values). The release interpolates linearly within the bin; the distance between the
-    two is the interpolation error. Returns cells x len(percentiles)."""
-    cumulative = np.cumsum(stand_in, axis=1)
-    total = cumulative[:, -1]
-    rows = np.arange(len(stand_in))
-    out = np.empty((len(stand_in), len(percentiles)))
-    for k, x in enumerate(percentiles):
-        rank = np.maximum(1, -((-total * x) // 100))
-        j = np.argmax(cumulative >= rank[:, None], axis=1)
-        within = rank - np.where(j > 0, cumulative[rows, j - 1], 0)
-        position = generator.beta(within, stand_in[rows, j] - within + 1)
-        out[:, k] = lower[j] + (upper[j] - lower[j]) * position
-    return out
-
-
 def expected_accuracy_from_noisy_histograms(noisy: np.ndarray, bin_lower: np.ndarray,
                                             bin_upper: np.ndarray, percentiles: tuple[int, ...],
                                             epsilon: float, draws: int, seed: bytes,
@@ -152,7 +132,8 @@ def expected_accuracy_from_noisy_histograms(noisy: np.ndarray, bin_lower: np.nda
     The noisy counts stand in for the true histograms (`stand_in_histograms`). Each draw
     adds fresh two-sided geometric noise at `epsilon` to them and recomputes the percentiles
     with the release's rule, rounded to whole dollars as published, and compares them with
-    a fresh draw of the true percentiles given the stand-in histograms (`within_bin_truth`),
+    a fresh draw of the true percentiles given the stand-in histograms
+    (`simulation_noise.within_bin_truth`),
     so both errors of a published percentile are counted: the noise's and the linear
     interpolation's within its bin. `noise_only`: the estimate before issue 36 (negatives
     set to 0 stand in, their own percentiles are the truth: the noise's error alone; it
