@@ -64,6 +64,14 @@ def column_descriptions(product: Product, columns: list[str]) -> list[tuple[str,
             for c in columns]
 
 
+def cell_values(column: pd.Series, numeric: bool) -> list:
+    """A column's cells as Python objects for the worksheet: integers for a numeric column,
+    text otherwise, None for an empty or missing value (not written)."""
+    present = column.notna() & (column.astype(str) != "")
+    values = pd.to_numeric(column.where(present)).astype("Int64") if numeric else column
+    return values.astype(object).where(present, None).tolist()
+
+
 def write_labelled_workbook(frame: pd.DataFrame, path: Path, product: Product,
                             created: datetime) -> int:
     """`path` (.xlsx): the labelled table of `frame` (every value as text, as published)
@@ -86,12 +94,11 @@ def write_labelled_workbook(frame: pd.DataFrame, path: Path, product: Product,
             sheet.write_string(0, c, column, header)
         # one (column, writer, values) per column, values as Python objects (None: empty)
         columns = [(c, sheet.write_number if column in numeric else sheet.write_string,
-                    (pd.to_numeric(table[column].replace("", None)).astype("Int64")
-                     if column in numeric else table[column].replace("", None)).tolist())
+                    cell_values(table[column], column in numeric))
                    for c, column in enumerate(table.columns)]
         for r in range(len(table)):
             for c, write, values in columns:
-                if values[r] is not None and values[r] is not pd.NA:
+                if values[r] is not None:
                     write(r + 1, c, values[r])
         variables = workbook.add_worksheet("variables")
         variables.write_row(0, 0, ["variable", "description"], header)
