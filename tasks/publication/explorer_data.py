@@ -265,8 +265,10 @@ def explorer_data(public: Path) -> ExplorerData:
     institutions = pd.read_csv(_find(public, INSTITUTIONS), dtype=str, keep_default_na=False)
     notes_path = public / NOTES
     notes = notes_path.read_text() if notes_path.is_file() else ""
-    with open_table(_find(public, VERSION)) as versions:
-        version_lines = versions.read().splitlines()
+    version_lines = []   # a release id that names no quarter writes no version_pseo.txt
+    if (public / ALL_FOLDER / VERSION).is_file():
+        with open_table(_find(public, VERSION)) as versions:
+            version_lines = versions.read().splitlines()
     sectors = sorted(set(pseof["industry"].cat.categories) - {ALL_INDUSTRIES})
     divisions = sorted(set(pseof["geography"].cat.categories) - {NATION[1]})
     columns = FlowColumns(sectors, divisions)
