@@ -16,7 +16,6 @@ outside the package, so the wheel ships no docs code.
 from __future__ import annotations
 
 import argparse
-import io
 import os
 import re
 import tomllib
