@@ -120,8 +120,8 @@ def load_ipeds_awards(reference_dir: Path | None, cells: CellsConfig,
         folder = packaged_dir / IPEDS_FOLDER
         progress(f"{given} has no {IPEDS_FOLDER}/: using the packaged SYNTHETIC demo IPEDS "
                  "files for the IPEDS counts")
-    crosswalk = given / "nces" / CROSSWALK_FILE
-    crosswalk = crosswalk if crosswalk.is_file() else None
+    crosswalk_file = given / "nces" / CROSSWALK_FILE
+    crosswalk = crosswalk_file if crosswalk_file.is_file() else None
     wanted = graduation_years(cells)
     awards, years, prints = cached(   # read and validated again only if a file changed
         "ipeds-counts", [folder, crosswalk or default_crosswalk_path()],
