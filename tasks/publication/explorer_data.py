@@ -159,8 +159,10 @@ def histogram_cells(pseoh: pd.DataFrame) -> dict[str, dict[str, list[int]]]:
     keys = (_cell_key(ordered) + "|" + ordered["years_after"].astype(str)).to_numpy()
     units_of = ordered["institution"].astype(str).to_numpy()
     counts = ordered["noisy_count"].astype(int).to_numpy()
-    starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
     units: dict[str, dict[str, list[int]]] = {}
+    if not len(keys):          # no histogram published (a small release: every cell suppressed)
+        return units
+    starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
     for start, end in zip(starts, np.r_[starts[1:], len(keys)]):
         units.setdefault(units_of[start], {})[keys[start]] = counts[start:end].tolist()
     return units
