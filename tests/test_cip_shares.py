@@ -124,3 +124,39 @@ def test_a_recast_table_keeps_every_population_total_and_follows_the_routes():
     with pytest.raises(RecastError, match="98.01 have no CIP-2020 destination"):
         recast_table(unknown, values, transitions, hard_coded, shares, b"s" * 32,
                      "recast.cip4.y1", "earnings", "earnings.I.cip4.y1")
+
+
+def test_a_table_recast_by_blocks_of_institutions_is_the_table_recast_at_once():
+    """A national table is recast whole institutions at a time, the blocks continuing one
+    stream: any block size gives the same cells, values, routes, variance and ledger entry."""
+    from pseo_das.tasks.cip_recast.recast import RecastContext, institution_blocks, to_cip_2020
+    rng = np.random.default_rng(12)
+    n = 30
+    cells = pd.DataFrame({
+        "institution": [f"0000000{i // 5}" for i in range(n)], "inst_state": "26",
+        "degree_level": "05", "cipcode": [("0103", "1900", "1505", "0103", "1505")[i % 5]
+                                          for i in range(n)],
+        "grad_cohort": 2001, "grad_cohort_years": 3,
+        "cip_vintage": [("2010", "2010", "2010", "2020", "2020")[i % 5] for i in range(n)]})
+    values = rng.integers(-5, 40, size=(n, 21))
+    counts = transition_counts(completions([("05", "00000001", 2001, "01.0301", 3),
+                                            ("05", "00000001", 2001, "01.0309", 1)]),
+                               CROSSWALK.six_digit, 4)
+    hard_coded = pd.DataFrame(columns=["cip2010", "cip2020", "share"])
+    context = RecastContext(4, CROSSWALK.transitions(4), hard_coded, counts, 1e-6)
+
+    def recast(block_cells):
+        return to_cip_2020(cells, values, context, b"s" * 32, "recast.cip4.y1", "earnings",
+                           "earnings.I.cip4.y1", block_cells=block_cells)
+
+    whole_cells, whole_values, whole = recast(n)
+    assert len(institution_blocks(cells, n)) == 1 and len(institution_blocks(cells, 4)) == 6
+    assert whole.added_variance > 0 and whole.entry.n_cells == 18
+    for block_cells in (1, 4, 11):
+        blocked_cells, blocked_values, blocked = recast(block_cells)
+        pd.testing.assert_frame_equal(blocked_cells, whole_cells)
+        np.testing.assert_array_equal(blocked_values, whole_values)
+        assert blocked.entry == whole.entry and blocked.added_variance == whole.added_variance
+        assert dict(blocked.how) == dict(whole.how)
+        assert dict(blocked.share_levels) == dict(whole.share_levels)
+    np.testing.assert_array_equal(whole_values.sum(axis=0), values.sum(axis=0))

@@ -13,7 +13,7 @@ the same in both vintages, value by value.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -24,7 +24,8 @@ from pseo_das.config import CellsConfig
 from pseo_das.tasks.cip_recast.transition_shares import WIDTH, transition_counts, transition_shares
 from pseo_das.tasks.inputs.cells import CELL_COLUMNS, CIP_2010, CIP_2020, sum_by_group
 from pseo_das.tasks.privacy.ledger import LedgerEntry
-from pseo_das.tasks.privacy.post_processing import post_processing_split_blocks
+from pseo_das.tasks.privacy.post_processing import (post_processing_split_blocks,
+                                                    post_processing_split_stream)
 
 if TYPE_CHECKING:
     from pseo_das.tasks.cip_recast.recast_inputs import RecastInputs
@@ -46,16 +47,36 @@ class RecastTable:
     how: pd.Series               # cells recast by each route (direct, hard-coded, shares)
     entry: LedgerEntry
     share_levels: pd.Series = None   # cells split by IPEDS shares, by fallback level (1-5)
-    added_variance: float = 0.0  # sum over split values of |c| (1 - sum_j p_j^2)
+    split_variance: np.ndarray | None = None  # per source cell: sum of |c| (1 - sum_j p_j^2)
+
+    @property
+    def added_variance(self) -> float:
+        """The variance the random split adds: over the split values, |c| (1 - sum_j p_j^2)."""
+        return 0.0 if self.split_variance is None else float(self.split_variance.sum())
+
+
+def merged_recast(parts: list[RecastTable]) -> RecastTable:
+    """The recast of one table done block by block (`to_cip_2020`), as one: its routes,
+    share levels, split variance and ledger entry (one step, its cells counted once);
+    its cells and values are the blocks' (added to the table's cells): empty here."""
+    first = parts[0]
+    return RecastTable(
+        first.cells.iloc[:0], first.values[:0],
+        pd.concat([p.how for p in parts]).groupby(level=0).sum(),
+        replace(first.entry, n_cells=sum(p.entry.n_cells for p in parts)),
+        pd.concat([p.share_levels for p in parts]).groupby(level=0).sum().sort_index(),
+        np.concatenate([p.split_variance for p in parts]))
 
 
 def recast_table(cells: pd.DataFrame, values: np.ndarray, transitions: pd.DataFrame,
                  hard_coded: pd.DataFrame, shares: pd.DataFrame, stream_seed: bytes,
-                 step_id: str, product: str, derived_from: str) -> RecastTable:
+                 step_id: str, product: str, derived_from: str,
+                 stream=None) -> RecastTable:
     """`cells` (CELL_COLUMNS, cipcode in CIP-2010 at one level) and their noisy `values`
     -> the same table in CIP-2020 codes. `transitions`: cip2010, cip2020 (the crosswalk's
     at this level); `hard_coded`: cip2010, cip2020, share; `shares`: the output of
-    `transition_shares` for these cells."""
+    `transition_shares` for these cells; `stream`: the split's stream when a table is
+    recast block by block (None: the step's own stream from its start)."""
     frame = cells[CELL_COLUMNS].reset_index(drop=True).assign(
         cip2010=cells["cipcode"].astype(str).to_numpy(), row=np.arange(len(cells)))
     for column in ("institution", "degree_level"):
@@ -89,7 +110,7 @@ def recast_table(cells: pd.DataFrame, values: np.ndarray, transitions: pd.DataFr
     n_columns = values.shape[1]
     blocks, entry = post_processing_split_blocks(
         stream_seed, step_id, product, len(frame), n_columns, derived_from,
-        values.reshape(-1), matrix, repeat=n_columns)
+        values.reshape(-1), matrix, repeat=n_columns, stream=stream)
     # each part goes straight to its destination row (cell x CIP-2020 code): memory holds
     # one block of parts, not every cell x column x slot
     target_rows, target_slots = weights["row"].to_numpy(), slot
@@ -111,9 +132,8 @@ def recast_table(cells: pd.DataFrame, values: np.ndarray, transitions: pd.DataFr
         shares[CELL_KEYS + ["level"]].drop_duplicates(CELL_KEYS), on=CELL_KEYS)["level"]
     # the split's own variance: part j of |c| is Binomial(|c|, p_j), variance |c| p_j (1 - p_j)
     spread = 1.0 - (matrix ** 2).sum(axis=1)
-    added = float((np.abs(values).sum(axis=1) * spread).sum())
     return RecastTable(summed_cells, summed_values, how, entry, level.value_counts().sort_index(),
-                       added)
+                       np.abs(values).sum(axis=1) * spread)
 
 
 def dotted(code: str) -> str:
@@ -168,30 +188,74 @@ def _summed(cells: pd.DataFrame, values: np.ndarray) -> tuple[pd.DataFrame, np.n
             sum_by_group(values, group, groups.ngroups))
 
 
+RECAST_BLOCK_CELLS = 8192   # measured cells recast at a time (whole institutions)
+
+
+def institution_blocks(cells: pd.DataFrame, block_cells: int = RECAST_BLOCK_CELLS) -> list[slice]:
+    """Consecutive row ranges of `cells` of about `block_cells` rows that hold whole
+    institutions (a cell and every cell it can be added to: the same institution); one
+    range when the rows do not hold each institution together."""
+    institution = cells["institution"].astype(str).to_numpy()
+    starts = np.flatnonzero(np.r_[True, institution[1:] != institution[:-1]])
+    if len(starts) == 0 or len(set(institution[starts])) != len(starts):
+        return [slice(0, len(institution))]
+    bounds = [0]
+    for start in starts[1:].tolist():
+        if start - bounds[-1] >= block_cells:
+            bounds.append(start)
+    return [slice(a, b) for a, b in zip(bounds, bounds[1:] + [len(institution)])]
+
+
 def to_cip_2020(cells: pd.DataFrame, values: np.ndarray, context: RecastContext | None,
-                stream_seed: bytes, step_id: str, product: str, derived_from: str
+                stream_seed: bytes, step_id: str, product: str, derived_from: str,
+                dtype: type | None = None, block_cells: int = RECAST_BLOCK_CELLS
                 ) -> tuple[pd.DataFrame, np.ndarray, RecastTable | None]:
     """A measured table (MEASURED_CELL_COLUMNS: codes in each cell's vintage) -> the same
-    table in CIP-2020 codes (CELL_COLUMNS, sorted), recasting its CIP-2010 cells
-    (`recast_table`) and adding them to the CIP-2020 cells of the same population and
-    code. Returns the recast (None when no cell needed one). Privacy cost: none."""
+    table in CIP-2020 codes (CELL_COLUMNS, sorted by institution block), recasting its
+    CIP-2010 cells (`recast_table`) and adding them to the CIP-2020 cells of the same
+    population and code; the values in `dtype` (None: int64). Returns the recast (None
+    when no cell needed one). Whole institutions are recast `block_cells` rows at a time,
+    the blocks continuing one stream in row order, so memory holds one block's copies
+    and the result does not depend on the block size. Privacy cost: none."""
     old = (cells["cip_vintage"].astype(str) == CIP_2010).to_numpy()
     if context is None or not old.any():
         return cells[CELL_COLUMNS].reset_index(drop=True), values, None
-    source = cells.loc[old, CELL_COLUMNS].reset_index(drop=True)
+    stream = post_processing_split_stream(stream_seed, step_id)
+    out_cells, out_values, recasts = [], [], []
+    for block in institution_blocks(cells, block_cells):
+        mine, mine_old = cells.iloc[block], old[block]
+        kept = mine.loc[~mine_old, CELL_COLUMNS].astype({c: str for c in TEXT_KEYS})
+        if mine_old.any():
+            recast = _recast_block(mine.loc[mine_old], values[block][mine_old], context,
+                                   stream_seed, step_id, product, derived_from, stream)
+            recasts.append(replace(recast, cells=recast.cells.iloc[:0],
+                                   values=recast.values[:0]))
+            kept = pd.concat([recast.cells, kept], ignore_index=True)
+            summed = _summed(kept, np.concatenate([recast.values, values[block][~mine_old]]))
+            del recast
+        else:
+            summed = _summed(kept, values[block])
+        out_cells.append(summed[0])
+        out_values.append(summed[1] if dtype is None else summed[1].astype(dtype))
+    return (pd.concat(out_cells, ignore_index=True), np.concatenate(out_values),
+            merged_recast(recasts))
+
+
+def _recast_block(source: pd.DataFrame, values: np.ndarray, context: RecastContext,
+                  stream_seed: bytes, step_id: str, product: str, derived_from: str,
+                  stream) -> RecastTable:
+    """`recast_table` of CIP-2010 cells (MEASURED_CELL_COLUMNS), their codes dotted as the
+    crosswalk writes them; the recast cells' codes undotted again."""
+    source = source[CELL_COLUMNS].reset_index(drop=True)
     source["cipcode"] = source["cipcode"].astype(str).map(dotted)
     keyed = source.assign(institution=source["institution"].astype(str),
                           degree_level=source["degree_level"].astype(str)) \
         .rename(columns={"cipcode": "cip2010"})
     shares = transition_shares(keyed, context.counts, context.transitions, context.unseen_weight)
-    recast = recast_table(source, values[old], context.transitions, context.hard_coded, shares,
-                          stream_seed, step_id, product, derived_from)
-    recast_cells = recast.cells.assign(cipcode=recast.cells["cipcode"].str.replace(".", "",
-                                                                                  regex=False))
-    kept = cells.loc[~old, CELL_COLUMNS].astype({c: str for c in TEXT_KEYS})
-    summed, summed_values = _summed(pd.concat([recast_cells, kept], ignore_index=True),
-                                    np.concatenate([recast.values, values[~old]]))
-    return summed, summed_values, recast
+    recast = recast_table(source, values, context.transitions, context.hard_coded, shares,
+                          stream_seed, step_id, product, derived_from, stream)
+    return replace(recast, cells=recast.cells.assign(
+        cipcode=recast.cells["cipcode"].str.replace(".", "", regex=False)))
 
 
 def check_recastable(frames: dict[str, "CellFrame"], inputs: "RecastInputs") -> None:

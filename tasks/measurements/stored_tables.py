@@ -57,6 +57,12 @@ def _categorical_cells(cells: pd.DataFrame) -> pd.DataFrame:
     return out.assign(noise_terms=1)
 
 
+def _values_type(question: Question) -> type | None:
+    """How a tabulation's values are held: flows (counts of graduates) as int32, which
+    halves the largest arrays; the rest as read (None)."""
+    return np.int32 if question.product == FLOWS_PRODUCT else None
+
+
 def _question_table(store: PrivacyStore, question: Question, rows: pd.DataFrame,
                     recast: dict[str, RecastContext | None] | None
                     ) -> tuple[pd.DataFrame, np.ndarray, tuple[str, ...], list[LedgerEntry],
@@ -77,7 +83,7 @@ def _question_table(store: PrivacyStore, question: Question, rows: pd.DataFrame,
         else:
             cells, values, done = to_cip_2020(
                 cells, values, recast.get(question.cip_level), post_processing_seed((source,)),
-                step_id, question.product, question.tabulation_id)
+                step_id, question.product, question.tabulation_id, _values_type(question))
             recasts += [done] if done is not None else []
         mine = in_populations(cells, members)
         parts.append((cells.loc[mine, CELL_COLUMNS], values if mine.all() else values[mine]))
@@ -96,8 +102,8 @@ def _question_table(store: PrivacyStore, question: Question, rows: pd.DataFrame,
     order = cells.sort_values(CELL_KEYS, kind="stable").index.to_numpy()
     if not (order == np.arange(len(order))).all():
         values = values[order]
-    if question.product == FLOWS_PRODUCT:   # counts of graduates: int32 halves the largest arrays
-        values = values.astype(np.int32)
+    if _values_type(question) is not None:
+        values = values.astype(_values_type(question), copy=False)
     (statement,) = read_statements(store, question, sorted(set(rows["measurement_id"])))
     entries = [measured_entry(statement, len(cells), question.columns,
                               geometric_composition(int(statement.sensitivity or 1))

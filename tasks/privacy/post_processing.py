@@ -37,12 +37,20 @@ def post_processing_exponentials(stream_seed: bytes, step_id: str, product: str,
     return NoiseStream(stream_seed, step_id).standard_exponential, entry
 
 
+def post_processing_split_stream(stream_seed: bytes, step_id: str) -> NoiseStream:
+    """The stream of a split (`post_processing_split_blocks`) of one table done in several
+    calls, each continuing it: the same draws as the table split in one call. Privacy
+    cost: none."""
+    return NoiseStream(stream_seed, step_id)
+
+
 SPLIT_BLOCK = 1 << 20   # counts split at a time by post_processing_split_blocks
 
 
 def post_processing_split_blocks(stream_seed: bytes, step_id: str, product: str, n_cells: int,
                                  n_bins: int, derived_from: str, counts: np.ndarray,
-                                 shares: np.ndarray, repeat: int = 1, block: int = SPLIT_BLOCK
+                                 shares: np.ndarray, repeat: int = 1, block: int = SPLIT_BLOCK,
+                                 stream: NoiseStream | None = None
                                  ) -> tuple[Iterator[tuple[int, np.ndarray]], LedgerEntry]:
     """Split each noisy count across destinations at random by `shares` (the CIP recast,
     technical appendix B): the magnitude |c| follows Multinomial(|c|, shares of its row)
@@ -51,7 +59,9 @@ def post_processing_split_blocks(stream_seed: bytes, step_id: str, product: str,
     lacks), row i for counts i * repeat to (i + 1) * repeat - 1 (a cell's shares for each
     of its bins). Returns the parts, `block` counts at a time as (first count, parts of
     shape (b, k)), and the ledger entry of the step. The draws are the same whatever the
-    block: one stream, consumed count by count in order.
+    block: one stream, consumed count by count in order. `stream`: the step's
+    `post_processing_split_stream` when one table is split in several calls, each
+    continuing it (None: a new stream, the table split in one call).
 
     Privacy cost: none (randomized post-processing of noisy measurements; the draws come
     from a stream keyed by the measurements' content addresses, recorded in the ledger).
@@ -64,14 +74,14 @@ def post_processing_split_blocks(stream_seed: bytes, step_id: str, product: str,
                          f"of {repeat} counts each")
 
     def blocks() -> Iterator[tuple[int, np.ndarray]]:
-        stream = NoiseStream(stream_seed, step_id)
+        draws = post_processing_split_stream(stream_seed, step_id) if stream is None else stream
         for first in range(0, len(counts), block):
             mine = counts[first:first + block]
             parts = np.zeros((len(mine), shares.shape[1]), dtype=np.int64)
             moving = mine != 0
             if moving.any():
                 rows = (first + np.flatnonzero(moving)) // repeat
-                drawn = stream.multinomial(np.abs(mine[moving]), shares[rows])
+                drawn = draws.multinomial(np.abs(mine[moving]), shares[rows])
                 parts[moving] = np.sign(mine[moving])[:, None] * drawn
             yield first, parts
 
