@@ -150,9 +150,11 @@ def test_rows_follow_the_official_codes():
     assert list(pseof["agg_level_pseo"]) == sorted(pseof["agg_level_pseo"])
 
 
-def test_pseof_built_in_chunks_is_the_whole_file_row_for_row():
-    """A release writes pseof_all in chunks of whole origin cells: any chunk size gives the
-    same rows as the whole table (a chunk boundary inside a level changes nothing)."""
+def test_pseof_built_in_chunks_is_the_whole_file_row_for_row(monkeypatch):
+    """A release writes pseof_all in chunks of whole origin cells, their destination levels
+    summed a block of origin cells at a time: any chunk or block size gives the same rows
+    as the whole table (a chunk boundary inside a level changes nothing)."""
+    import pseo_das.tasks.employment_flows.division_flows as division_flows
     missing = unobserved_states(FLOWS, covered)
     share = unobserved_division_share(FLOWS, missing, institution_state_flows([FLOWS], [missing]))
     origins = origin_tables(FLOWS, share > 0.1)
@@ -163,6 +165,9 @@ def test_pseof_built_in_chunks_is_the_whole_file_row_for_row():
         if rows_per_chunk < 10 ** 6:
             assert len(chunks) > len(parts)      # some level is split between chunks
         pd.testing.assert_frame_equal(pd.concat(chunks, ignore_index=True), whole)
+    for block_cells in (1, 2):
+        monkeypatch.setattr(division_flows, "DESTINATION_BLOCK_CELLS", block_cells)
+        pd.testing.assert_frame_equal(flows_table(origins), whole)
 
 
 def published_checks(corrupt=None) -> dict[str, str]:

@@ -128,29 +128,54 @@ def origin_tables(table: NoisyFlows, suppressed: np.ndarray) -> list[OriginTable
     return out
 
 
-def destination_blocks(table: OriginTable) -> list[tuple[str, list[str], str, list[str],
-                                                          np.ndarray, np.ndarray, np.ndarray]]:
-    """Per employment geography x industry level of pseof, for every origin cell: (geo_level,
-    geographies, ind_level, industries, employed, employed in-state, suppressed), the
-    arrays cells x geographies x industries (geography-major, as the rows are written)."""
-    by_state = state_flows(table.corrected)                            # cells x sectors x states
-    home = np.searchsorted(np.array(STATE_FIPS), table.cells["inst_state"].astype(str).to_numpy())
+# The employment geography x industry levels of pseof, in the order of its rows per origin
+# cell: (geo_level, geographies, ind_level, industries).
+DESTINATION_LEVELS = (
+    ("N", [NATIONAL_GEOGRAPHY], "A", [ALL_INDUSTRIES]),
+    ("N", [NATIONAL_GEOGRAPHY], "S", list(NAICS_SECTORS)),
+    ("D", list(DIVISIONS), "A", [ALL_INDUSTRIES]),
+    ("D", list(DIVISIONS), "S", list(NAICS_SECTORS)),
+)
+DESTINATION_BLOCK_CELLS = 8192   # origin cells whose destination levels are summed at a time
+
+
+def destination_blocks(table: OriginTable, rows: np.ndarray | None = None
+                       ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Per employment geography x industry level of pseof (DESTINATION_LEVELS), for the
+    origin cells `rows` of `table` (None: all): (employed, employed in-state, suppressed),
+    the arrays cells x geographies x industries (geography-major, as the rows are written)."""
+    rows = np.arange(len(table.cells)) if rows is None else np.asarray(rows)
+    by_state = state_flows(table.corrected[rows])                      # cells x sectors x states
+    home = np.searchsorted(np.array(STATE_FIPS),
+                           table.cells["inst_state"].astype(str).to_numpy()[rows])
     n = len(home)
     instate = by_state[np.arange(n), :, home]                          # cells x sectors
     home_division = DIVISION_MEMBERSHIP[:, home].T                     # cells x divisions
     by_division = by_state @ DIVISION_MEMBERSHIP.T.astype(np.int64)    # cells x sectors x divisions
     never = np.zeros((n, 1, 1), bool)
-    divisions, sectors = list(DIVISIONS), list(NAICS_SECTORS)
+    suppressed = table.suppressed[rows]
     return [
-        ("N", [NATIONAL_GEOGRAPHY], "A", [ALL_INDUSTRIES], by_state.sum(axis=(1, 2))[:, None, None],
-         instate.sum(axis=1)[:, None, None], never),
-        ("N", [NATIONAL_GEOGRAPHY], "S", sectors, by_state.sum(axis=2)[:, None, :],
-         instate[:, None, :], never),
-        ("D", divisions, "A", [ALL_INDUSTRIES], by_division.sum(axis=1)[:, :, None],
-         (home_division * instate.sum(axis=1)[:, None])[:, :, None], table.suppressed[:, :, None]),
-        ("D", divisions, "S", sectors, by_division.transpose(0, 2, 1),
-         home_division[:, :, None] * instate[:, None, :], table.suppressed[:, :, None]),
+        (by_state.sum(axis=(1, 2))[:, None, None], instate.sum(axis=1)[:, None, None], never),
+        (by_state.sum(axis=2)[:, None, :], instate[:, None, :], never),
+        (by_division.sum(axis=1)[:, :, None],
+         (home_division * instate.sum(axis=1)[:, None])[:, :, None], suppressed[:, :, None]),
+        (by_division.transpose(0, 2, 1), home_division[:, :, None] * instate[:, None, :],
+         suppressed[:, :, None]),
     ]
+
+
+def destination_block(table: OriginTable, rows: np.ndarray, block: int,
+                      block_cells: int | None = None
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`destination_blocks(table, rows)[block]`, summed `block_cells` origin cells at a
+    time (None: DESTINATION_BLOCK_CELLS): memory holds one block of cells x destinations,
+    never the table's."""
+    block_cells = block_cells or DESTINATION_BLOCK_CELLS
+    pieces = [destination_blocks(table, rows[start:start + block_cells])[block]
+              for start in range(0, len(rows), block_cells)]
+    if not pieces:
+        pieces = [destination_blocks(table, rows)[block]]
+    return tuple(np.concatenate([p[i] for p in pieces]) for i in range(3))
 
 
 @dataclass(frozen=True)
@@ -158,20 +183,19 @@ class OriginLevelRows:
     """What the pseof rows of one origin level (its tables, one per years-after) are built
     from: the union of the tables' cells in canonical order with their official identifiers,
     where each union cell is in each table (-1: the cell has no such years-after), and each
-    table's destination blocks and non-employed flows."""
+    table (its destination levels are summed as the rows are built: `destination_block`)."""
     inst_level: str
     cip_level: str
     by_cohort: bool
     ids: pd.DataFrame                          # official identifiers, one row per union cell
     in_table: dict[int, np.ndarray]            # years-after -> table row of each union cell
-    blocks: dict[int, list[tuple]]             # years-after -> destination_blocks
-    nonemployed: dict[int, np.ndarray]         # years-after -> corrected non-employed flows
+    tables: dict[int, OriginTable]             # years-after -> origin table
 
 
 @dataclass(frozen=True)
 class PseofPart:
     """The rows of one aggregation level of pseof_all: one origin level x one block of
-    destination_blocks (employment geography x industry level)."""
+    DESTINATION_LEVELS (employment geography x industry level)."""
     agg_level: int
     origin: OriginLevelRows
     block: int
@@ -206,8 +230,7 @@ def origin_level_rows(tables: list[OriginTable]) -> OriginLevelRows:
         in_table[t.years_after] = where
     return OriginLevelRows(inst_level, cip_level, by_cohort,
                            official_cells(union, inst_level, cip_level), in_table,
-                           {t.years_after: destination_blocks(t) for t in tables},
-                           {t.years_after: t.corrected[:, NONEMPLOYED] for t in tables})
+                           {t.years_after: t for t in tables})
 
 
 def pseof_parts(origins: list[OriginTable]) -> list[PseofPart]:
@@ -218,8 +241,7 @@ def pseof_parts(origins: list[OriginTable]) -> list[PseofPart]:
     parts = []
     for tables in levels.values():
         origin = origin_level_rows(tables)
-        first = origin.blocks[tables[0].years_after]
-        for b, (geo_level, geographies, ind_level, industries, *_) in enumerate(first):
+        for b, (geo_level, geographies, ind_level, industries) in enumerate(DESTINATION_LEVELS):
             parts.append(PseofPart(
                 agg_level(PRODUCT, origin.inst_level, origin.cip_level, origin.by_cohort,
                           geo_level, ind_level),
@@ -246,9 +268,12 @@ def part_rows(part: PseofPart, start: int = 0, stop: int | None = None) -> pd.Da
                          industry=np.tile(part.industries, n * len(part.geographies)))
     for k in YEARS_AFTER:
         rows = origin.in_table[k][start:stop] if k in origin.in_table else None
+        table = origin.tables.get(k)
+        at = None if rows is None else rows[rows >= 0]
         frame = frame.assign(**_year_columns(
-            k, n, per_cell, rows, origin.blocks[k][part.block] if rows is not None else None,
-            origin.nonemployed.get(k), carries_origin_measures(part.geo_level, part.ind_level)))
+            k, n, per_cell, rows, None if rows is None else destination_block(table, at, part.block),
+            None if rows is None else table.corrected[at, NONEMPLOYED],
+            carries_origin_measures(part.geo_level, part.ind_level)))
     return frame[list(layout(PRODUCT).columns)]
 
 
@@ -256,21 +281,22 @@ def _year_columns(k: int, n_cells: int, per_cell: int, rows: np.ndarray | None,
                   block: tuple | None, nonemployed: np.ndarray | None,
                   with_nonemployed: bool = True) -> dict[str, object]:
     """The year-k measures and status flags of n_cells origin cells' rows; `rows` gives each
-    cell's row in the year-k table (-1: none); `with_nonemployed` False: rows that do not
-    carry the origin's non-employment (empty, flag -1)."""
+    cell's row in the year-k table (-1: none); `block` (employed, in-state, suppressed) and
+    `nonemployed` are of the cells that have one, in order; `with_nonemployed` False: rows
+    that do not carry the origin's non-employment (empty, flag -1)."""
     emp = np.full((n_cells, per_cell), np.nan)
     instate, nme = emp.copy(), emp.copy()
     present = np.zeros((n_cells, per_cell), bool)
     hidden = present.copy()
     if rows is not None:
-        *_, employed, in_state, suppressed = block
+        employed, in_state, suppressed = block
         mine = rows >= 0
-        at = rows[mine]
-        emp[mine] = employed[at].reshape(len(at), per_cell)
-        instate[mine] = in_state[at].reshape(len(at), per_cell)
-        nme[mine] = nonemployed[at][:, None]
+        count = int(mine.sum())
+        emp[mine] = employed.reshape(count, per_cell)
+        instate[mine] = in_state.reshape(count, per_cell)
+        nme[mine] = nonemployed[:, None]
         present[mine] = True
-        hidden[mine] = np.broadcast_to(suppressed[at], employed[at].shape).reshape(len(at), per_cell)
+        hidden[mine] = np.broadcast_to(suppressed, employed.shape).reshape(count, per_cell)
     present, hidden = present.reshape(-1), hidden.reshape(-1)
     status = np.select([~present, hidden], [STATUS_NOT_AVAILABLE, STATUS_SUPPRESSED],
                        STATUS_OK).astype(np.int8)    # flags -1, 1, 5: one byte each
