@@ -24,6 +24,14 @@ rate. With --engines local,dask every size is released by both engines (dask: a 
 LocalCluster). Results: benchmarks/results/bench-<timestamp>.json; the log of each size's
 last release: benchmarks/results/logs/<size>-<engine>-release.log.
 
+    python benchmarks/bench_release.py --national [--sizes 10m,100m] [--repeat N]
+
+the national universe (issue 35): `pseo-das synth --institutions 2000` at each size
+(default 10m and 100m outcome rows), whole release and NumPy baseline, results in
+benchmarks/results/national-<timestamp>.json (wall, peak RSS, commit, date, load averages
+before and after). Targets: under 120 s and under 3 GB peak at each size, peaks within 20%
+of each other (flat: memory by blocks of origin cells, not cells x destinations).
+
     python benchmarks/bench_release.py --fixed-cost [--repeat N]
 
 times only the tiny release (2,000 graduates), whole process, (a) when it must start its own
@@ -61,6 +69,9 @@ SYNTH_SEED = 20240101
 DEMO_INSTITUTIONS = 40
 RELEASE_SEED = "5eed" * 16
 FIXED_COST_TARGET_S = 15.0
+NATIONAL_INSTITUTIONS = 2000
+NATIONAL_SIZES = "10m,100m"
+NATIONAL_TARGETS = {"wall_s": 120.0, "peak_mb": 3072.0, "peak_spread": 0.2}
 # A Prefect console log line: "18:21:36.042 | INFO    | Task run 'validate inputs-9f4' - ..."
 # Prefect quotes a run's name with ' (or with " when the name holds a ').
 LOG_LINE = re.compile(r"^(\d\d):(\d\d):(\d\d(?:\.\d+)?) \| \w+\s*\| (Task|Flow) run "
@@ -272,6 +283,26 @@ def national_targets(rows: dict[str, dict]) -> list[str]:
     return lines
 
 
+def national_lines(rows: dict[str, dict]) -> list[str]:
+    """Issue 35's national-universe targets, for the sizes measured (in-process engine)."""
+    lines, peaks = [], []
+    for size, r in rows.items():
+        if size == "tiny":
+            continue
+        wall, peak = r["release"]["wall_s"], r["release"]["peak_mb"]
+        peaks.append(peak)
+        lines.append(f"national {size}: {wall:.1f} s (target < {NATIONAL_TARGETS['wall_s']:g} s: "
+                     f"{'met' if wall < NATIONAL_TARGETS['wall_s'] else 'MISSED'}), peak "
+                     f"{peak:.0f} MB (target < {NATIONAL_TARGETS['peak_mb']:,.0f} MB: "
+                     f"{'met' if peak < NATIONAL_TARGETS['peak_mb'] else 'MISSED'})")
+    if len(peaks) > 1:
+        spread = max(peaks) / min(peaks) - 1
+        lines.append(f"national peaks within {spread:.0%} of each other (target "
+                     f"{NATIONAL_TARGETS['peak_spread']:.0%}: "
+                     f"{'met' if spread <= NATIONAL_TARGETS['peak_spread'] else 'MISSED'})")
+    return lines
+
+
 def machine() -> dict:
     return {"cpus": os.cpu_count(), "python": sys.version.split()[0],
             "platform": platform.platform(), "load_average": os.getloadavg()}
@@ -363,13 +394,16 @@ def fixed_cost_main(repeat: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="tiny,1m,10m",
+    parser.add_argument("--sizes", default=None,
                         help="comma-separated: tiny, 1m, 10m, 50m, 100m")
     parser.add_argument("--engines", default="local", help="comma-separated: local, dask")
     parser.add_argument("--repeat", type=int, help="runs per size (default: 3 for tiny and 1m, 1 otherwise)")
     parser.add_argument("--institutions", type=int, default=DEMO_INSTITUTIONS,
                         help="synthetic universe: 40 (default) the demo one; any other number a "
                              "national one of that many institutions (`pseo-das synth --institutions`)")
+    parser.add_argument("--national", action="store_true",
+                        help=f"the national universe ({NATIONAL_INSTITUTIONS:,} institutions; sizes "
+                             f"{NATIONAL_SIZES} unless --sizes): results/national-<timestamp>.json")
     parser.add_argument("--fixed-cost", action="store_true", help="only the tiny release, with "
                         "and without a kept Prefect server (appended to fixed_cost.json)")
     parser.add_argument("--render", action="store_true", help="print fixed_cost.json as a "
@@ -381,7 +415,11 @@ def main() -> None:
     if args.fixed_cost:
         fixed_cost_main(args.repeat or 3)
         return
-    sizes = ["tiny"] + [s for s in args.sizes.split(",") if s and s != "tiny"]
+    if args.national:
+        args.institutions = NATIONAL_INSTITUTIONS
+    sizes = ["tiny"] + [s for s in (args.sizes or (NATIONAL_SIZES if args.national
+                                                    else "tiny,1m,10m")).split(",")
+                        if s and s != "tiny"]
     unknown = [s for s in sizes if s not in SIZES]
     if unknown:
         parser.error(f"unknown size(s) {', '.join(unknown)}; choose from {', '.join(SIZES)}")
@@ -401,8 +439,12 @@ def main() -> None:
                 for size in sizes}
     add_marginals(rows)
     print_report(rows)
-    record = RESULTS / f"bench-{started}.json"
-    record.write_text(json.dumps({"started": started, "institutions": args.institutions, "finished": time.strftime("%Y%m%dT%H%M%S"),
+    if args.national:
+        print("\n".join(["", *national_lines(rows)]))
+    record = RESULTS / f"{'national' if args.national else 'bench'}-{started}.json"
+    record.write_text(json.dumps({"started": started, "commit": commit(),
+                                  "date": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
+                                  "institutions": args.institutions, "finished": time.strftime("%Y%m%dT%H%M%S"),
                                   "machine": before, "load_average_after": os.getloadavg(),
                                   "results": rows}, indent=2) + "\n")
     print(f"\nresults written to {record}")
