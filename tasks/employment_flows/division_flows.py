@@ -28,7 +28,7 @@ from pseo_das.schemas.codes import (CENSUS_DIVISIONS, DIVISION_OF_STATE, NAICS_S
                                     STATUS_OK, STATUS_SUPPRESSED, YEARS_AFTER)
 from pseo_das.schemas.pseo_layout import Product, carries_origin_measures, layout
 from pseo_das.tasks import progress, release_task
-from pseo_das.tasks.codes.destinations import NONEMPLOYED, N_DESTINATIONS, N_SECTORS, N_STATES, destinations
+from pseo_das.tasks.codes.destinations import NONEMPLOYED, N_SECTORS, N_STATES, destinations
 from pseo_das.tasks.employment_flows.noisy_flows import NoisyFlows
 from pseo_das.tasks.inputs.cells import CELL_KEYS, sum_to_coarser
 from pseo_das.tasks.inputs.reference_inputs import ReferenceInputs
@@ -118,13 +118,13 @@ def origin_tables(table: NoisyFlows, suppressed: np.ndarray) -> list[OriginTable
     sums is (it would be as incomplete). Privacy cost: none (sums of corrected flows)."""
     out = [OriginTable("I", table.cip_level, True, table.years_after, table.cells,
                        table.corrected, suppressed)]
-    stacked = np.hstack([table.corrected, suppressed.astype(table.corrected.dtype)])
     for inst_level, by_cohort in (("S", True), ("I", False), ("S", False)):
-        cells, summed = sum_to_coarser(table.cells, stacked, inst_level, table.cip_level,
+        cells, summed = sum_to_coarser(table.cells, table.corrected, inst_level, table.cip_level,
                                        table.cip_level, all_cohorts=not by_cohort)
+        hidden = sum_to_coarser(table.cells, suppressed.astype(np.int64), inst_level,
+                                table.cip_level, table.cip_level, all_cohorts=not by_cohort)[1]
         out.append(OriginTable(inst_level, table.cip_level, by_cohort, table.years_after, cells,
-                               summed[:, :N_DESTINATIONS], summed[:, N_DESTINATIONS:] > 0))
-    del stacked
+                               summed, hidden > 0))
     return out
 
 
