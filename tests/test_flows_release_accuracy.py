@@ -161,3 +161,28 @@ def test_a_large_table_is_simulated_on_whole_all_fields_cells_of_a_sample(monkey
         again = accuracy.stand_in_flows([table], seed)[0]
         assert again.field_cells.equals(sample.field_cells)   # the seed's sample, every time
     assert len(sizes) > 1 and all(0 < n < 12 for n in sizes)
+
+
+def test_a_national_stand_in_is_one_sample_of_all_fields_cells_for_every_years_after(monkeypatch):
+    """Above STAND_IN_MAX_CELLS origin cells over all years-after, one seeded sample of
+    all-fields cells is kept in every years-after (the simulation's size follows the cells,
+    not the number of years-after); at or below it, every table whole."""
+    import pseo_das.tasks.study.flows_release_accuracy as accuracy
+    from pseo_das.tasks.employment_flows.noisy_flows import NoisyFlows
+    tables = []
+    for k, seed in ((1, 3), (5, 4)):
+        whole = _stand_in(k, seed)
+        tables.append(NoisyFlows(f"flows.I.cip2.y{k}", "2", k, whole.field_cells,
+                                 whole.field_flows, (f"flows.I.cip2.y{k}",),
+                                 corrected=whole.field_flows))
+    assert [len(t.field_cells) for t in accuracy.stand_in_flows(tables, SEED)] == [36, 36]
+    monkeypatch.setattr(accuracy, "STAND_IN_MAX_CELLS", 36)   # 72 cells: each of 12 with p = 1/2
+    sizes = set()
+    for seed in (b"a", b"b", b"c", b"d"):
+        y1, y5 = accuracy.stand_in_flows(tables, seed)
+        kept = [set(map(tuple, t.all_fields_cells[["institution", "degree_level", "grad_cohort"]]
+                        .astype(str).to_numpy())) for t in (y1, y5)]
+        assert kept[0] == kept[1]                    # the same all-fields cells in both
+        assert len(y1.field_cells) == 3 * len(kept[0])
+        sizes.add(len(kept[0]))
+    assert len(sizes) > 1 and all(0 < n < 12 for n in sizes)

@@ -175,7 +175,8 @@ def destination_block(table: OriginTable, rows: np.ndarray, block: int,
               for start in range(0, len(rows), block_cells)]
     if not pieces:
         pieces = [destination_blocks(table, rows)[block]]
-    return tuple(np.concatenate([p[i] for p in pieces]) for i in range(3))
+    employed, in_state, suppressed = (np.concatenate([p[i] for p in pieces]) for i in range(3))
+    return employed, in_state, suppressed
 
 
 @dataclass(frozen=True)

@@ -45,9 +45,10 @@ REPORTED_QUANTITIES = ("employed", "not employed", "in-state", "division x secto
 MEASURES = ("bias", "mean_abs_error", "zero_share")
 
 
-# The simulation holds several copies of its stand-in: a table of more origin cells than
-# this (a national release) is simulated on a random sample of its all-fields cells, each
-# with every origin cell it sums.
+# The simulation holds several copies of its stand-in: measured tables of more origin cells
+# than this, all years-after together (a national release), are simulated on one random
+# sample of all-fields cells, the same in every years-after, each with every origin cell it
+# sums.
 STAND_IN_MAX_CELLS = 40_000
 
 
@@ -61,16 +62,27 @@ def finest_measured(tables: list[NoisyFlows]) -> list[NoisyFlows]:
 def stand_in_flows(tables: list[NoisyFlows], seed: bytes) -> list[TrueFlows]:
     """The corrected flows of the measured tables of the finest CIP level, one per
     years-after, as a stand-in truth with the all-fields cells they sum to; above
-    STAND_IN_MAX_CELLS origin cells, those of a sample of all-fields cells (each kept with
-    probability STAND_IN_MAX_CELLS / origin cells, from a simulation stream of `seed`)."""
+    STAND_IN_MAX_CELLS origin cells over all years-after, those of one sample of all-fields
+    cells (ORIGIN_KEYS) reused in every years-after (each kept with probability
+    STAND_IN_MAX_CELLS / origin cells, from a simulation stream of `seed`): the
+    simulation's size follows the cells, whatever the number of years-after."""
+    finest = finest_measured(tables)
+    origin_cells = sum(len(t.cells) for t in finest)
+
+    def keys(cells: pd.DataFrame) -> pd.MultiIndex:
+        return pd.MultiIndex.from_frame(cells[ORIGIN_KEYS].astype(str))
+
+    chosen = None
+    if origin_cells > STAND_IN_MAX_CELLS:
+        union = keys(pd.concat([t.cells[ORIGIN_KEYS] for t in finest])).unique().sort_values()
+        kept = simulation_sample(seed, "expected-flows-accuracy/sample", len(union),
+                                 STAND_IN_MAX_CELLS / origin_cells)
+        chosen = union[kept]
     stand_in = []
-    for t in finest_measured(tables):
+    for t in finest:
         cells, flows = t.cells, t.corrected
-        if len(cells) > STAND_IN_MAX_CELLS:
-            group = cells[ORIGIN_KEYS].astype(str).groupby(ORIGIN_KEYS, sort=True).ngroup()
-            chosen = simulation_sample(seed, f"expected-flows-accuracy/sample/y{t.years_after}",
-                                       int(group.max()) + 1, STAND_IN_MAX_CELLS / len(cells))
-            keep = chosen[group.to_numpy()]
+        if chosen is not None:
+            keep = keys(cells).isin(chosen)
             cells, flows = cells[keep].reset_index(drop=True), flows[keep]
         stand_in.append(TrueFlows.of_field_flows(t.years_after, cells, flows))
     return stand_in
