@@ -846,15 +846,26 @@ def measurement_bytes(cells: pd.DataFrame, values: np.ndarray) -> bytes:
     return table_bytes(pa.table(columns))
 
 
+MEASUREMENT_READ_ROWS = 8192   # cells of a stored measurement decoded at a time
+
+
 def read_measurement(data: bytes) -> tuple[pd.DataFrame, np.ndarray]:
     """Cells and values; measurements of earlier versions have no `cip_vintage` column
-    (their codes are CIP-2010)."""
-    table = pq.read_table(io.BytesIO(data))
-    noisy = table.column("noisy").combine_chunks()
-    values = noisy.flatten().to_numpy(zero_copy_only=False)
-    if not pa.types.is_floating(noisy.type.value_type):
-        values = values.astype(np.int64)
-    cells = table.select([c for c in MEASURED_CELL_COLUMNS if c in table.column_names]).to_pandas()
+    (their codes are CIP-2010). The values are decoded MEASUREMENT_READ_ROWS cells at a
+    time into one array (a national flows table is never held twice)."""
+    source = pq.ParquetFile(io.BytesIO(data))
+    names = source.schema_arrow.names
+    cells = source.read(columns=[c for c in MEASURED_CELL_COLUMNS if c in names]) \
+        .select([c for c in MEASURED_CELL_COLUMNS if c in names]).to_pandas()
     if "cip_vintage" not in cells.columns:
         cells["cip_vintage"] = CIP_2010
-    return cells, values.reshape(len(cells), noisy.type.list_size)
+    kind = source.schema_arrow.field("noisy").type
+    values = np.empty((len(cells), kind.list_size),
+                      dtype=np.float64 if pa.types.is_floating(kind.value_type) else np.int64)
+    at = 0
+    for batch in source.iter_batches(batch_size=MEASUREMENT_READ_ROWS, columns=["noisy"]):
+        noisy = batch.column(0)
+        values[at:at + len(noisy)] = noisy.flatten().to_numpy(zero_copy_only=False) \
+            .reshape(len(noisy), kind.list_size)
+        at += len(noisy)
+    return cells, values
