@@ -96,6 +96,21 @@ def test_every_committed_result_and_every_docs_marker_hold():
         assert path.name.startswith(record["benchmark"] + "-")
     markers = {name for page in (ROOT / "docs").rglob("*.md")
                for name in hook.MARKER.findall(page.read_text())}
-    assert markers >= {"release", "fixed-cost", "noise", "light-commands"}
+    assert markers >= {"release", "fixed-cost", "noise", "light-commands", "release-sizes"}
     for name in markers:
         assert result_file.latest(name)["benchmark"] == name
+
+
+def test_release_sizes_records_the_folders_counting_a_hard_link_once(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))       # as a script finds result_file
+    release_sizes = load(ROOT / "benchmarks" / "release_sizes.py", "bench_release_sizes")
+    (tmp_path / "public" / "all").mkdir(parents=True)
+    (tmp_path / "internal").mkdir()
+    (tmp_path / "public" / "all" / "t.csv").write_bytes(b"x" * 3_000_000)
+    (tmp_path / "internal" / "t.csv").hardlink_to(tmp_path / "public" / "all" / "t.csv")
+    (tmp_path / "internal" / "notes.md").write_bytes(b"y" * 500_000)
+    figure, = release_sizes.figures(*release_sizes.summary(release_sizes.file_sizes(tmp_path)))
+    assert figure["rows"] == [
+        ["internal/", 3_500_000, 3.5], ["public/", 3_000_000, 3.0],
+        ["public/all/", 3_000_000, 3.0],
+        ["whole folder (3 files, 2 distinct; 3.0 MB hard-linked, counted once)", 3_500_000, 3.5]]
