@@ -33,7 +33,8 @@ def summary(sizes: dict[str, tuple[int, int, tuple[int, int]]]) -> tuple[dict[st
     by_folder: dict[str, int] = defaultdict(int)
     for name, (size, _, _) in sizes.items():
         parts = Path(name).parts
-        by_folder[parts[0]] += size
+        if len(parts) > 1:                  # a file at the top is in no folder
+            by_folder[parts[0]] += size
         if len(parts) > 2:
             by_folder["/".join(parts[:2])] += size
     inodes = {inode: (size, links) for size, links, inode in sizes.values()}
