@@ -57,8 +57,8 @@ def read_release_inputs(data_dir: Path, reference_dir: Path, cfg: ReleaseConfig,
     """The public files first (a production release on demo files is refused before any
     microdata is read), then the microdata, checked against the CIP recast's inputs; its
     frame checked against the IPEDS completions (tasks/inputs/frame_check.py)."""
-    recast = load_recast(reference_dir, cfg.cip.switch_year)
-    ipeds = load_ipeds_counts_inputs(reference_dir, cfg.cells, cfg.cip.switch_year)
+    recast = load_recast(reference_dir, cfg.cip.switch_year, data_dir)
+    ipeds = load_ipeds_counts_inputs(reference_dir, cfg.cells, cfg.cip.switch_year, data_dir)
     demo = demo_flows_inputs(reference_dir) + list(recast.packaged)
     demo += ["IPEDS"] if ipeds.packaged and "IPEDS" not in demo else []
     refuse_demo_in_production(cfg, demo)
