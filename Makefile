@@ -2,6 +2,7 @@
 #   make release   install, build the synthetic data set, run a quarterly release
 #                  (privacy store: ./demo-store/, created on the first run)
 #   make test      install, run the test suite (make test-fast: the unit tests only)
+#   make docs      build the documentation site into site/ (make docs-serve: serve it)
 PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
@@ -11,7 +12,7 @@ OUT    ?= releases/$(RELEASE_ID)
 STORE  ?= demo-store
 SEED_KEY ?= demo-seed.key
 
-.PHONY: release test test-fast install clean bench mypy-baseline
+.PHONY: release test test-fast install clean bench mypy-baseline docs docs-serve
 
 install: $(VENV)/.installed
 
@@ -43,8 +44,14 @@ test-fast: $(VENV)/.installed
 mypy-baseline: $(VENV)/.installed
 	PSEO_DAS_MYPY_BASELINE=write $(BIN)/python -m pytest -q tests/test_installed_package.py -k mypy
 
+docs: $(VENV)/.installed
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+
+docs-serve: $(VENV)/.installed
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve
+
 bench: $(VENV)/.installed
 	$(BIN)/python benchmarks/bench_release.py
 
 clean:
-	rm -rf $(VENV) data releases audit audit_reports demo-store demo-seed.key study study-quick flows-study .pytest_cache pseo_das.egg-info build
+	rm -rf $(VENV) data releases audit audit_reports demo-store demo-seed.key study study-quick flows-study .pytest_cache pseo_das.egg-info build site

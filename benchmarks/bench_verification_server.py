@@ -1,4 +1,4 @@
-"""The verification server's response times and liveness (README, "Limits" of the
+"""The verification server's response times and liveness (docs/method/verification.md, "Limits" of the
 verification server).
 
     python benchmarks/bench_verification_server.py [--data data/synthetic] [SERVE OPTIONS]

@@ -485,7 +485,7 @@ def _mechanisms(text: str) -> list[str]:
 
 
 def _evaluate_mos(args: argparse.Namespace) -> int:
-    """The cell statistics' accuracy study (mos, mos-dp, histogram means; README)."""
+    """The cell statistics' accuracy study (mos, mos-dp, histogram means; docs/method/cell-statistics.md)."""
     from pseo_das.tasks.study.mos_accuracy import DEFAULT_MOS_STUDY_SEED, mos_accuracy_study
 
     result = mos_accuracy_study(Path(args.data), Path(args.out), epsilons=args.epsilons,
@@ -499,7 +499,7 @@ def _evaluate_mos(args: argparse.Namespace) -> int:
 
 
 def _evaluate_bounding(args: argparse.Namespace) -> int:
-    """The contribution bound's study (k = 1, 2, 3; README, "Several degrees per person")."""
+    """The contribution bound's study (k = 1, 2, 3; docs/method/accuracy.md)."""
     from pseo_das.tasks.study.bounding_accuracy_study import bounding_accuracy_study
     from pseo_das.tasks.study.bounding_study import DEFAULT_BOUNDING_STUDY_SEED
 
@@ -1082,7 +1082,7 @@ def parser() -> argparse.ArgumentParser:
                         "./audit/mlflow.db, created in the current folder if missing)")
     verify.add_argument("--query-seconds", type=_positive_seconds, help="serve: a query is "
                         "answered or refused (HTTP 503, nothing charged) within this many "
-                        "seconds (default: the README's verification server limits)")
+                        "seconds (default: docs/method/verification.md, Limits)")
     verify.add_argument("--concurrent-queries", type=_concurrency, metavar="N",
                         help="serve: new measurements computed at once, 1 to 64")
     verify.add_argument("--rate-limit", type=_rate_limit, help="serve: authenticated requests "

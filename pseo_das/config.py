@@ -218,7 +218,7 @@ class PrivacyConfig(_Strict):
 # "appendix": technical appendix A.3.1-A.3.2 as written, the total is the sum of the cell's
 # noisy flows; "measured-total": the same weighted removal, but the total is the cell's
 # graduate count measured as its own tabulation (flows.total_epsilon_per_tabulation), and a
-# deficit is added in proportion to the kept flows (README, "Employment flows accuracy").
+# deficit is added in proportion to the kept flows (docs/method/flows-accuracy.md).
 APPENDIX_CORRECTION = "appendix"
 MEASURED_TOTAL_CORRECTION = "measured-total"
 
@@ -351,7 +351,7 @@ MOS_ACKNOWLEDGEMENT_KEY = "acknowledge_not_formally_dp"
 class MosConfig(_Strict):
     """The optional cell statistics product pseom_all.csv (mean earnings 1, 5 and 10 years
     after graduation and earnings growth from 1 to 5 years per cell) by maximum observed
-    sensitivity (Chetty and Friedman 2019; README, "Cell statistics"). Off by default.
+    sensitivity (Chetty and Friedman 2019; docs/method/cell-statistics.md). Off by default.
     The "mos" variant is NOT a formal differential-privacy guarantee (its scale chi is
     computed from the data and published without noise): enabling it requires
     `acknowledge_not_formally_dp = true`. "mos-dp" replaces chi by the public worst case

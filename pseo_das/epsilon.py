@@ -30,8 +30,8 @@ def epsilon_range_problem(value: float | int | str | Decimal | Fraction,
     why = "; below it the exact sampler's table grows without bound" \
         if epsilon < MIN_EPSILON else ""
     return (f"outside the accepted range {epsilon_text(MIN_EPSILON)} to "
-            f"{epsilon_text(largest)}{why} (README, \"Limits checked before anything is "
-            "spent\")")
+            f"{epsilon_text(largest)}{why} (docs/operate/troubleshooting.md, \"Limits checked "
+            "before anything is spent\")")
 
 
 def epsilon_from_text(text: str) -> Fraction:

@@ -102,7 +102,7 @@ def test_release_verifies_end_to_end_with_replay(releases, tmp_path, capsys, mon
     # counts all of them)
     assert "48 of 48 input files match" in check_line(printed, "inputs")
     n_public = sum(1 for name in manifest["files"] if name.startswith("public/"))
-    assert n_public == 27   # 7 files, and 4 in each of the 5 state folders
+    assert n_public == 34   # all/: 7 files; 5 in each of the 5 state folders; the release notes (.md, .html)
     assert f"{n_public} of {n_public} public files reproduced byte for byte" in \
         check_line(printed, "replay")
     # the replay went to temporary copies: no run added, the privacy store untouched

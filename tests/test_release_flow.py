@@ -306,15 +306,16 @@ def test_every_stage_is_its_own_named_task_run(releases):
             "record audit run"} <= names
 
 
-def test_the_readme_consumer_script_finds_rows(releases, tmp_path):
-    """The README's script reads pseoe_all.csv as published consumers do (codes as text,
+def test_the_docs_consumer_script_finds_rows(releases, tmp_path):
+    """The outputs page's script (docs/reference/outputs.md) reads pseoe_all.csv as
+    published consumers do (codes as text,
     grad_cohort 0000, inst_level I, cipcode 00, status 1) and finds rows."""
     import re
     import subprocess
     import sys
 
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    script = re.search(r"<!-- consumer-script -->\n```python\n(.*?)```", readme, re.S).group(1)
+    page = (Path(__file__).resolve().parent.parent / "docs" / "reference" / "outputs.md").read_text()
+    script = re.search(r"<!-- consumer-script -->\n```python\n(.*?)```", page, re.S).group(1)
     assert len(script.strip().splitlines()) <= 10
     (tmp_path / "consumer.py").write_text(script)
     root, _ = releases

@@ -1,7 +1,7 @@
 """The cell statistics (pseom_all.csv) as questions of the release plan: one question per
 statistic, so that each population is measured once per question, the stored noisy values
 are reused by every later release at zero epsilon, and the spending counts against the
-privacy store's lifetime cap per population (README, "The extension: pseom_all.csv").
+privacy store's lifetime cap per population (docs/method/cell-statistics.md).
 Privacy cost: none (bookkeeping).
 
 A question holds everything that changes the stored answer: the statistic, the variant

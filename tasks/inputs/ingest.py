@@ -56,7 +56,7 @@ SEVERAL_DEGREES_HINT = (
 
 
 class InputLayout(StrEnum):
-    """How a data folder gives the earnings (README, "Inputs")."""
+    """How a data folder gives the earnings (docs/operate/inputs.md)."""
     OUTCOMES = "outcomes"   # graduates one row per person; outcomes per person and years after
     JOBS = "jobs"           # graduates one row per degree; jobs per person, year and job
 

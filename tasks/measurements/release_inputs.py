@@ -35,7 +35,7 @@ def refuse_demo_in_production(cfg: ReleaseConfig, demo: list[str]) -> None:
         raise InputValidationError(
             f"release.production = true, but the {', '.join(demo)} file(s) are the packaged "
             "SYNTHETIC demo files: no microdata was read and nothing was spent. Give --reference DIR with the real "
-            "files (README, Inputs).")
+            "files (docs/operate/inputs.md).")
 
 
 @dataclass(frozen=True)

@@ -58,7 +58,7 @@ SECTIONS = ("cell_statistics", "employer_table")   # every side table's document
 
 @dataclass(frozen=True)
 class CellStatisticsFile:
-    """pseom_all.csv (README, "Cell statistics"), in the publication year's dollars."""
+    """pseom_all.csv (docs/method/cell-statistics.md), in the publication year's dollars."""
     statistics: NoisyCellStatistics
     section = "cell_statistics"
 
