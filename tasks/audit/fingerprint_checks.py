@@ -136,7 +136,8 @@ def check_inputs(release: AuditedRelease, locations: InputLocations,
             continue
         found = sha256_file(path)
         if found != expected and name.startswith(f"{IPEDS_FOLDER}/") \
-                and not locations.data_dir.is_dir() and folder == default_reference_dir():
+                and folder == default_reference_dir() \
+                and not (locations.data_dir / IPEDS_FOLDER).is_dir():
             missing.append(str(locations.data_dir / name))   # the data folder's, maybe
             continue
         if found == expected:
