@@ -23,6 +23,16 @@ the inputs") is also reported in outcome rows per second, beside the baseline's 
 rate. With --engines local,dask every size is released by both engines (dask: a 2-worker
 LocalCluster). Results: benchmarks/results/bench-<timestamp>.json; the log of each size's
 last release: benchmarks/results/logs/<size>-<engine>-release.log.
+
+    python benchmarks/bench_release.py --fixed-cost [--repeat N]
+
+times only the tiny release (2,000 graduates), whole process, (a) when it must start its own
+Prefect server and (b) with a server kept running by `pseo-das server start` (its start-up
+timed apart), beside a bare `import prefect, mlflow, pandas, pandera`; the validated
+reference inputs are cached (one warm-up release fills the cache). Targets (issue 35): under
+5 s with a server running, under 10 s without. Results are appended to
+benchmarks/fixed_cost.json (date, commit, load averages before and after), which
+docs/operate/prefect-server.md renders (`--render`).
 """
 from __future__ import annotations
 
@@ -62,11 +72,11 @@ def seconds_of_day(epoch: float) -> float:
     return local.tm_hour * 3600 + local.tm_min * 60 + local.tm_sec + epoch % 1
 
 
-def measure(command: list[str], log: Path) -> dict:
+def measure(command: list[str], log: Path, env: dict[str, str] | None = None) -> dict:
     """Run one child process, output to `log`; its wall seconds, peak RSS (MB) and start."""
     with open(log, "wb") as out:
         started_epoch, started = time.time(), time.perf_counter()
-        child = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
+        child = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
         _, status, usage = os.wait4(child.pid, 0)
         wall = time.perf_counter() - started
     child.returncode = os.waitstatus_to_exitcode(status)
@@ -127,14 +137,14 @@ def dataset(size: str, institutions: int = DEMO_INSTITUTIONS) -> tuple[Path, int
 
 
 def run_release(data: Path, log: Path, label: str, tracking_uri: str,
-                engine: str = "local") -> dict:
+                engine: str = "local", env: dict[str, str] | None = None) -> dict:
     """One release into a fresh temporary OUT and a fresh privacy store (so that every run
     measures everything), audited in the session's MLflow store."""
     with tempfile.TemporaryDirectory(prefix="pseo-bench-") as tmp:
         run = measure([str(BIN / "pseo-das"), "release", "--data", str(data),
                        "--out", f"{tmp}/out", "--seed", RELEASE_SEED, "--release-id", label,
                        "--tracking-uri", tracking_uri, "--store", f"{tmp}/store",
-                       "--init-store", "--engine", engine], log)
+                       "--init-store", "--engine", engine], log, env)
     run["steps"] = release_steps(log.read_text(errors="replace"), run.pop("started"), run["wall_s"])
     return run
 
@@ -267,6 +277,90 @@ def machine() -> dict:
             "platform": platform.platform(), "load_average": os.getloadavg()}
 
 
+FIXED_COST_RESULTS = HERE / "fixed_cost.json"
+FIXED_COST_TARGETS_S = {"with_server": 5.0, "without_server": 10.0}
+
+
+def commit() -> str:
+    """The commit measured (`+changes` when the checkout differs from it)."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=HERE, capture_output=True, text=True).stdout
+    head = git("rev-parse", "--short", "HEAD").strip() or "unknown"
+    return head + ("+changes" if git("status", "--porcelain", "--untracked-files=no").strip()
+                   else "")
+
+
+def bench_fixed_cost(repeat: int, logs: Path) -> dict:
+    """The tiny release's whole process with and without a kept Prefect server (module
+    docstring); medians over `repeat` runs each, the server's start-up timed once."""
+    tiny, _ = dataset("tiny")
+    with tempfile.TemporaryDirectory(prefix="pseo-bench-fixed-") as tmp:
+        env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+        env |= {"PSEO_DAS_CACHE_DIR": f"{tmp}/cache", "PSEO_DAS_SERVER_HOME": f"{tmp}/server"}
+        if "PSEO_DAS_SEED_KEY" not in env:   # releases seal their seeds with the agency's key
+            subprocess.run([str(BIN / "pseo-das"), "key", "new", f"{tmp}/seed.key"], check=True,
+                           stdout=subprocess.DEVNULL)
+            env["PSEO_DAS_SEED_KEY"] = f"{tmp}/seed.key"
+        tracking_uri = f"sqlite:///{tmp}/mlflow.db"
+        imports = summarize([measure([sys.executable, "-c",
+                                      "import prefect, mlflow, pandas, pandera"],
+                                     logs / "fixed-imports.log") for _ in range(repeat)])
+        print("warm-up: one tiny release (fills the reference cache; not counted) ...",
+              flush=True)
+        run_release(tiny, logs / "fixed-warm-up.log", "fixed-warm-up", tracking_uri, env=env)
+        without = summarize([run_release(tiny, logs / "fixed-without-server.log",
+                                         f"fixed-without-{n}", tracking_uri, env=env)
+                             for n in range(repeat)])
+        server_start = measure([str(BIN / "pseo-das"), "server", "start"],
+                               logs / "fixed-server-start.log", env)
+        try:
+            run_release(tiny, logs / "fixed-warm-up-server.log", "fixed-warm-up-server",
+                        tracking_uri, env=env)   # the new server's database, first writes
+            with_server = summarize([run_release(tiny, logs / "fixed-with-server.log",
+                                                 f"fixed-with-{n}", tracking_uri, env=env)
+                                     for n in range(repeat)])
+        finally:
+            subprocess.run([str(BIN / "pseo-das"), "server", "stop"], env=env,
+                           stdout=subprocess.DEVNULL)
+    for row in (imports, without, with_server):
+        for run in row["runs"]:
+            run.pop("started", None)
+    return {"imports_s": imports["wall_s"], "server_start_s": server_start["wall_s"],
+            "without_server": without, "with_server": with_server}
+
+
+def render_fixed_cost(records: list[dict]) -> str:
+    """The results file as a markdown table (docs/operate/prefect-server.md)."""
+    lines = ["| date (UTC) | commit | load average (1 min) before / after | imports s "
+             "| server start s | tiny release, own server s (target < 10) "
+             "| tiny release, server running s (target < 5) | runs |",
+             "|---|---|---|---:|---:|---:|---:|---:|"]
+    for r in records:
+        lines.append(f"| {r['date']} | {r['commit']} | {r['load_average_before'][0]:.1f} / "
+                     f"{r['load_average_after'][0]:.1f} | {r['imports_s']:.1f} "
+                     f"| {r['server_start_s']:.1f} | {r['without_server']['wall_s']:.1f} "
+                     f"| {r['with_server']['wall_s']:.1f} | {r['repeat']} |")
+    return "\n".join(lines)
+
+
+def fixed_cost_main(repeat: int) -> None:
+    logs = RESULTS / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    before, started = machine(), time.strftime("%Y-%m-%d %H:%M", time.gmtime())
+    record = {"date": started, "commit": commit(), "repeat": repeat, "machine": before,
+              "load_average_before": before["load_average"]}
+    record |= bench_fixed_cost(repeat, logs)
+    record["load_average_after"] = os.getloadavg()
+    records = json.loads(FIXED_COST_RESULTS.read_text()) if FIXED_COST_RESULTS.exists() else []
+    FIXED_COST_RESULTS.write_text(json.dumps(records + [record], indent=2) + "\n")
+    print(render_fixed_cost([record]))
+    for key, target in FIXED_COST_TARGETS_S.items():
+        wall = record[key]["wall_s"]
+        print(f"{key.replace('_', ' ')}: {wall:.1f} s, target < {target:g} s: "
+              + ("met" if wall < target else "MISSED"))
+    print(f"results appended to {FIXED_COST_RESULTS}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="tiny,1m,10m",
@@ -276,7 +370,17 @@ def main() -> None:
     parser.add_argument("--institutions", type=int, default=DEMO_INSTITUTIONS,
                         help="synthetic universe: 40 (default) the demo one; any other number a "
                              "national one of that many institutions (`pseo-das synth --institutions`)")
+    parser.add_argument("--fixed-cost", action="store_true", help="only the tiny release, with "
+                        "and without a kept Prefect server (appended to fixed_cost.json)")
+    parser.add_argument("--render", action="store_true", help="print fixed_cost.json as a "
+                        "markdown table and exit")
     args = parser.parse_args()
+    if args.render:
+        print(render_fixed_cost(json.loads(FIXED_COST_RESULTS.read_text())))
+        return
+    if args.fixed_cost:
+        fixed_cost_main(args.repeat or 3)
+        return
     sizes = ["tiny"] + [s for s in args.sizes.split(",") if s and s != "tiny"]
     unknown = [s for s in sizes if s not in SIZES]
     if unknown:

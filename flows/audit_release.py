@@ -20,6 +20,7 @@ from pseo_das.version import code_version
 from pseo_das.tasks.audit.audit_report import default_report_dir, utc_timestamp, write_audit_report
 from pseo_das.tasks import progress, release_flow, release_task
 from pseo_das.tasks.audit.audit_target import AuditedRelease, resolve_audit_target
+from pseo_das.tasks.audit.run_fingerprints import read_fingerprints
 from pseo_das.tasks.publication.review import (Decision, ReviewDecision, decision_from_tags,
                                                stamp_clearance)
 from pseo_das.tasks.audit.replay import (ReplayNeedsCustodian, ReplayNotPossible, compare_replay,
@@ -74,8 +75,8 @@ def replay_release(release: AuditedRelease, locations: InputLocations, inputs: C
     clearance = decision_from_tags(release.tags)
     if clearance is not None and clearance.decision == Decision.APPROVED:
         stamp_clearance(result.out_dir, clearance, result.out_dir)  # as its approval did
-    return compare_replay(release, result.out_dir, run.data.params, run.data.tags,
-                          list(plan.notes))
+    return compare_replay(release, result.out_dir, run.data.params,
+                          read_fingerprints(plan.tracking_uri, run).inputs, list(plan.notes))
 
 
 def review_words(decision: ReviewDecision | None) -> str:

@@ -128,7 +128,6 @@ def publish_flows(reading: StoreReading, reference: ReferenceInputs
             read_entries, derived_entries + correction_entries, recasts)
 
 
-@release_flow("post_processing")
 def post_processing(store_path: Path, plan: ReleasePlan, cfg: ReleaseConfig,
                     reference: ReferenceInputs, recast_inputs: RecastInputs | None,
                     identity: ReleaseIdentity, record: PublicationRecord,

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from mlflow.tracking import MlflowClient
 
-from pseo_das.tasks.audit.audit_target import OUTPUT_TAG
+from pseo_das.tasks.audit.run_fingerprints import log_fingerprints, read_fingerprints
 from pseo_das.tasks.audit.store_witness import PUBLISHED_TAG
 from pseo_das.tasks.privacy.store import PrivacyStore, store_lock
 from pseo_das.tasks.privacy.store_integrity import verify_store
@@ -59,10 +59,12 @@ def approve_release(store_path: Path, release_id: str, by: str, clearance: str,
                     note: str | None) -> tuple[Hold, ReviewDecision]:
     hold, decision = _decided(store_path, lambda store: approve(store, release_id, by,
                                                                 clearance, note))
-    manifest = json.loads((Path(hold.folder) / MANIFEST).read_text())
-    _tag(hold, _decision_tags(decision) | {f"{OUTPUT_TAG}{name}": manifest["files"][name]
-                                           for name in STAMPED},
-         (*STAMPED, MANIFEST))
+    manifest = Path(hold.folder) / MANIFEST
+    _tag(hold, _decision_tags(decision), (*STAMPED, MANIFEST))
+    stamped = {name: json.loads(manifest.read_text())["files"][name] for name in STAMPED}
+    client = MlflowClient(tracking_uri=hold.tracking_uri)
+    logged = read_fingerprints(hold.tracking_uri, client.get_run(hold.mlflow_run_id))
+    log_fingerprints(client, hold.mlflow_run_id, logged.with_outputs(stamped), manifest)
     return hold, decision
 
 

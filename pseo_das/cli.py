@@ -1,5 +1,5 @@
 """Command line: `pseo-das synth`, `release`, `review`, `publish`, `republish`, `store`,
-`schedule`, `audit`,
+`schedule`, `server`, `audit`,
 `noise-sample`, `evaluate`, `validate-layout`, `synthesize` and `verify-server`."""
 from __future__ import annotations
 
@@ -120,11 +120,12 @@ def _release(args: argparse.Namespace) -> int:
     pseo_das, mlflow = installed_command("pseo-das"), installed_command("mlflow")
     print(f"""
 Release {result.release_id} published. {spending_sentence(summary, result.new_spending)}{guarantee_line(summary)}{demo_line(summary)}{cell_statistics_line(summary)}
-  public files:    {out / 'public'}  (as the Census Bureau distributes them: all/ with the official pseoe_all, pseof_all (.csv.gz unless [publication] format = "csv"), pseo_all_institutions.csv, pseo_all_partners.txt, version_pseo.txt and pseo-das's pseoh_all{', pseoemp_all' if any((out / 'public' / 'all').glob('pseoemp_all.csv*')) else ''}; one folder per state; release_notes.html/.md)
-  internal files:  {out / 'internal'}  (release_summary.json, ledger.csv, lifetime_budget.csv, flows_state.csv, drb_report.html, manifest.json, config.json)
+  public files:    {out / 'public'}  (as the Census Bureau distributes them: all/ with the official pseoe_all, pseof_all (.csv.gz unless [publication] format = "csv"), pseo_all_institutions.csv, pseo_all_partners.txt, version_pseo.txt and pseo-das's pseoh_all, datapackage.json and parquet/{', pseoemp_all' if any((out / 'public' / 'all').glob('pseoemp_all.csv*')) else ''}; one folder per state; release_notes.html/.md)
+  internal files:  {out / 'internal'}  (release_summary.json, ledger.csv, lifetime_budget.csv, flows_state.parquet, drb_report.html, manifest.json, config.json)
   privacy store:   {summary['store']}
   audit run:       MLflow run {result.mlflow_run_id} in {result.tracking_uri}
 Look at it:
+  {out / 'public' / 'explorer' / 'index.html'}   # open in a browser: the explorer (internal/explorer: with the board's view)
   {pseo_das} store show {summary['store']}        # the budget spent, per graduate
   {pseo_das} audit {out}      # check the release against its run log
   {mlflow} ui --backend-store-uri {result.tracking_uri}   # the run log""")
@@ -590,6 +591,8 @@ def _noise_sample(args: argparse.Namespace) -> int:
 
 def _schedule(args: argparse.Namespace) -> int:
     _quiet_prefect_defaults()
+    from pseo_das.prefect_server import use_kept_server
+    use_kept_server()
     from prefect import serve
     from prefect.settings import PREFECT_API_URL
 
@@ -597,8 +600,8 @@ def _schedule(args: argparse.Namespace) -> int:
 
     if not PREFECT_API_URL.value():
         print("pseo-das schedule: no Prefect server configured. Scheduled runs need one that "
-              "outlives this process:\n  prefect server start            # in another terminal\n"
-              "  export PREFECT_API_URL=http://127.0.0.1:4200/api\n  pseo-das schedule ...",
+              "outlives this process:\n  pseo-das server start\n  pseo-das schedule ...\n"
+              "or a server of your own: export PREFECT_API_URL=http://HOST:4200/api",
               file=sys.stderr)
         return EXIT_BAD_INPUT
     deployment = quarterly_deployment(Path(args.data), Path(args.releases),
@@ -607,6 +610,21 @@ def _schedule(args: argparse.Namespace) -> int:
                                       args.tracking_uri, Path(args.store) if args.store else None,
                                       args.cron, args.timezone)
     serve(deployment)  # runs until interrupted; each scheduled run executes in this process
+    return 0
+
+
+def _server(args: argparse.Namespace) -> int:
+    from pseo_das import prefect_server
+    if args.action == "start":
+        print(f"Prefect server {prefect_server.start(args.port).describe()}\n"
+              "releases and the other commands report to it until `pseo-das server stop`")
+    elif args.action == "stop":
+        found = prefect_server.stop()
+        print("stopped: " + found.describe() if found.record else found.describe())
+    else:
+        found = prefect_server.status()
+        print(found.describe())
+        return 0 if found.state is prefect_server.ServerState.RUNNING else 3
     return 0
 
 
@@ -625,6 +643,15 @@ def _validate_layout(args: argparse.Namespace) -> int:
     print(f"layout INVALID: {len(report.problems)} problem(s) in {report.folder} ({counts}; "
           f"LEHD Public Use Schema {SCHEMA_VERSION})")
     return EXIT_CHECK_FAILED
+
+
+def _explore(args: argparse.Namespace) -> int:
+    from pseo_das.tasks.publication.explorer import default_out, explore
+    out = explore(Path(args.release_dir), Path(args.out) if args.out else
+                  default_out(Path(args.release_dir)), board=args.board)
+    print(f"wrote the explorer {out}/: open {out / 'index.html'} in a browser (it reads only "
+          "the files in that folder)")
+    return 0
 
 
 def _seed_hex(text: str) -> str:
@@ -984,6 +1011,13 @@ def parser() -> argparse.ArgumentParser:
     schedule.add_argument("--timezone", default="America/New_York", help="time zone of the schedule")
     schedule.set_defaults(run=_schedule)
 
+    server = sub.add_parser("server", parents=[common], help="a Prefect server kept running "
+                            "between commands (releases report to it instead of starting one)")
+    server.add_argument("action", choices=["start", "stop", "status"])
+    server.add_argument("--port", type=positive_int, help="start: its port on 127.0.0.1 "
+                        "(default: a free one)")
+    server.set_defaults(run=_server)
+
     audit = sub.add_parser("audit", parents=[common, keyed], help="verify a published release against its MLflow run "
                            "(outputs, ledger, inputs, replay); exit 0 only if every check passes")
     audit.add_argument("target", metavar="RUN_ID_OR_RELEASE_DIR",
@@ -1096,6 +1130,15 @@ def parser() -> argparse.ArgumentParser:
     layout.add_argument("public_dir", metavar="PUBLIC_DIR", help="the folder holding the files: "
                         "a release's public/ (its all/ folder is read) or a folder of downloads")
     layout.set_defaults(run=_validate_layout)
+
+    explore = sub.add_parser("explore", parents=[common], help="write the offline explorer of a "
+                             "release (every release writes public/explorer and internal/explorer)")
+    explore.add_argument("release_dir", metavar="RELEASE_DIR", help="a release folder")
+    explore.add_argument("--out", help="the explorer folder to create (default: RELEASE_DIR-explorer "
+                         "beside the release; a release folder is never changed)")
+    explore.add_argument("--board", action="store_true", help="add the review board's view "
+                         "(from the release's internal folder: keep that copy internal)")
+    explore.set_defaults(run=_explore)
     return main
 
 

@@ -329,6 +329,7 @@ class PublicationConfig(_Strict):
     as the Census Bureau distributes them (`csv.gz`) or plain CSV (`csv`)."""
     format: Literal["csv.gz", "csv"] = TableFormat.CSV_GZ.value
     xlsx: bool = True          # all/pseoe_all.xlsx, the labelled earnings file
+    parquet: bool = True       # all/parquet/ and all/datapackage.json (pseo-das's extension)
     # the partners files' data providers, by state FIPS code (pseo_[st]_partners.txt)
     data_providers: dict[str, tuple[str, ...]] = {}
 

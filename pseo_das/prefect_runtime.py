@@ -1,7 +1,8 @@
 """The Prefect API that the CLI's flows report to.
 
 A configured server (PREFECT_API_URL in the environment, the active Prefect profile or any
-other Prefect settings source) is used as it is. Otherwise the CLI runs
+other Prefect settings source) is used as it is, and so is the server `pseo-das server
+start` keeps running (pseo_das/prefect_server.py). Otherwise the CLI runs
 `prefect server start`, Prefect's documented command for a local server on the default
 database (~/.prefect/prefect.db), as a child process on a free local port. It starts before
 Prefect is even imported, so it boots on the other core while the CLI imports the release
@@ -41,6 +42,8 @@ def prefect_api() -> Iterator[Callable[[], None]]:
     """
     # Start the server before importing Prefect (1.5-3 s). Stop it again if Prefect's
     # settings (a profile, prefect.toml, .env) turn out to name a server.
+    from pseo_das.prefect_server import use_kept_server
+    use_kept_server()   # before Prefect reads its settings
     server = None if os.environ.get("PREFECT_API_URL") else _LocalServer()
     from prefect.settings import PREFECT_API_URL, temporary_settings
 

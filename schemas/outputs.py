@@ -16,11 +16,18 @@ def pseoh_schema() -> pa.DataFrameSchema:
         "agg_level_pseo": pa.Column("int64", pa.Check.isin(
             [int(a) for a in layout(Product.PSEOE).levels["agg_level_pseo"]])),
         "grad_cohort_years": pa.Column("int64", pa.Check.in_range(1, 10)),
-        "years_after": pa.Column("int64", pa.Check.isin(list(YEARS_AFTER))),
-        "bin": pa.Column("int64", pa.Check.ge(1)),
-        "bin_lower": pa.Column("int64", pa.Check.ge(0)),
-        "bin_upper": pa.Column("int64"),
-        "noisy_count": pa.Column("int64"),  # may be negative: noisy counts are not clipped
+        "years_after": pa.Column("int64", pa.Check.isin(list(YEARS_AFTER)),
+                                 description="years after graduation (1, 5 or 10)"),
+        "bin": pa.Column("int64", pa.Check.ge(1),
+                         description="earnings bin, 1 = lowest"),
+        "bin_lower": pa.Column("int64", pa.Check.ge(0),
+                               description="lower bound of the bin in the bins' dollars "
+                               "(inclusive; see Dollars)"),
+        "bin_upper": pa.Column("int64",
+                               description="upper bound of the bin in dollars (exclusive); for "
+                               "the last bin, the bound used for interpolation"),
+        "noisy_count": pa.Column("int64", description="noisy number of graduates with earnings "
+                                 "in the bin; may be negative"),
     })
     return pa.DataFrameSchema(columns, strict=True, ordered=True, name="pseoh_all",
                               checks=[pa.Check(lambda df: df["bin_upper"] > df["bin_lower"],

@@ -146,25 +146,56 @@ class CodeLists:
     ipeds_published: frozenset[str]           # the IPEDS flags that publish a count
 
 
-def _read(name: str) -> pd.DataFrame:
+def read_label_file(name: str, strip: bool = True) -> pd.DataFrame:
+    """A file of the schema as text; every value stripped unless `strip` is False
+    (label_flags writes " 1")."""
     frame = pd.read_csv(SCHEMA_DIR / name, dtype=str, keep_default_na=False, encoding="utf-8-sig")
-    return frame.apply(lambda column: column.str.strip())   # label_flags writes " 1"
+    return frame.apply(lambda column: column.str.strip()) if strip else frame
+
+
+SIMPLE_LABELS = {"inst_level": "label_inst_level.csv", "degree_level": "label_degree_level.csv",
+                 "cip_level": "label_cip_level.csv", "cipcode": "label_cipcode.csv",
+                 "geo_level": "label_geo_level.csv", "ind_level": "label_ind_level.csv",
+                 "industry": "label_industry.csv"}
+
+
+@cache
+def code_labels() -> dict[str, dict]:
+    """Code column -> {code: label} from the label files, labels as the files write them
+    (geography: {(geo_level, code): label}; agg_level_pseo: grad_char, "by" firm_char)."""
+    def read(name: str) -> pd.DataFrame:
+        return read_label_file(name, strip=False)
+    labels = {column: dict(zip(read(name)[column], read(name)["label"]))
+              for column, name in SIMPLE_LABELS.items()}
+    levels = read("label_agg_level_pseo.csv")
+    labels["agg_level_pseo"] = dict(zip(levels["agg_level_pseo"], [
+        grad + (f" by {firm}" if firm else "") for grad, firm in
+        zip(levels["grad_char"].str.strip(), levels["firm_char"].str.strip())]))
+    institutions = read("label_institution.csv")
+    labels["institution"] = dict(zip(institutions["institution"], institutions["label"]))
+    nation = read("label_fipsnum.csv")
+    division = read("label_geography_division.csv")
+    labels["geography"] = {("N", code): label for code, label in
+                           zip(nation["geography"], nation["label"])} | \
+                          {("D", code): label for code, label in
+                           zip(division["geography"], division["label"])}
+    return labels
 
 
 @cache
 def code_lists() -> CodeLists:
-    cip = _read("label_cipcode.csv")
-    fips = _read("label_fipsnum.csv")
-    division = _read("label_geography_division.csv")
-    industry = _read("label_industry.csv")
-    flags = set(_read("label_flags.csv")["flag"])
-    ipeds = set(_read("label_flags_ipeds_count.csv")["flag"])
+    cip = read_label_file("label_cipcode.csv")
+    fips = read_label_file("label_fipsnum.csv")
+    division = read_label_file("label_geography_division.csv")
+    industry = read_label_file("label_industry.csv")
+    flags = set(read_label_file("label_flags.csv")["flag"])
+    ipeds = set(read_label_file("label_flags_ipeds_count.csv")["flag"])
     assert set(STATUS_FLAGS) <= flags and {FLAG_PUBLISHED, FLAG_SUPPRESSED} <= set(STATUS_FLAGS)
     assert IPEDS_FLAG_NOT_AVAILABLE in ipeds
     assert ALL_INDUSTRIES in set(industry.loc[industry["ind_level"] == "A", "industry"])
     return CodeLists(
         cipcodes={level: frozenset(codes) for level, codes in cip.groupby("cip_level")["cipcode"]},
-        degree_levels=frozenset(_read("label_degree_level.csv")["degree_level"]),
+        degree_levels=frozenset(read_label_file("label_degree_level.csv")["degree_level"]),
         institution_states=frozenset(set(fips.loc[fips["geo_level"] == "S", "geography"])
                                      - set(NO_INSTITUTION_STATE_ROWS)),
         nation=frozenset(fips.loc[fips["geo_level"] == "N", "geography"]),
@@ -211,16 +242,16 @@ _LEVEL_RULE_TEXT = {
 @cache
 def layout(product: Product | str) -> ProductLayout:
     product = Product(product)
-    identifiers = tuple(_read("lehd_identifiers_pseo.csv")["Variable"])
-    variables = _read(f"variables_{product.value}.csv")
+    identifiers = tuple(read_label_file("lehd_identifiers_pseo.csv")["Variable"])
+    variables = read_label_file(f"variables_{product.value}.csv")
     indicators = tuple(Indicator(row["Indicator Variable"], row["Status Flag"], row["Units"],
                                  row["Indicator Variable"].endswith("_ipeds_count"))
                        for _, row in variables.iterrows())
-    levels = _read("label_agg_level_pseo.csv")
+    levels = read_label_file("label_agg_level_pseo.csv")
     vocabulary = {"cip_level": "label_cip_level.csv", "inst_level": "label_inst_level.csv",
                   "geo_level": "label_geo_level.csv", "ind_level": "label_ind_level.csv"}
     for column, name in vocabulary.items():
-        unknown = set(levels[column]) - set(_read(name)[column])
+        unknown = set(levels[column]) - set(read_label_file(name)[column])
         assert not unknown, f"label_agg_level_pseo.csv: {column} {unknown} not in {name}"
     levels = levels[levels[product.value] == "1"].reset_index(drop=True)
     for column, (_, rules) in _level_rules().items():   # a level the validator cannot check
@@ -543,7 +574,7 @@ class _RowChecks:
         if not self.has("agg_level_pseo"):
             return
         value = self.frame["agg_level_pseo"]
-        every = _read("label_agg_level_pseo.csv")
+        every = read_label_file("label_agg_level_pseo.csv")
         flagged = set(self.layout.levels["agg_level_pseo"])
         other_product = value.isin(set(every["agg_level_pseo"]) - flagged)
         self.report(("agg_level_pseo",), "an aggregation level of label_agg_level_pseo.csv",

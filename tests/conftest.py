@@ -17,6 +17,10 @@ def _session_seed_key() -> str:
 
 
 os.environ.setdefault("PSEO_DAS_SEED_KEY", _session_seed_key())
+# A Prefect server the developer keeps running (`pseo-das server start`) is not the tests'
+# (they start their own), and the validated reference files of the session are its own.
+os.environ["PSEO_DAS_SERVER_HOME"] = tempfile.mkdtemp(prefix="pseo-das-server-")
+os.environ.setdefault("PSEO_DAS_CACHE_DIR", tempfile.mkdtemp(prefix="pseo-das-cache-"))
 
 SEED_A = "a1" * 32
 SEED_B = "b2" * 32

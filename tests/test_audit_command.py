@@ -24,6 +24,7 @@ from pseo_das.cli import main
 from pseo_das.config import load_config
 from pseo_das.tasks.audit.replay import configuration_toml
 from pseo_das.tasks.audit.verification import logged_configuration
+from rendered_html import markdown_problems
 
 pytestmark = pytest.mark.slow  # system tests: real releases (make test-fast leaves them out)
 
@@ -102,7 +103,11 @@ def test_release_verifies_end_to_end_with_replay(releases, tmp_path, capsys, mon
     # counts all of them)
     assert "48 of 48 input files match" in check_line(printed, "inputs")
     n_public = sum(1 for name in manifest["files"] if name.startswith("public/"))
-    assert n_public == 34   # all/: 7 files; 5 in each of the 5 state folders; the release notes (.md, .html)
+    n_explorer = sum(1 for name in manifest["files"] if name.startswith("public/explorer/"))
+    # all/: 8 files and 4 in all/parquet/; 5 in each of the 5 state folders; the release notes
+    # (.md, .html)
+    assert n_public - n_explorer == 39
+    assert n_explorer > 5                # the explorer (tests/test_explorer.py): reproduced too
     assert f"{n_public} of {n_public} public files reproduced byte for byte" in \
         check_line(printed, "replay")
     # the replay went to temporary copies: no run added, the privacy store untouched
@@ -116,6 +121,7 @@ def test_release_verifies_end_to_end_with_replay(releases, tmp_path, capsys, mon
                  f"pseo-das audit {release.resolve()} --tracking-uri {uri}"):
         assert text in report and text in html
     assert report.count("| **passed** |") == 5
+    assert markdown_problems(report, html) == []   # renders as written (issue 36, item 4)
     assert SEED_A not in report + html + printed  # the seed stays in the audit store
 
 

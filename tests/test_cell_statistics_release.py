@@ -106,7 +106,7 @@ def mos_release(synthetic_dir, tmp_path_factory):
 @pytest.mark.slow
 def test_a_release_with_mos_publishes_pseom_with_honest_documentation(mos_release):
     root, uri = mos_release
-    internal = root / "r" / "internal"
+    internal, public = root / "r" / "internal", root / "r" / "public"
     pseom = pd.read_csv(public_table(root / "r", "pseom_all.csv"), dtype=str)
     pseoe = pd.read_csv(public_table(root / "r", "pseoe_all.csv"), dtype=str, nrows=1)
     identifiers = list(pseoe.columns[:12])

@@ -206,7 +206,7 @@ def test_stored_cell_statistics_are_read_back_identically_and_reused(mos_store, 
     store, frames = mos_store
     first, measured = measure_and_keep(store, moments, "R1", frames)
     assert len(measured) == 4 and all(m.values.dtype == np.float64 for m in measured)
-    read = stored_cell_statistics.fn(store.path, first.plan, CFG)
+    read = stored_cell_statistics(store.path, first.plan, CFG)
     assert read.store_use["new_measurements"] == len(mos_rows(first))
     assert read.store_use["new_epsilon"] == "1" and read.store_use["reused_measurements"] == 0
     values = {e.tabulation_id: e for e in read.entries}
@@ -215,7 +215,7 @@ def test_stored_cell_statistics_are_read_back_identically_and_reused(mos_store, 
     assert {e.epsilon for e in read.entries} == {Fraction(1, 8)}
     second, nothing = measure_and_keep(store, moments, "R2", frames)
     assert nothing == [] and second.new_epsilon == 0
-    again = stored_cell_statistics.fn(store.path, second.plan, CFG)
+    again = stored_cell_statistics(store.path, second.plan, CFG)
     pd.testing.assert_frame_equal(again.table, read.table)
     assert again.chi == read.chi and again.entries == read.entries
     assert again.store_use["new_epsilon"] == "0" and again.store_use["new_measurements"] == 0
@@ -230,11 +230,11 @@ def test_a_new_cohort_gets_its_own_chi_and_the_others_keep_theirs(mos_store, mom
     newest = (cells["grad_cohort"] == cells["grad_cohort"].max()).to_numpy()
     older = {**frames, PRODUCT: CellFrame("A", cells[~newest].reset_index(drop=True), None)}
     first, _ = measure_and_keep(store, moments, "R1", older)
-    before = stored_cell_statistics.fn(store.path, first.plan, CFG)
+    before = stored_cell_statistics(store.path, first.plan, CFG)
     second, measured = measure_and_keep(store, moments, "R2", frames)
     assert [m.measurement_id for m in measured] == ["mos.I.cipA.mean_y1@R2/1"]
     assert in_populations(measured[0].cells, cells[newest]).all()    # the new cohort alone
-    after = stored_cell_statistics.fn(store.path, second.plan, CFG)
+    after = stored_cell_statistics(store.path, second.plan, CFG)
     assert after.store_use["new_epsilon"] == "0.25"                   # mean_y1 only (1 year out)
     kept = after.table[~in_populations(after.table, cells[newest])].reset_index(drop=True)
     pd.testing.assert_frame_equal(kept, before.table)                 # older cohorts unchanged
@@ -270,7 +270,7 @@ def test_a_release_of_the_version_before_republishes_from_its_publication_record
     from pseo_das.tasks.measurements.stored_cell_statistics import cell_statistics_from_record
     store, frames = mos_store
     first, _ = measure_and_keep(store, moments, "R1", frames)
-    read = stored_cell_statistics.fn(store.path, first.plan, CFG)
+    read = stored_cell_statistics(store.path, first.plan, CFG)
     table = read.table.astype({c: str for c in ("institution", "inst_state", "degree_level",
                                                 "cipcode", "statistic")})
     kept = {**read.record(), "table": store.put_frame(table)}
@@ -288,7 +288,7 @@ def test_with_no_population_observable_yet_the_ledger_still_has_every_entry(mos_
     nobody = {**frames, PRODUCT: CellFrame("A", moments.frame.cells.iloc[:0], None)}
     planned, measured = measure_and_keep(store, moments, "R1", nobody)
     assert measured == [] and planned.new_epsilon == 0
-    read = stored_cell_statistics.fn(store.path, planned.plan, CFG)
+    read = stored_cell_statistics(store.path, planned.plan, CFG)
     assert len(read.entries) == CFG.n_mos_tabulations() == 8 and read.table.empty
     assert {e.n_cells for e in read.entries} == {0} and read.store_use["new_epsilon"] == "0"
     from pseo_das.tasks.earnings.cell_statistics import cell_statistics_table

@@ -161,7 +161,7 @@ def test_the_folder_structure_and_metadata_files_follow_the_naming_rules(public)
     """all/ and one folder per state (lehd_csv_naming: [GEOHI]/{files}), every file named as
     the schema names it; version lines in the compact notation, all/ holding every state's;
     partners files of three or more lines, the all/ file the states' in order."""
-    assert sorted(p.name for p in public.iterdir() if p.is_dir()) == ["all"] + STATES
+    assert sorted(p.name for p in public.iterdir() if p.is_dir()) == sorted(["all", "explorer"] + STATES)
     for folder in ["all"] + STATES:
         names = sorted(p.name for p in (public / folder).iterdir())
         kinds = {kind for name in names for kind, rule in NAMING.items() if rule.fullmatch(name)}

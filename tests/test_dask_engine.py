@@ -34,6 +34,7 @@ def dataset(synthetic_dir, tmp_path_factory) -> Path:
     return partitioned(synthetic_dir, tmp_path_factory.mktemp("dataset"))
 
 
+@pytest.mark.slow  # a Dask LocalCluster (worker processes)
 def test_the_engines_count_exactly_the_same(dataset):
     streamed = counts(dataset, 4_000)
     on_dask = dask_counts(dataset, CFG, None, CPI, chunk_rows=4_000)
@@ -58,6 +59,7 @@ def test_unsorted_input_is_refused_by_the_dask_engine(synthetic_dir, tmp_path):
         dask_counts(tmp_path, CFG, None, CPI)
 
 
+@pytest.mark.slow  # a Dask LocalCluster (worker processes)
 def test_bad_rows_found_by_workers_are_named(tmp_path):
     outcomes = valid_outcomes()
     outcomes.loc[6, "earnings"] = -3.0
@@ -92,6 +94,7 @@ def test_dask_and_local_releases_are_byte_identical(dataset, tmp_path, tracking_
     assert any(name.endswith("pseof_all.csv.gz") for name in published["dask"])
 
 
+@pytest.mark.slow  # a Dask LocalCluster (worker processes)
 def test_the_cell_statistics_moments_come_from_the_one_counting_pass_on_both_engines(dataset):
     """With mos.enabled the release's counting pass (either engine) also gives the cell
     statistics' moments: exactly those of the moments-only pass (itself tested against a

@@ -2,6 +2,7 @@
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pytest
 
 from pseo_das.schemas.codes import NAICS_SECTORS, STATE_FIPS, STATUS_NOT_AVAILABLE, STATUS_OK, STATUS_SUPPRESSED
 from pseo_das.tasks.employment_flows.division_flows import (PublishedFlowsChecks, flows_state_rows,
@@ -186,7 +187,7 @@ def test_published_flows_checks_pass_on_the_flows_and_catch_a_wrong_value():
 
     results = published_checks(one_more_in_mountain)
     assert results["every published division flow of the institution cells recomputed from "
-                   "flows_state.csv"].startswith("FAILED (3 differ)")   # 3 cells by cohort
+                   "flows_state.parquet"].startswith("FAILED (3 differ)")   # 3 cells by cohort
 
     def negative_instate(part, chunk):
         chunk = chunk.copy()
@@ -200,7 +201,7 @@ def test_published_flows_checks_pass_on_the_flows_and_catch_a_wrong_value():
 
 
 def test_flows_state_rows_by_blocks_equal_the_whole_table():
-    """flows_state.csv is built a block of origin cells at a time: the blocks' rows, in
+    """flows_state is built a block of origin cells at a time: the blocks' rows, in
     order, are the whole table's, and their division sums add up to the whole table's."""
     whole, rows, cols = flows_state_rows(FLOWS)
     for size in (1, 2):
@@ -238,3 +239,28 @@ def test_flows_invariants_catch_each_broken_promise_in_any_block():
         for block_cells in (1, 2, 3):
             results = failed(replace(FLOWS, corrected=corrected), block_cells)
             assert any(broken in r for r in results), (broken, results)
+
+
+def test_flows_state_parquet_reads_as_the_csv_of_earlier_releases(tmp_path):
+    """internal/flows_state.parquet, written a block at a time, reads back (read_flows_state)
+    as the flows_state.csv an earlier release wrote of the same rows: codes as text (the
+    CIP code 11.07 is not 11.07 the number), counts as integers."""
+    from pseo_das.tasks.publication.flows_files import read_flows_state
+    from pseo_das.tasks.publication.release_files import CodeTableWriter, ParquetTableWriter
+    from pseo_das.tasks.employment_flows.division_flows import (FLOWS_STATE_COLUMNS,
+                                                                FLOWS_STATE_SCHEMA)
+    new, old = tmp_path / "new" / "internal", tmp_path / "old" / "internal"
+    new.mkdir(parents=True), old.mkdir(parents=True)
+    blocks = [flows_state_rows(FLOWS, start, start + 2)[0] for start in (0, 2)]
+    with ParquetTableWriter(new / "flows_state.parquet", FLOWS_STATE_SCHEMA) as parquet, \
+            CodeTableWriter(old / "flows_state.csv", FLOWS_STATE_COLUMNS) as csv:
+        for block in blocks:
+            parquet.write(block)
+            csv.write(block)
+    read_new, read_old = read_flows_state(new), read_flows_state(old)
+    assert len(read_new) == sum(b.num_rows for b in blocks) > 0
+    pd.testing.assert_frame_equal(read_new, read_old)
+    assert read_new["noisy_count"].dtype == np.int64
+    assert read_new["cipcode"].map(type).eq(str).all()
+    with pytest.raises(FileNotFoundError, match="flows_state.parquet"):
+        read_flows_state(tmp_path)

@@ -11,6 +11,7 @@ import pytest
 
 from conftest import SEED_A, run_release, public_table
 from pseo_das.synth import write_synthetic
+from pseo_das.tasks.publication.flows_files import read_flows_state
 
 pytestmark = pytest.mark.slow  # a real release
 
@@ -59,7 +60,7 @@ def test_a_release_measures_the_flows_with_smooth_laplace(tmp_path, tracking_uri
     assert max(map(Fraction, lifetime["delta_after"])) == Fraction(3, 1000)
     assert summary["max_lifetime_delta"] == "0.003" and summary["new_delta"] == "0.003"
     # the same correction and publication: non-negative flows summing to the origin counts
-    state = pd.read_csv(out / "internal" / "flows_state.csv", dtype=str)
+    state = read_flows_state(out / "internal")
     keys = ["institution", "degree_level", "cipcode", "grad_cohort", "years_after"]
     summed = state.astype({"corrected_count": np.int64, "origin_total": np.int64}) \
         .groupby(keys).agg(corrected=("corrected_count", "sum"), target=("origin_total", "first"))

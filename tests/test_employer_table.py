@@ -129,6 +129,7 @@ def test_the_table_needs_the_employer_id_column(synthetic_dir, table_config):
     assert "employer_table.enabled = true" in str(err.value) and "employer_id" in str(err.value)
 
 
+@pytest.mark.slow  # a Dask LocalCluster (worker processes)
 def test_the_dask_engine_counts_x_v_as_the_local_engine(employers_dir, tmp_path):
     """Partitioned, sorted Parquet in small row groups: several tasks on a real
     LocalCluster; x_v of every flow and every cohort row of the table are equal."""

@@ -10,6 +10,7 @@ from pseo_das.config import load_config
 from pseo_das.schemas.codes import DIVISION_OF_STATE, NONEMPLOYED_INDUSTRY
 from pseo_das.schemas.pseo_layout import Product, check_public_folder, layout
 from pseo_das.tasks.privacy.statement import Mechanism
+from pseo_das.tasks.publication.flows_files import read_flows_state
 
 pytestmark = pytest.mark.slow  # system tests: real releases (make test-fast leaves them out)
 
@@ -26,8 +27,8 @@ def published(releases):
     root, _ = releases
     pseof = pd.read_csv(public_table(root / "a", "pseof_all.csv"), dtype=TEXT)
     pseof = pseof.astype({c: "Int64" for c in pseof.columns if c.startswith("y")})
-    state = pd.read_csv(root / "a" / "internal" / "flows_state.csv", dtype=TEXT)
-    return pseof, state.assign(grad_cohort=state["grad_cohort"].str.zfill(4))
+    state = read_flows_state(root / "a" / "internal")
+    return pseof, state.assign(grad_cohort=state["grad_cohort"].astype(str).str.zfill(4))
 
 
 def test_pseof_follows_the_schema_and_has_every_status(releases, published):
@@ -127,7 +128,7 @@ def test_release_documents_report_the_flows(releases):
     drb = (root / "a" / "internal" / "drb_report.md").read_text()
     assert "## Employment flows" in notes and "pseof_all.csv" in notes
     assert "## Employment flows" in drb and "Division suppression" in drb
-    assert "recomputed from flows_state.csv" in drb
+    assert "recomputed from flows_state.parquet" in drb
     assert "FAILED" not in drb
     for document in (notes, drb):   # geometric only: pure and exact
         assert "pure epsilon-DP for each graduate: epsilon 7.5" in document
@@ -169,7 +170,7 @@ nonemployed_weight = 1.0
 
 @pytest.fixture(scope="module")
 def appendix_state(synthetic_dir, tmp_path_factory):
-    """flows_state.csv of a release with the appendix's correction as earlier versions ran
+    """flows_state of a release with the appendix's correction as earlier versions ran
     it (total = noisy sum of the cell's flows, non-employed weight 1), and its ledger."""
     from conftest import SEED_A, run_release
     root = tmp_path_factory.mktemp("appendix")
@@ -177,7 +178,7 @@ def appendix_state(synthetic_dir, tmp_path_factory):
     config.write_text(APPENDIX)
     uri = f"sqlite:///{root / 'audit' / 'mlflow.db'}"
     assert run_release(synthetic_dir, root / "r", SEED_A, uri, extra=("--config", str(config))) == 0
-    state = pd.read_csv(root / "r" / "internal" / "flows_state.csv", dtype=TEXT)
+    state = read_flows_state(root / "r" / "internal")
     return (state, pd.read_csv(root / "r" / "internal" / "ledger.csv", dtype=str),
             (root / "r" / "internal" / "drb_report.md").read_text(), root / "r")
 

@@ -47,11 +47,10 @@ def two_sided_geometric_pmf(k: np.ndarray, epsilon: float) -> np.ndarray:
     return (1 - a) / (1 + a) * a ** np.abs(k)
 
 
-@pytest.mark.parametrize("epsilon", [0.1, 0.5, 1.0, 1.5, 3.0])
-def test_noise_follows_the_exact_two_sided_geometric(epsilon):
-    n = 10_000_000
-    noise = discrete_laplace_noise(SEED, f"gof-{epsilon}", epsilon, (n,))
-    # Chi-square goodness of fit on the support, tails pooled so every expected count >= 20.
+def geometric_fit(noise: np.ndarray, epsilon: float) -> tuple[float, float]:
+    """Chi-square goodness of fit of `noise` to the two-sided geometric law at `epsilon`, on
+    the support, tails pooled so every expected count >= 20: (statistic, p-value)."""
+    n = len(noise)
     k_max = 0
     while n * two_sided_geometric_pmf(np.array([k_max + 1]), epsilon)[0] >= 20:
         k_max += 1
@@ -63,9 +62,21 @@ def test_noise_follows_the_exact_two_sided_geometric(epsilon):
     expected = np.concatenate([[tail], expected, [tail]])
     assert expected.sum() == pytest.approx(n)
     statistic, p_value = stats.chisquare(observed, expected)
+    return float(statistic), float(p_value)
+
+
+@pytest.mark.parametrize("epsilon", [0.1, 0.5, 1.0, 1.5, 3.0])
+def test_noise_follows_the_exact_two_sided_geometric(epsilon):
+    n = 10_000_000
+    noise = discrete_laplace_noise(SEED, f"gof-{epsilon}", epsilon, (n,))
+    statistic, p_value = geometric_fit(noise, epsilon)
     # Fixed seed: the p-value is deterministic; under the null it is uniform, so a wrong
     # distribution (e.g. p = 1 - 1/epsilon, or Laplace rounding) fails by orders of magnitude.
     assert p_value > 1e-3, (statistic, p_value)
+    # Negative control: the same test rejects the same draws as the law of an epsilon 2%
+    # off, either way (the test has the power to see a wrong epsilon).
+    for wrong in (epsilon * 0.98, epsilon * 1.02):
+        assert geometric_fit(noise, wrong)[1] < 1e-6, wrong
     # Mean 0 and the analytic variance 2a/(1-a)^2, within 5 standard errors.
     var = geometric_variance(epsilon)
     assert abs(noise.mean()) < 5 * math.sqrt(var / n)

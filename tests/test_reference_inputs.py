@@ -117,7 +117,7 @@ def test_demo_files_are_the_generator_output(tmp_path):
 
 
 def test_prefect_task_body_loads_the_demo():
-    reference = load_reference.fn(default_reference_dir())
+    reference = load_reference(default_reference_dir())
     assert isinstance(reference, ReferenceInputs) and len(reference.coverage) == 51
 
 

@@ -11,9 +11,11 @@ from pathlib import Path
 import mlflow
 import numpy as np
 import pandas as pd
+import pyarrow.parquet as pq
 import pytest
 
 from conftest import SEED_A, SEED_B, run_release, public_table
+from pseo_das.tasks.audit.run_fingerprints import read_fingerprints
 from pseo_das.tasks.privacy.release_seed import seed_sha256
 from pseo_das.config import load_config
 from pseo_das.schemas.outputs import pseoh_schema
@@ -23,8 +25,11 @@ pytestmark = pytest.mark.slow  # system tests: real releases (make test-fast lea
 
 CFG = load_config()
 PUBLIC_FILES = ["release_notes.html", "release_notes.md"]
-ALL_FILES = ["pseo_all_institutions.csv", "pseo_all_partners.txt", "pseoe_all.csv.gz",
-             "pseoe_all.xlsx", "pseof_all.csv.gz", "pseoh_all.csv.gz", "version_pseo.txt"]
+ALL_FILES = ["datapackage.json", "pseo_all_institutions.csv", "pseo_all_partners.txt",
+             "pseoe_all.csv.gz", "pseoe_all.xlsx", "pseof_all.csv.gz", "pseoh_all.csv.gz",
+             "version_pseo.txt"]
+PARQUET_FILES = ["pseo_all_institutions.parquet", "pseoe_all.parquet", "pseof_all.parquet",
+                 "pseoh_all.parquet"]   # all/parquet/: pseo-das's extension
 STATE_FOLDERS = ["co", "mi", "tx", "va", "wi"]   # the synthetic institutions' states
 IDENTIFIERS = list(layout(Product.PSEOE).identifiers)
 TEXT_COLUMNS = {c: str for c in IDENTIFIERS} | {"agg_level_pseo": np.int64,
@@ -38,7 +43,10 @@ def read_pseoe(path: Path) -> pd.DataFrame:
 
 
 def readable_bytes(path: Path) -> bytes:
-    """A file's content as a reader sees it: gunzipped, or every member of a workbook."""
+    """A file's content as a reader sees it: gunzipped, every member of a workbook, a
+    Parquet table as CSV text."""
+    if path.suffix == ".parquet":
+        return pq.read_table(path).to_pandas().to_csv(index=False).encode()
     if path.suffix == ".gz":
         return gzip.decompress(path.read_bytes())
     if path.suffix == ".xlsx":
@@ -56,8 +64,10 @@ def test_outputs_exist_and_pass_output_schemas(releases):
     release = root / "a"
     public = release / "public"
     assert sorted(p.name for p in public.iterdir() if p.is_file()) == PUBLIC_FILES
-    assert sorted(p.name for p in public.iterdir() if p.is_dir()) == ["all"] + STATE_FOLDERS
-    assert sorted(p.name for p in (public / "all").iterdir()) == ALL_FILES
+    assert sorted(p.name for p in public.iterdir() if p.is_dir()) == \
+        sorted(["all", "explorer"] + STATE_FOLDERS)   # explorer: tests/test_explorer.py
+    assert sorted(p.name for p in (public / "all").iterdir()) == sorted(ALL_FILES + ["parquet"])
+    assert sorted(p.name for p in (public / "all" / "parquet").iterdir()) == PARQUET_FILES
     versions = (public / "all" / "version_pseo.txt").read_text()
     assert versions.startswith("PSEOE CO 08 2001-")      # release 2026Q4-test: quarter 2026Q4
     assert versions == "".join((public / st / "version_pseo.txt").read_text()
@@ -70,7 +80,8 @@ def test_outputs_exist_and_pass_output_schemas(releases):
                    for st in STATE_FOLDERS)
         assert rows == len(pd.read_csv(public_table(release, f"{product}_all.csv"), usecols=[0]))
     assert sorted(p.name for p in (release / "internal").iterdir()) == \
-        ["config.json", "drb_report.html", "drb_report.md", "flows_state.csv", "ledger.csv",
+        ["config.json", "drb_report.html", "drb_report.md", "explorer", "flows_state.parquet",
+         "ledger.csv",
          "lifetime_budget.csv", "manifest.json", "release_summary.json"]
     report = check_public_folder(release / "public")
     assert report.ok, "\n".join(map(str, report.problems))
@@ -143,7 +154,8 @@ def test_the_notes_state_both_dollar_years_and_the_cpi_values(releases):
 
 def test_same_seed_same_bytes_other_seed_other_bytes(releases):
     root, _ = releases
-    for name in PUBLIC_FILES + [f"all/{name}" for name in ALL_FILES]:   # gzip: fixed header
+    for name in PUBLIC_FILES + [f"all/{name}" for name in ALL_FILES] + \
+            [f"all/parquet/{name}" for name in PARQUET_FILES]:   # gzip: fixed header
         assert (root / "a" / "public" / name).read_bytes() == (root / "a_again" / "public" / name).read_bytes(), name
     for name in ("pseoe_all.csv", "pseoh_all.csv"):
         assert public_table(root / "a", name).read_bytes() != public_table(root / "b", name).read_bytes()
@@ -217,13 +229,23 @@ def test_mlflow_run_has_the_audit_trail(releases):
     assert metrics["flows.units_removed.flows.I.cip2.y1"] > 0
     assert metrics["flows.division_flows_suppressed"] > 0
     assert metrics["cells.suppressed"] > 0
-    for name, digest in manifest["files"].items():
-        assert run.data.tags[f"output_sha256.{name}"] == digest
-    artifacts = {a.path for folder in ("internal", "public", "public/all")
+    # the fingerprints: one artifact and a few short tags, not a tag per file (issue 36)
+    logged = read_fingerprints(uri, run)
+    assert logged.outputs == manifest["files"] and len(logged.inputs) == 48
+    assert logged.versions["mlflow"] == mlflow.__version__
+    assert run.data.tags["manifest_sha256"] == hashlib.sha256(
+        (root / "a" / "internal" / "manifest.json").read_bytes()).hexdigest()
+    assert not [k for k in run.data.tags if k.startswith(("output_sha256.", "input_sha256."))]
+    assert len(run.data.tags) < 30, sorted(run.data.tags)
+    artifacts = {a.path for folder in ("audit", "internal", "public", "public/all")
                  for a in client.list_artifacts(run_id, folder)}
     assert {"internal/ledger.csv", "internal/drb_report.html", "internal/manifest.json",
             "internal/config.json", "public/all/pseoe_all.csv.gz",
-            "public/release_notes.html"} <= artifacts
+            "public/release_notes.html", "audit/fingerprints.json",
+            "audit/ledger_table.json"} <= artifacts
+    table = json.loads(Path(client.download_artifacts(run_id, "audit/ledger_table.json")).read_text())
+    ledger_rows = pd.DataFrame(table["data"], columns=table["columns"])
+    assert "earnings.I.cip4.y1" in set(ledger_rows["tabulation_id"])
 
 
 def test_existing_destination_is_refused(releases, synthetic_dir):
@@ -277,24 +299,21 @@ def test_drb_report_has_an_accuracy_section_from_published_histograms(releases):
 
 
 def test_every_stage_is_its_own_named_task_run(releases):
-    """The Prefect API shows each stage of a release as a task run of its own."""
+    """The Prefect API shows each stage of a release as a task run of its own, in the
+    release's flow run: no sub-flow only groups them (each costs API round trips)."""
     from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import FlowFilter, FlowFilterName, FlowRunFilter, FlowRunFilterId
-
-    def task_runs_of(client, flow_run_ids):
-        return client.read_task_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(
-            any_=flow_run_ids)))
+    from prefect.client.schemas.filters import (FlowFilter, FlowFilterName, FlowRunFilter,
+                                                FlowRunFilterId, FlowRunFilterParentFlowRunId)
 
     with get_client(sync_client=True) as client:
         release, = [run for run in client.read_flow_runs(flow_filter=FlowFilter(
             name=FlowFilterName(any_=["quarterly_release"])), limit=200)
             if run.parameters.get("release_id") == "2026Q4-next"]
-        task_runs = task_runs_of(client, [release.id])
-        subflows = [run for run in client.read_flow_runs(flow_filter=FlowFilter(
-            name=FlowFilterName(any_=["post_processing"])), limit=200)
-            if run.parent_task_run_id in {t.id for t in task_runs}]
-        assert len(subflows) == 1
-        task_runs += task_runs_of(client, [subflows[0].id])
+        task_runs = client.read_task_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(
+            any_=[release.id])))
+        subflows = client.read_flow_runs(flow_run_filter=FlowRunFilter(
+            parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=[release.id])))
+    assert subflows == []
     names = {run.name.rsplit("-", 1)[0] for run in task_runs}
     assert {"validate and count the inputs", "load reference inputs", "release plan",
             "measure earnings histograms", "measure employment flows",

@@ -147,7 +147,7 @@ def outputs_reference() -> str:
     from pseo_das.schemas import outputs, pseo_layout
     from pseo_das.schemas.pseo_layout import Product, layout
 
-    read = pseo_layout._read
+    read = pseo_layout.read_label_file
     out = [f"Generated from the LEHD Public Use Schema {pseo_layout.SCHEMA_VERSION} label files "
            "shipped in `pseo_das/reference/lehd-schema-v4.14.0/` and the pandera schemas of "
            "`schemas/outputs.py`.", ""]

@@ -19,11 +19,11 @@ from mlflow.tracking import MlflowClient
 
 from pseo_das.errors import PseoDasError
 from pseo_das.tasks.audit.mlflow_run import default_tracking_uri
+from pseo_das.tasks.audit.run_fingerprints import (FingerprintsUnreadable, RunFingerprints,
+                                                   has_fingerprints, read_fingerprints)
 from pseo_das.tasks.publication.release_files import MANIFEST
 
 RUN_ID_PATTERN = re.compile(r"^[0-9a-f]{32}$")
-OUTPUT_TAG = "output_sha256."
-INPUT_TAG = "input_sha256."
 
 
 class AuditArgumentError(PseoDasError, ValueError):
@@ -34,7 +34,8 @@ class AuditArgumentError(PseoDasError, ValueError):
 
 @dataclass(frozen=True)
 class AuditedRelease:
-    """A release folder and its MLflow run, as logged (params, tags, metrics)."""
+    """A release folder and its MLflow run, as logged (params, tags, metrics, fingerprints;
+    `fingerprints_problem`: why the run's fingerprints could not be read)."""
     run_id: str
     tracking_uri: str
     release_dir: Path
@@ -47,16 +48,16 @@ class AuditedRelease:
     given_as: str  # "release folder" or "run id"
     experiment_id: str = ""
     lifecycle_stage: str = "active"   # "deleted": the run was deleted in MLflow
+    fingerprints: RunFingerprints = field(default_factory=RunFingerprints, repr=False)
+    fingerprints_problem: str | None = None
 
     def logged_outputs(self) -> dict[str, str]:
-        """Relative path -> SHA-256, from the run's `output_sha256.*` tags."""
-        return {k.removeprefix(OUTPUT_TAG): v for k, v in self.tags.items()
-                if k.startswith(OUTPUT_TAG)}
+        """Relative path -> SHA-256, from the run's fingerprints."""
+        return self.fingerprints.outputs
 
     def logged_inputs(self) -> dict[str, str]:
-        """Input file name -> SHA-256, from the run's `input_sha256.*` tags."""
-        return {k.removeprefix(INPUT_TAG): v for k, v in self.tags.items()
-                if k.startswith(INPUT_TAG)}
+        """Input file name -> SHA-256, from the run's fingerprints."""
+        return self.fingerprints.inputs
 
     def fetch_artifact(self, artifact_path: str, destination: Path) -> Path | None:
         """Download one artifact of the run into `destination`; None if the run has none."""
@@ -104,7 +105,7 @@ def _fetch_run(tracking_uri: str, run_id: str) -> Run:
 def _release_dir_of(run: Run) -> Path:
     tags, params = run.data.tags, run.data.params
     folder = tags.get("published_to") or params.get("out_dir")
-    if not any(k.startswith(OUTPUT_TAG) for k in tags):
+    if not has_fingerprints(tags):
         reason = tags.get("failure") or (
             f"it found release {params.get('release_id')} already published in "
             f"{tags['already_published']}; audit the run named in that folder's manifest"
@@ -148,9 +149,14 @@ def resolve_audit_target(target: str, tracking_uri: str | None = None) -> Audite
         raise AuditArgumentError(f"{target}: no such release folder, and not an MLflow run id "
                                  "(32 hexadecimal digits)")
     data = run.data
+    try:
+        logged, problem = read_fingerprints(uri, run), None
+    except FingerprintsUnreadable as exc:
+        logged, problem = RunFingerprints(), str(exc)
     return AuditedRelease(
         run_id=run.info.run_id, tracking_uri=uri, release_dir=release_dir.resolve(),
         release_id=data.params.get("release_id") or data.tags.get("release_id", ""),
         run_status=run.info.status, params=dict(data.params), tags=dict(data.tags),
         metrics=dict(data.metrics), manifest=manifest, given_as=given_as,
-        experiment_id=run.info.experiment_id, lifecycle_stage=run.info.lifecycle_stage)
+        experiment_id=run.info.experiment_id, lifecycle_stage=run.info.lifecycle_stage,
+        fingerprints=logged, fingerprints_problem=problem)

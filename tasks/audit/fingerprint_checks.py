@@ -36,8 +36,9 @@ def _file_finding(name: str, disk: str | None, run: str | None, manifest: str | 
 
 
 def check_outputs(release: AuditedRelease, logged_manifest: dict | None) -> CheckResult:
-    """Every file of the release folder against the run's `output_sha256.*` tags and the
-    manifest (SHA-256), no file missing or extra; the manifest against the run's copy."""
+    """Every file of the release folder against the run's fingerprints (SHA-256; its
+    audit/fingerprints.json artifact, or an earlier version's `output_sha256.*` tags) and the
+    manifest, no file missing or extra; the manifest against the run's copy."""
     on_disk = fingerprints(release.release_dir)
     logged = release.logged_outputs()
     manifest_files = release.manifest["files"]
@@ -47,8 +48,10 @@ def check_outputs(release: AuditedRelease, logged_manifest: dict | None) -> Chec
     findings = [_file_finding(n, on_disk.get(n), logged.get(n), manifest_files.get(n))
                 for n in differing]
     matching = len(names) - len(differing)
-    if not logged:
-        findings.append(f"the run {release.run_id} logged no output_sha256 tags")
+    if release.fingerprints_problem:
+        findings.append(release.fingerprints_problem)
+    elif not logged:
+        findings.append(f"the run {release.run_id} logged no output fingerprints")
     for key, expected in (("release_id", release.release_id), ("mlflow_run_id", release.run_id)):
         if release.manifest.get(key) != expected:
             findings.append(f"manifest.json: {key} is {release.manifest.get(key)!r}, the run's is "
@@ -79,7 +82,7 @@ def check_outputs(release: AuditedRelease, logged_manifest: dict | None) -> Chec
                    + (f"differ: {', '.join(differing)}" if differing else findings[0]))
         return CheckResult("outputs", FAILED, summary, figures, findings, notes)
     return CheckResult("outputs", PASSED,
-                       f"{matching} of {len(names)} files match the run's output_sha256 tags and the "
+                       f"{matching} of {len(names)} files match the run's fingerprints and the "
                        "manifest (SHA-256); none missing, none extra; the manifest equals the run's "
                        "copy", figures, [], notes)
 
@@ -116,12 +119,13 @@ def locate_inputs(release: AuditedRelease, data_dir: Path | None) -> InputLocati
 
 def check_inputs(release: AuditedRelease, locations: InputLocations,
                  unavailable_accepted: bool = False) -> CheckResult:
-    """The SHA-256 of every input the run logged (`input_sha256.*`), recomputed from the
+    """The SHA-256 of every input the run logged (its fingerprints), recomputed from the
     files. Files not found make the check skipped (waived when `unavailable_accepted`)."""
     logged = release.logged_inputs()
     if not logged:
-        return CheckResult("inputs", FAILED, "the run logged no input_sha256 tags", {},
-                           [f"the run {release.run_id} logged no input fingerprints"])
+        return CheckResult("inputs", FAILED, "the run logged no input fingerprints", {},
+                           [release.fingerprints_problem or
+                            f"the run {release.run_id} logged no input fingerprints"])
     matching, findings, missing = [], [], []
     for name, expected in sorted(logged.items()):
         public = is_reference_input(name) or is_recast_input(name) or name.startswith("bls/")
@@ -164,5 +168,5 @@ def check_inputs(release: AuditedRelease, locations: InputLocations,
                            f"available here ({', '.join(Path(m).name for m in missing)}): {why}",
                            figures, [], notes)
     return CheckResult("inputs", PASSED,
-                       f"{len(matching)} of {len(logged)} input files match the run's input_sha256 "
-                       f"tags ({', '.join(matching)})", figures, [], notes)
+                       f"{len(matching)} of {len(logged)} input files match the run's "
+                       f"fingerprints ({', '.join(matching)})", figures, [], notes)

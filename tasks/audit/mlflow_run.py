@@ -29,12 +29,17 @@ from pseo_das.tasks.privacy.file_modes import private_folder, write_private
 from pseo_das.tasks.privacy.ledger import PrivacyLedger
 from pseo_das.tasks.privacy.release_seed import ReleaseSeed
 from pseo_das.tasks.measurements.release_plan import ReleasePlan
+from pseo_das.tasks.audit.run_fingerprints import RunFingerprints, log_fingerprints
+from pseo_das.tasks.publication.explorer import EXPLORER
+from pseo_das.tasks.publication.release_files import MANIFEST
 
 EXPERIMENT = "pseo-das quarterly release"
 DEFAULT_AUDIT_DIR = Path("audit")
 # Large tables (the state flows, the flows files, the histograms) stay with the release;
-# the run carries their SHA-256 (tags).
-NOT_COPIED_TO_MLFLOW = re.compile(r"flows_state\.csv|(pseof|pseoh)_\w+\.(csv|csv\.gz|xlsx)")
+# the run carries their SHA-256 (run_fingerprints.ARTIFACT).
+LEDGER_TABLE = "audit/ledger_table.json"   # the privacy ledger as an MLflow table
+NOT_COPIED_TO_MLFLOW = re.compile(
+    r"flows_state\.(csv|parquet)|(pseof|pseoh)_\w+\.(csv|csv\.gz|xlsx|parquet)")
 
 
 def default_tracking_uri() -> str:
@@ -242,8 +247,9 @@ def seed_parameters(release_seed: ReleaseSeed, plan: ReleasePlan) -> dict[str, o
 def record_release(audit: AuditRun, ledger: PrivacyLedger, cells: pd.DataFrame,
                    flows: FlowsRelease, staging: Path, input_fingerprints: dict[str, str],
                    manifest: dict[str, str], plan_summary: dict) -> None:
-    """Spends (new and reused), counts, fingerprints and the release documents to the
-    MLflow run."""
+    """Spends (new and reused), counts, fingerprints (one artifact, `run_fingerprints`), the
+    ledger as an MLflow table (the run's Artifacts, and the experiment's Evaluation view)
+    and the release documents to the MLflow run."""
     metrics = {f"epsilon.{e.tabulation_id}": e.epsilon for e in ledger.entries}
     metrics.update({
         "new_epsilon": float(Fraction(plan_summary["new_epsilon"])),
@@ -274,11 +280,14 @@ def record_release(audit: AuditRun, ledger: PrivacyLedger, cells: pd.DataFrame,
                         "ledger_delta.total": epsilon_text(guarantee.delta),
                         "guarantee.pure_epsilon_dp": str(guarantee.pure).lower(),
                         "guarantee.sampled_exactly": str(guarantee.all_exact).lower()})
-    audit.set_tags({f"input_sha256.{k}": v for k, v in input_fingerprints.items()}
-                   | {f"output_sha256.{k}": v for k, v in manifest.items()}
-                   | {f"version.{k}": v for k, v in package_versions().items()})
+    log_fingerprints(audit.client, audit.run_id,
+                     RunFingerprints(input_fingerprints, manifest, package_versions()),
+                     staging / MANIFEST)
+    audit.client.log_table(audit.run_id, ledger.to_frame().astype(str).astype(object),
+                           LEDGER_TABLE)
     for path in sorted(staging.rglob("*")):
-        if path.is_file() and not NOT_COPIED_TO_MLFLOW.fullmatch(path.name):
+        if path.is_file() and not NOT_COPIED_TO_MLFLOW.fullmatch(path.name) \
+                and EXPLORER not in path.relative_to(staging).parts:   # fingerprinted only
             audit.log_file(path, str(path.parent.relative_to(staging)))
     progress(f"audit run {audit.run_id}: {len(metrics)} metrics and the release documents logged")
 

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from itertools import zip_longest
 from pathlib import Path
 
+import pyarrow.parquet as pq
+
 from pseo_das.schemas.distribution import open_bytes
 from pseo_das.errors import PseoDasError
 from pseo_das.config import load_config, meaning_of_missing
@@ -23,12 +25,15 @@ from pseo_das.tasks.inputs.ingest import sha256_file
 from pseo_das.tasks.privacy.release_seed import ReleaseSeed
 from pseo_das.tasks.privacy.seed_custody import SeedKeyError
 from pseo_das.tasks.privacy.store import PrivacyStore, store_exists
+from pseo_das.tasks.employment_flows.division_flows import FLOWS_STATE_CSV, FLOWS_STATE_FILE
 from pseo_das.tasks.audit.verification import (FAILED, PASSED, CheckResult, configuration_differences,
                                 flatten, logged_configuration)
 
 # Internal files that depend only on the stored measurements, inputs and configuration (the
-# DRB report and the manifest name the run).
-REPLAYED_INTERNAL = ("internal/config.json", "internal/flows_state.csv", "internal/ledger.csv")
+# DRB report and the manifest name the run); those the release has are compared (its
+# flows_state is flows_state.csv if it was made before flows_state.parquet).
+REPLAYED_INTERNAL = ("internal/config.json", f"internal/{FLOWS_STATE_FILE}",
+                     f"internal/{FLOWS_STATE_CSV}", "internal/ledger.csv")
 
 
 class ReplayNeedsCustodian(PseoDasError, ValueError):
@@ -112,7 +117,9 @@ def plan_replay(release: AuditedRelease, locations: InputLocations, workdir: Pat
 
 def first_difference(a: Path, b: Path) -> str:
     """Where two files first differ: the first line that is not the same (of the CSV text
-    of a gzipped table)."""
+    of a gzipped table), or for Parquet the first row."""
+    if a.suffix == ".parquet":
+        return first_different_row(a, b)
     with open_bytes(a) as fa, open_bytes(b) as fb:
         for number, (la, lb) in enumerate(zip_longest(fa, fb), start=1):
             if la != lb:
@@ -122,8 +129,22 @@ def first_difference(a: Path, b: Path) -> str:
     return "same lines, different bytes"
 
 
+def first_different_row(a: Path, b: Path) -> str:
+    """Where two Parquet tables first differ: their columns, their rows or the first row."""
+    ta, tb = pq.read_table(a), pq.read_table(b)
+    if ta.schema != tb.schema:
+        return "different columns"
+    for number in range(min(ta.num_rows, tb.num_rows)):
+        if ta.slice(number, 1) != tb.slice(number, 1):
+            return f"first difference at row {number + 1}"
+    if ta.num_rows != tb.num_rows:
+        return (f"the replay has {'more' if ta.num_rows < tb.num_rows else 'fewer'} rows "
+                f"(from row {min(ta.num_rows, tb.num_rows) + 1})")
+    return "same rows, different bytes"
+
+
 def compare_replay(release: AuditedRelease, replay_dir: Path, replay_params: dict[str, str],
-                   replay_tags: dict[str, str], notes: list[str]) -> CheckResult:
+                   replayed_inputs: dict[str, str], notes: list[str]) -> CheckResult:
     """Every public file (and the internal files that depend only on seed, inputs and
     configuration) of the replay against the release, byte for byte."""
     published = release.release_dir
@@ -143,11 +164,10 @@ def compare_replay(release: AuditedRelease, replay_dir: Path, replay_params: dic
             findings.append(f"{name}: differs from the replay ({first_difference(mine, theirs)}; "
                             f"{mine.stat().st_size:,} bytes published, {theirs.stat().st_size:,} "
                             "replayed)")
-    inputs_logged = {k: v for k, v in release.tags.items() if k.startswith("input_sha256.")}
-    inputs_replayed = {k: v for k, v in replay_tags.items() if k.startswith("input_sha256.")}
+    inputs_logged, inputs_replayed = release.logged_inputs(), replayed_inputs
     if inputs_replayed != inputs_logged:
         findings.append("the replay read inputs with other fingerprints than the run logged: "
-                        + ", ".join(sorted({k.removeprefix("input_sha256.") for k, _ in
+                        + ", ".join(sorted({name for name, _ in
                                             set(inputs_logged.items()) ^ set(inputs_replayed.items())})))
     logged_version, version = release.params.get("code_version"), replay_params.get("code_version")
     notes = list(notes)

@@ -305,14 +305,21 @@ def flows_table(origins: list[OriginTable]) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)[list(layout(PRODUCT).columns)]
 
 
-FLOWS_STATE_COLUMNS = ["institution", "degree_level", "cip_level", "cipcode", "grad_cohort",
-                       "grad_cohort_years", "years_after", "industry", "state", "noisy_count",
-                       "corrected_count", "origin_total"]
+# internal/flows_state.parquet (flows_state.csv in releases before issue 34): codes as
+# text, counts as integers
+FLOWS_STATE_FILE = "flows_state.parquet"
+FLOWS_STATE_CSV = "flows_state.csv"      # the name and format of earlier releases
+FLOWS_STATE_SCHEMA = pa.schema(
+    [(name, pa.string()) for name in ("institution", "degree_level", "cip_level", "cipcode")]
+    + [(name, pa.int64()) for name in ("grad_cohort", "grad_cohort_years", "years_after")]
+    + [(name, pa.string()) for name in ("industry", "state")]
+    + [(name, pa.int64()) for name in ("noisy_count", "corrected_count", "origin_total")])
+FLOWS_STATE_COLUMNS = FLOWS_STATE_SCHEMA.names
 
 
 def flows_state_rows(table: NoisyFlows, start: int = 0, stop: int | None = None
                      ) -> tuple[pa.Table, np.ndarray, np.ndarray]:
-    """flows_state.csv's rows of one table (internal), or of its origin cells start to
+    """flows_state's rows of one table (internal), or of its origin cells start to
     stop: noisy and corrected count of every flow whose noisy or corrected count is not 0,
     and the total its origin cell's corrected flows match (`origin_total`), so an auditor
     can check the correction cell by cell; with each row's origin cell (row of the table)
@@ -396,8 +403,8 @@ def _check_results(checks: list[tuple[str, int, str]]) -> list[dict]:
 class PublishedFlowsChecks:
     """The published flows' own constraints, checked chunk by chunk as pseof_all is
     written: never negative, in-state within employed, and every published division flow
-    of the institution cells by cohort recomputed from the flows_state.csv rows of its
-    origin cell (`expect_divisions`, as flows_state.csv is written, possibly at the same
+    of the institution cells by cohort recomputed from the flows_state rows of its
+    origin cell (`expect_divisions`, as flows_state is written, possibly at the same
     time in another thread: the division flows are compared in `results`)."""
 
     def __init__(self) -> None:
@@ -444,7 +451,7 @@ class PublishedFlowsChecks:
             ("no published in-state count exceeds its employed count", self.instate_over,
              "rows exceed"),
             (f"every published division flow of the institution cells recomputed from "
-             f"flows_state.csv ({compared:,})", differ, "differ"),
+             f"{FLOWS_STATE_FILE} ({compared:,})", differ, "differ"),
         ])
 
 
@@ -455,7 +462,7 @@ class FlowsRelease:
     tables: list[NoisyFlows]     # institution tables by cohort, corrected
     origins: list[OriginTable]   # every origin level of pseof_all
     pseof: list[PseofPart]       # public: pseof_all.csv, by aggregation level
-    n_state_rows: int            # rows of internal flows_state.csv
+    n_state_rows: int            # rows of internal flows_state
     correction: list[dict]       # per table: correction statistics
     suppression: dict            # division suppression statistics
     checks: list[dict]

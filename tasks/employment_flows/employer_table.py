@@ -35,7 +35,7 @@ import pandas as pd
 
 from pseo_das.config import ReleaseConfig
 from pseo_das.schemas.cpi import CPI_U_SERIES
-from pseo_das.tasks import file_task, progress, release_task
+from pseo_das.tasks import progress, release_task
 from pseo_das.tasks.codes.destinations import NONEMPLOYED
 from pseo_das.tasks.privacy.establishment import MECHANISM_NAMES, PrivacyNotion
 from pseo_das.tasks.privacy.employer_side import measure_with_employer_protection
@@ -147,7 +147,6 @@ class NoisyEmployerTable:
         return int(self.noisy.size)
 
 
-@file_task("read the employer-side table from the store")
 def stored_employer_table(store_path: Path, plan: pd.DataFrame, cfg: ReleaseConfig
                           ) -> NoisyEmployerTable | None:
     """The employer-side table of a release from the measurements its plan names (None

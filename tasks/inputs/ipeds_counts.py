@@ -34,11 +34,13 @@ import numpy as np
 import pandas as pd
 
 from pseo_das.config import CellsConfig
-from pseo_das.tasks import file_task, progress
-from pseo_das.tasks.inputs.cip_crosswalk import CROSSWALK_FILE, read_crosswalk
+from pseo_das.tasks import progress
+from pseo_das.tasks.inputs.cip_crosswalk import (CROSSWALK_FILE, default_crosswalk_path,
+                                                 read_crosswalk)
 from pseo_das.tasks.inputs.ingest import InputValidationError, sha256_file
 from pseo_das.tasks.inputs.ipeds import read_completions, read_directory
 from pseo_das.tasks.inputs.ipeds_location import IPEDS_FOLDER, locate_ipeds
+from pseo_das.tasks.inputs.reference_cache import cached
 from pseo_das.tasks.inputs.reference_inputs import default_reference_dir
 
 AWARD_COLUMNS = ["institution", "degree_level", "grad_year", "cipcode", "reported_cipcode",
@@ -120,13 +122,17 @@ def load_ipeds_awards(reference_dir: Path | None, cells: CellsConfig,
                  f"{'SYNTHETIC ' if location.demo else ''}files of the {location.source} "
                  f"{location.folder}")
     crosswalk = given / "nces" / CROSSWALK_FILE
+    crosswalk = crosswalk if crosswalk.is_file() else None
     wanted = graduation_years(cells)
-    awards, years, prints = read_ipeds_awards(location.folder, wanted, switch_year,
-                                              crosswalk if crosswalk.is_file() else None)
+    folder = location.folder   # the cache key covers this folder's files and its path
+    awards, years, prints = cached(   # read and validated again only if a file changed
+        "ipeds-counts", [folder, crosswalk or default_crosswalk_path()],
+        {"folder": str(folder.resolve()), "crosswalk": str(crosswalk), "years": wanted,
+         "switch_year": switch_year},
+        lambda: read_ipeds_awards(folder, wanted, switch_year, crosswalk))
     return IpedsAwards(awards, years, wanted, prints, location.demo)
 
 
-@file_task("load IPEDS completions for the IPEDS counts")
 def load_ipeds_counts_inputs(reference_dir: Path | None, cells: CellsConfig,
                              switch_year: int, data_dir: Path | None = None) -> IpedsAwards:
     started = time.perf_counter()

@@ -66,9 +66,10 @@ from pseo_das.schemas.reference import (COVERAGE_COLUMNS, J2J_AGGREGATE, J2J_COL
                                QCEW_UNCLASSIFIED, TABLE_CHECK_COLUMNS, coverage_layout_schema,
                                coverage_schema, j2j_layout_schema, j2j_schema,
                                qcew_layout_schema, qcew_schema)
-from pseo_das.tasks import file_task, progress
+from pseo_das.tasks import progress
 from pseo_das.tasks.inputs.ingest import (InputFiles, InputValidationError, describe_failures,
                                           read_csv, sha256_file)
+from pseo_das.tasks.inputs.reference_cache import cached
 
 J2J_FILE = "j2j_state_flows.csv"
 QCEW_FILE = "qcew_state_sector.csv"
@@ -180,11 +181,15 @@ def load_reference_inputs(directory: Path) -> ReferenceInputs:
     return ReferenceInputs(tables[J2J_FILE], tables[QCEW_FILE], tables[COVERAGE_FILE], prints)
 
 
-@file_task("load reference inputs")
 def load_reference(directory: Path) -> ReferenceInputs:
+    """`load_reference_inputs`, from the cache when no file changed (reference_cache.py)."""
     started = time.perf_counter()
     progress(f"loading reference inputs from {directory}")
-    reference = load_reference_inputs(directory)
+    directory = Path(directory)
+    sources = [directory / name for name in REFERENCE_FILES + (J2J_FOLDER, QCEW_FOLDER)
+               if (directory / name).exists()]
+    reference = cached("flows-reference", sources, {"directory": str(directory.resolve())},
+                       lambda: load_reference_inputs(directory))
     progress(f"reference inputs valid: {len(reference.j2j):,} J2J state pairs, "
              f"{len(reference.qcew):,} QCEW state x sector cells, {len(reference.coverage)} "
              f"covered states ({time.perf_counter() - started:.1f} s)")

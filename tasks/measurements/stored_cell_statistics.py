@@ -22,7 +22,7 @@ import pandas as pd
 
 from pseo_das.config import ReleaseConfig
 from pseo_das.epsilon import epsilon_text
-from pseo_das.tasks import file_task, progress
+from pseo_das.tasks import progress
 from pseo_das.tasks.earnings.cell_statistics import NoisyCellStatistics, values_composition
 from pseo_das.tasks.earnings.cell_statistics_plan import (STORED_COLUMNS, StatisticSettings,
                                                           cell_statistics_questions,
@@ -42,7 +42,6 @@ def _scope(cells: pd.DataFrame, settings: StatisticSettings) -> np.ndarray:
     return cells["degree_level"].astype(str).to_numpy()
 
 
-@file_task("read the cell statistics from the privacy store")
 def stored_cell_statistics(store_path: Path, plan: pd.DataFrame, cfg: ReleaseConfig
                            ) -> NoisyCellStatistics | None:
     """The release's noisy cell statistics, read from the measurements its plan names (its

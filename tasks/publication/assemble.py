@@ -32,15 +32,18 @@ from pseo_das.reports.render import render_markdown, to_html
 from pseo_das.tasks import file_task, progress
 from pseo_das.tasks.study.accuracy import release_accuracy
 from pseo_das.tasks.study.flows_release_accuracy import grads_consistency
-from pseo_das.tasks.employment_flows.division_flows import FlowsRelease, PublishedFlowsChecks
+from pseo_das.tasks.employment_flows.division_flows import (FLOWS_STATE_FILE, FlowsRelease,
+                                                            PublishedFlowsChecks)
 from pseo_das.tasks.privacy.ledger import MEASURING_MECHANISMS, PrivacyLedger
 from pseo_das.tasks.earnings.noisy_histograms import NoisyHistograms
 from pseo_das.tasks.measurements.publication_record import PublicationRecord, ReleaseIdentity
 from pseo_das.tasks.measurements.release_plan import (ReleasePlan, lifetime_budget_file,
                                                       lifetime_table)
 from pseo_das.tasks.privacy.store import PrivacyStore, epsilon_text
+from pseo_das.tasks.publication.explorer import write_release_explorers
 from pseo_das.tasks.publication.side_tables import SECTIONS, SideTable
 from pseo_das.tasks.publication.labelled_workbook import write_release_workbook
+from pseo_das.tasks.publication.parquet_files import DATAPACKAGE_FILE, write_table_package
 from pseo_das.tasks.publication.review_request import ReviewRequest, decision_request
 from pseo_das.tasks.publication.release_files import fingerprints, write_code_table, write_csv, write_manifest
 
@@ -191,19 +194,19 @@ class FlowsFiles:
 @file_task("write the flows files")
 def write_flows_files(staging: Path, cfg: ReleaseConfig, flows: FlowsRelease,
                       pseoe: pd.DataFrame, tables: list[NoisyHistograms]) -> FlowsFiles:
-    """pseof_all.csv and its state copies, and internal/flows_state.csv (written on the
-    other core: Arrow writes CSV without the GIL), checked as they are written."""
+    """pseof_all.csv and its state copies, and internal/flows_state.parquet (written on
+    the other core: Arrow writes without the GIL), checked as they are written."""
     public, internal = staging / "public", staging / "internal"
     started = time.perf_counter()
     flows_checks = PublishedFlowsChecks()
     with second_thread() as beside:
-        state_rows = beside(write_flows_state, internal / "flows_state.csv", flows, flows_checks)
+        state_rows = beside(write_flows_state, internal / FLOWS_STATE_FILE, flows, flows_checks)
         institution_state = institution_states(tables)
         pseof = write_pseof(public, flows, institution_state,
                             set(row_states(pseoe, institution_state)), flows_checks,
                             cfg.publication.table_format)
         progress(f"wrote {Product.PSEOF.file_name} ({pseof.all_rows:,} rows)"
-                 f" and {len(pseof.rows) - 1} state copies, internal/flows_state.csv "
+                 f" and {len(pseof.rows) - 1} state copies, internal/{FLOWS_STATE_FILE} "
                  f"({state_rows.result():,} rows) ({time.perf_counter() - started:.1f} s)")
     return FlowsFiles(pseof, flows_checks.results(), flows_context(cfg, flows))
 
@@ -292,6 +295,7 @@ def _write_release(beside, staging: Path, content: ReleaseContent,
     layout_check = beside(official_layout_check, public, facts.cip_recast["published_vintage"])
     workbook = beside(write_release_workbook, public, identity.release_id) \
         if cfg.publication.xlsx else None
+    parquet = beside(write_table_package, public) if cfg.publication.parquet else None
     context = release_context(cfg, ledger, tables, cells, release_id=identity.release_id,
                               code_version=identity.code_version,
                               seed_sha256=identity.seed_sha256,
@@ -327,8 +331,10 @@ def _write_release(beside, staging: Path, content: ReleaseContent,
     (internal / "config.json").write_text(json.dumps(cfg.model_dump(mode="json"), indent=2) + "\n")
     if workbook is not None:
         done(f"wrote {workbook.result().relative_to(public)}")
+    if parquet is not None:
+        done(f"wrote all/{DATAPACKAGE_FILE} and {len(parquet.result())} Parquet copies")
     written = fingerprints(staging)      # every file but the DRB report and the manifest
-    accuracy = release_accuracy(cfg, tables, bytes.fromhex(identity.seed_sha256))
+    accuracy = release_accuracy(cfg, tables)
     checks = stop_on_failed_checks(checks + [layout_check.result()] + flows.checks
                                    + flows_files.checks + ledger_checks(
                                        ledger, tables, flows.drawn,
@@ -346,6 +352,7 @@ def _write_release(beside, staging: Path, content: ReleaseContent,
     (internal / "drb_report.md").write_text(drb)
     (internal / "drb_report.html").write_text(
         to_html(drb, f"DRB report: PSEO release {identity.release_id}"))
+    write_release_explorers(staging)     # from the files above: public/ and internal/explorer
     manifest = write_manifest(staging, identity.release_id, identity.mlflow_run_id,
                               identity.tracking_uri, lifetime.release_summary["store_chain"],
                               known=written)

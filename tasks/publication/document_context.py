@@ -8,6 +8,7 @@ import numpy as np
 
 from pseo_das.config import ReleaseConfig
 from pseo_das.schemas.codes import CENSUS_DIVISIONS, NAICS_SECTORS, STATE_FIPS
+from pseo_das.schemas.outputs import pseoh_schema
 from pseo_das.schemas.pseo_layout import ALL_COHORTS, SCHEMA_DIR, SCHEMA_VERSION, Product, layout
 from pseo_das.tasks.employment_flows.division_flows import FlowsRelease, OriginTable
 from pseo_das.tasks.codes.official_codes import agg_level
@@ -38,14 +39,9 @@ CODES_AS_WRITTEN = {
     "ind_level": "A all industries, S NAICS sector (of the job)",
     "industry": "00 all industries; NAICS sector code (11, 21, ..., 31-33, ..., 92)",
 }
-PSEOH_LAYOUT = [
-    ("agg_level_pseo ... industry", "cell identifiers, as in pseoe_all.csv"),
-    ("years_after", "years after graduation (1, 5 or 10)"),
-    ("bin", "earnings bin, 1 = lowest"),
-    ("bin_lower", "lower bound of the bin in the bins' dollars (inclusive; see Dollars)"),
-    ("bin_upper", "upper bound of the bin in dollars (exclusive); for the last bin, the bound used for interpolation"),
-    ("noisy_count", "noisy number of graduates with earnings in the bin; may be negative"),
-]
+PSEOH_LAYOUT = [("agg_level_pseo ... industry", "cell identifiers, as in pseoe_all.csv")] + [
+    (name, column.description) for name, column in pseoh_schema().columns.items()
+    if column.description]   # the columns after the identifiers, as its schema describes them
 
 
 # The files each product's measurements are published in (the guarantee names them).

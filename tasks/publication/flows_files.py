@@ -1,5 +1,6 @@
 """The employment flows files of a release, written in chunks so that memory holds one
-chunk of rows, never a whole file: internal/flows_state.csv, public pseof_all.csv and each
+chunk of rows, never a whole file: internal/flows_state.parquet (zstd; `read_flows_state`
+also reads the flows_state.csv of earlier releases), public pseof_all.csv and each
 state folder's pseof_[st].csv (the same rows split by institution state), with the
 published flows' checks computed as the rows go by. Privacy cost: none (post-processing of
 noisy flows)."""
@@ -19,11 +20,12 @@ from pseo_das.schemas.codes import STATE_POSTAL
 from pseo_das.schemas.distribution import ALL_FOLDER, TableFormat, published_name
 from pseo_das.schemas.pseo_layout import Product, layout
 from pseo_das.tasks import progress
-from pseo_das.tasks.employment_flows.division_flows import (FLOWS_STATE_COLUMNS, FlowsRelease,
+from pseo_das.tasks.employment_flows.division_flows import (FLOWS_STATE_CSV, FLOWS_STATE_FILE,
+                                                            FLOWS_STATE_SCHEMA, FlowsRelease,
                                                             PublishedFlowsChecks,
                                                             flows_state_rows, pseof_chunks)
 from pseo_das.tasks.publication.metadata_files import ALL_STATES, row_states, state_file_name
-from pseo_das.tasks.publication.release_files import CodeTableWriter
+from pseo_das.tasks.publication.release_files import CodeTableWriter, ParquetTableWriter
 
 
 PROGRESS_EVERY_S = 5.0
@@ -42,13 +44,13 @@ class PseofWritten:
         return next(iter(self.rows.values()))
 
 
-STATE_ROWS_BLOCK_CELLS = 4096   # origin cells of flows_state.csv built at a time
+STATE_ROWS_BLOCK_CELLS = 4096   # origin cells of flows_state built at a time
 
 
 def write_flows_state(path: Path, flows: FlowsRelease, checks: PublishedFlowsChecks) -> int:
-    """internal/flows_state.csv, table by table; each table's division sums go to
+    """internal/flows_state.parquet, table by table; each table's division sums go to
     `checks` (what the published division flows are checked against). Returns the rows."""
-    with CodeTableWriter(path, FLOWS_STATE_COLUMNS) as writer:
+    with ParquetTableWriter(path, FLOWS_STATE_SCHEMA) as writer:
         for table in flows.tables:
             for start in range(0, max(len(table.cells), 1), STATE_ROWS_BLOCK_CELLS):
                 state_rows, rows, cols = flows_state_rows(table, start,
@@ -56,6 +58,20 @@ def write_flows_state(path: Path, flows: FlowsRelease, checks: PublishedFlowsChe
                 checks.expect_divisions(table, state_rows, rows, cols)
                 writer.write(state_rows)
         return writer.rows
+
+
+def read_flows_state(internal: Path) -> pd.DataFrame:
+    """The flows_state of a release's internal folder: flows_state.parquet, or the
+    flows_state.csv of a release made before it (issue 34), read to the same columns and
+    types (codes as text, counts as int64). FileNotFoundError if it has neither."""
+    internal = Path(internal)
+    if (internal / FLOWS_STATE_FILE).is_file():
+        return pd.read_parquet(internal / FLOWS_STATE_FILE)
+    if (internal / FLOWS_STATE_CSV).is_file():
+        return pd.read_csv(internal / FLOWS_STATE_CSV, keep_default_na=False, dtype={
+            field.name: str if pa.types.is_string(field.type) else np.int64
+            for field in FLOWS_STATE_SCHEMA})
+    raise FileNotFoundError(f"{internal}: no {FLOWS_STATE_FILE} (nor {FLOWS_STATE_CSV})")
 
 
 def write_pseof(public: Path, flows: FlowsRelease, institution_state: Mapping[str, str],

@@ -21,46 +21,17 @@ document's creation time is the release's production time (`created`)."""
 from __future__ import annotations
 
 from datetime import datetime
-from functools import cache
 from pathlib import Path
 
 import pandas as pd
 import xlsxwriter
 
 from pseo_das.schemas.distribution import ALL_FOLDER, table_path
-from pseo_das.schemas.pseo_layout import SCHEMA_DIR, Product, layout
+from pseo_das.schemas.pseo_layout import Product, code_labels, layout, read_label_file
 from pseo_das.tasks.publication.metadata_files import release_production
 
 XLSX_ROWS = 1_048_576            # rows of a worksheet
 LABEL_SUFFIX = "_label"
-SIMPLE_LABELS = {"inst_level": "label_inst_level.csv", "degree_level": "label_degree_level.csv",
-                 "cip_level": "label_cip_level.csv", "cipcode": "label_cipcode.csv",
-                 "geo_level": "label_geo_level.csv", "ind_level": "label_ind_level.csv",
-                 "industry": "label_industry.csv"}
-
-
-def _read(name: str) -> pd.DataFrame:
-    return pd.read_csv(SCHEMA_DIR / name, dtype=str, keep_default_na=False, encoding="utf-8-sig")
-
-
-@cache
-def code_labels() -> dict[str, dict]:
-    """Code column -> {code: label} (geography: {(geo_level, code): label})."""
-    labels = {column: dict(zip(_read(name)[column], _read(name)["label"]))
-              for column, name in SIMPLE_LABELS.items()}
-    levels = _read("label_agg_level_pseo.csv")
-    labels["agg_level_pseo"] = dict(zip(levels["agg_level_pseo"], [
-        grad + (f" by {firm}" if firm else "") for grad, firm in
-        zip(levels["grad_char"].str.strip(), levels["firm_char"].str.strip())]))
-    institutions = _read("label_institution.csv")
-    labels["institution"] = dict(zip(institutions["institution"], institutions["label"]))
-    nation = _read("label_fipsnum.csv")
-    division = _read("label_geography_division.csv")
-    labels["geography"] = {("N", code): label for code, label in
-                           zip(nation["geography"], nation["label"])} | \
-                          {("D", code): label for code, label in
-                           zip(division["geography"], division["label"])}
-    return labels
 
 
 def labelled_table(frame: pd.DataFrame) -> pd.DataFrame:
@@ -82,15 +53,23 @@ def labelled_table(frame: pd.DataFrame) -> pd.DataFrame:
 
 def column_descriptions(product: Product, columns: list[str]) -> list[tuple[str, str]]:
     """(column, description) of every column of the labelled table."""
-    identifiers = _read("lehd_identifiers_pseo.csv")
+    identifiers = read_label_file("lehd_identifiers_pseo.csv", strip=False)
     described = dict(zip(identifiers["Variable"], identifiers["label"]))
-    variables = _read(f"variables_{product.value}.csv")
+    variables = read_label_file(f"variables_{product.value}.csv", strip=False)
     described |= dict(zip(variables["Indicator Variable"], variables["Indicator Name"]))
     for flag, indicator in zip(variables["Status Flag"], variables["Indicator Variable"]):
         described.setdefault(flag, f"Status flag of {indicator} (label_flags.csv)")
     return [(c, described.get(c) or (f"Label of {c.removesuffix(LABEL_SUFFIX)} (schema label "
                                      "files)" if c.endswith(LABEL_SUFFIX) else ""))
             for c in columns]
+
+
+def cell_values(column: pd.Series, numeric: bool) -> list:
+    """A column's cells as Python objects for the worksheet: integers for a numeric column,
+    text otherwise, None for an empty or missing value (not written)."""
+    present = column.notna() & (column.astype(str) != "")
+    values = pd.to_numeric(column.where(present)).astype("Int64") if numeric else column
+    return values.astype(object).where(present, None).tolist()
 
 
 def write_labelled_workbook(frame: pd.DataFrame, path: Path, product: Product,
@@ -115,12 +94,11 @@ def write_labelled_workbook(frame: pd.DataFrame, path: Path, product: Product,
             sheet.write_string(0, c, column, header)
         # one (column, writer, values) per column, values as Python objects (None: empty)
         columns = [(c, sheet.write_number if column in numeric else sheet.write_string,
-                    (pd.to_numeric(table[column].replace("", None)).astype("Int64")
-                     if column in numeric else table[column].replace("", None)).tolist())
+                    cell_values(table[column], column in numeric))
                    for c, column in enumerate(table.columns)]
         for r in range(len(table)):
             for c, write, values in columns:
-                if values[r] is not None and values[r] is not pd.NA:
+                if values[r] is not None:
                     write(r + 1, c, values[r])
         variables = workbook.add_worksheet("variables")
         variables.write_row(0, 0, ["variable", "description"], header)

@@ -13,10 +13,13 @@ from pathlib import Path
 import pandas as pd
 import pyarrow as pa
 import pyarrow.csv as pa_csv
+import pyarrow.parquet as pq
 
 from pseo_das.errors import PseoDasError
 from pseo_das.schemas.distribution import ALL_FOLDER, open_output
+from pseo_das.tasks import progress
 from pseo_das.tasks.inputs.ingest import sha256_file
+from pseo_das.tasks.publication.earlier_copies import link_earlier_copies
 from pseo_das.tasks.privacy.store import exclusive_lock
 
 MANIFEST = "internal/manifest.json"
@@ -153,6 +156,51 @@ class CodeTableWriter:
         self.close()
 
 
+PARQUET_ROW_GROUP_ROWS = 1 << 20
+# Fixed writer options: the bytes depend on the rows and the pyarrow version only (Parquet
+# records no time; its `created_by` names the writer's version).
+PARQUET_OPTIONS = {"compression": "zstd", "compression_level": 3, "use_dictionary": True,
+                   "write_statistics": True, "version": "2.6", "data_page_version": "1.0",
+                   "store_schema": True}
+
+
+class ParquetTableWriter:
+    """Parquet written in pieces, in deterministic bytes (PARQUET_OPTIONS; row groups of
+    PARQUET_ROW_GROUP_ROWS rows however the rows arrive). Each piece is cast to `schema`
+    (dictionary-coded text is written as text: Parquet dictionary-codes it itself)."""
+
+    def __init__(self, path: Path, schema: pa.Schema):
+        self.schema = schema
+        self.rows = 0
+        self._pending: list[pa.Table] = []
+        self._writer = pq.ParquetWriter(path, schema, **PARQUET_OPTIONS)
+
+    def write(self, rows: pa.Table) -> None:
+        self._pending.append(rows.cast(self.schema))
+        self.rows += rows.num_rows
+        if sum(t.num_rows for t in self._pending) >= PARQUET_ROW_GROUP_ROWS:
+            self._flush(final=False)
+
+    def _flush(self, final: bool) -> None:
+        pending = pa.concat_tables(self._pending)
+        whole = pending.num_rows if final else \
+            pending.num_rows - pending.num_rows % PARQUET_ROW_GROUP_ROWS
+        if whole:
+            self._writer.write_table(pending.slice(0, whole), row_group_size=PARQUET_ROW_GROUP_ROWS)
+        self._pending = [pending.slice(whole)] if whole < pending.num_rows else []
+
+    def close(self) -> None:
+        if self._pending:
+            self._flush(final=True)
+        self._writer.close()
+
+    def __enter__(self) -> "ParquetTableWriter":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
 def write_code_table(frame: pd.DataFrame, path: Path) -> None:
     """`frame` as one plain CSV file (CodeTableWriter)."""
     with CodeTableWriter(path, list(frame.columns)) as writer:
@@ -193,8 +241,12 @@ def write_manifest(staging: Path, release_id: str, mlflow_run_id: str,
 
 
 def publish(staging: Path, out_dir: Path) -> Path:
-    """Atomically move the staged release to its destination."""
+    """Atomically move the staged release to its destination, its files identical to an
+    earlier release's beside it hard-linked to them first (earlier_copies.py)."""
     check_destination(out_dir)
+    linked = link_earlier_copies(staging, out_dir)
+    if linked.files or linked.not_linked:
+        progress(f"{out_dir.name}: {linked.summary()}")
     os.rename(staging, out_dir)
     return out_dir
 

@@ -14,11 +14,15 @@ share of them as `undefined_share`.
 """
 from __future__ import annotations
 
+import hashlib
+import math
+
 import numpy as np
 import pandas as pd
 
 from pseo_das.config import ReleaseConfig
-from pseo_das.tasks.study.simulation_noise import simulated_geometric_noise, simulation_generator
+from pseo_das.tasks.study.simulation_noise import (simulated_geometric_noise, simulation_generator,
+                                                 within_bin_truth)
 from pseo_das.tasks.earnings.noisy_histograms import NoisyHistograms
 from pseo_das.tasks.earnings.percentiles import protected_percentiles, round_dollars
 
@@ -68,12 +72,13 @@ def summarise_percentiles(protected: np.ndarray, true: np.ndarray, strata: pd.Ca
                           percentiles: tuple[int, ...]) -> pd.DataFrame:
     """Relative accuracy by stratum and percentile, over every cell and draw.
 
-    `protected`: draws x cells x percentiles; `true`: cells x percentiles. One row per
-    (stratum, percentile): cells, values (defined cell-draws), undefined_share,
-    mean_relative_accuracy, median_relative_accuracy, mean_abs_error.
+    `protected`: draws x cells x percentiles; `true`: cells x percentiles (or one per draw,
+    as `protected`). One row per (stratum, percentile): cells, values (defined cell-draws),
+    undefined_share, mean_relative_accuracy, median_relative_accuracy, mean_abs_error.
     """
-    accuracy = relative_accuracy(protected, true[None])
-    error = np.abs(protected - true[None])
+    true = true if true.ndim == 3 else true[None]
+    accuracy = relative_accuracy(protected, true)
+    error = np.abs(protected - true)
     rows = []
     for label, idx in _stratum_groups(strata):
         for k, x in enumerate(percentiles):
@@ -101,19 +106,40 @@ def summarise_l1(protected: np.ndarray, true: np.ndarray, strata: pd.Categorical
     return pd.DataFrame(rows)
 
 
+def stand_in_histograms(noisy: np.ndarray, epsilon: float) -> np.ndarray:
+    """Published noisy histograms as a stand-in for the true ones: a bin whose noisy count
+    is at most half the noise's variance per bin (2q / (1 - q)^2, q = exp(-epsilon)),
+    rounded, is taken as empty (at epsilon 2: negatives only; 1: counts of 1 or less; 0.5:
+    4 or less), since noise alone puts counts there in the many empty bins of small cells.
+    Calibrated against true values on synthetic data (docs/audit/mlflow.md, "Expected
+    accuracy"): clipping negatives alone overstates the accuracy of cells of 30-49."""
+    return np.where(noisy <= empty_bin_threshold(epsilon), 0, noisy)
+
+
+def empty_bin_threshold(epsilon: float) -> int:
+    """Half the variance of two-sided geometric noise at `epsilon`, rounded."""
+    q = math.exp(-epsilon)
+    return max(0, round(q / (1 - q) ** 2))
+
+
 def expected_accuracy_from_noisy_histograms(noisy: np.ndarray, bin_lower: np.ndarray,
                                             bin_upper: np.ndarray, percentiles: tuple[int, ...],
-                                            epsilon: float, draws: int,
-                                            seed: bytes) -> pd.DataFrame:
+                                            epsilon: float, draws: int, seed: bytes,
+                                            noise_only: bool = False) -> pd.DataFrame:
     """Expected relative accuracy of published percentiles, by simulation from the published
     noisy histograms alone (cells x bins, as in pseoh.csv).
 
-    The noisy counts with negatives set to 0 stand in for the truth; their percentiles (the
-    release's first-bin rule) are the stand-in true values. Each draw adds fresh two-sided
-    geometric noise at `epsilon` to the stand-in histograms and recomputes the percentiles
-    with the release's rule, rounded to whole dollars as published. Cells are stratified by
-    their published noisy count (sum of `noisy`'s bins); cells whose stand-in histogram is
-    empty (no positive bin) have no stand-in truth and are left out.
+    The noisy counts stand in for the true histograms (`stand_in_histograms`). Each draw
+    adds fresh two-sided geometric noise at `epsilon` to them and recomputes the percentiles
+    with the release's rule, rounded to whole dollars as published, and compares them with
+    a fresh draw of the true percentiles given the stand-in histograms
+    (`simulation_noise.within_bin_truth`),
+    so both errors of a published percentile are counted: the noise's and the linear
+    interpolation's within its bin. `noise_only`: the estimate before issue 36 (negatives
+    set to 0 stand in, their own percentiles are the truth: the noise's error alone; it
+    overstates the accuracy of small cells). Cells are stratified by their published noisy
+    count (sum of `noisy`'s bins); cells whose stand-in histogram is empty have no stand-in
+    truth and are left out.
 
     Returns one row per (stratum, percentile), strata in size order, then "30 and over",
     then "all cells":
@@ -127,37 +153,55 @@ def expected_accuracy_from_noisy_histograms(noisy: np.ndarray, bin_lower: np.nda
     noisy = np.asarray(noisy, dtype=np.int64)
     lower = np.asarray(bin_lower, dtype=np.float64)
     upper = np.asarray(bin_upper, dtype=np.float64)
-    stand_in = np.clip(noisy, 0, None)
-    truth = protected_percentiles(stand_in, lower, upper, percentiles)
-    kept = ~np.isnan(truth[:, 0])
-    stand_in, truth = stand_in[kept], truth[kept]
+    stand_in = np.clip(noisy, 0, None) if noise_only else stand_in_histograms(noisy, epsilon)
+    kept = stand_in.sum(axis=1) > 0
+    stand_in = stand_in[kept]
     strata = cell_size_stratum(noisy[kept].sum(axis=1))
     generator = simulation_generator(seed, f"expected-accuracy/epsilon={float(epsilon)!r}")
-    simulated = np.empty((draws,) + truth.shape)
+    simulated = np.empty((draws, len(stand_in), len(percentiles)))
+    truth = np.empty_like(simulated)
     for d in range(draws):
         redrawn = stand_in + simulated_geometric_noise(generator, epsilon, stand_in.shape)
         simulated[d] = round_dollars(protected_percentiles(redrawn, lower, upper, percentiles))
+        truth[d] = protected_percentiles(stand_in, lower, upper, percentiles) if noise_only \
+            else within_bin_truth(generator, stand_in, lower, upper, percentiles)
     return summarise_percentiles(simulated, truth, strata, tuple(percentiles))
+
+
+def accuracy_seed(tables: list[NoisyHistograms]) -> bytes:
+    """The simulation seed of a release's accuracy table: the SHA-256 of the content
+    addresses of the stored measurements it simulates from (or, for tables without them,
+    of their noisy counts), so identical published data give an identical table whatever
+    the release seed or id."""
+    digest = hashlib.sha256()
+    for table in tables:
+        digest.update(table.tabulation_id.encode() + b"\n")
+        for source in table.sources:
+            digest.update(source.encode() + b"\n")
+        if not table.sources:
+            digest.update(np.ascontiguousarray(table.counts, dtype="<i8").tobytes())
+    return digest.digest()
 
 
 ACCURACY_DRAWS = 20
 
 
-def release_accuracy(cfg: ReleaseConfig, tables: list[NoisyHistograms], seed: bytes) -> dict:
+def release_accuracy(cfg: ReleaseConfig, tables: list[NoisyHistograms]) -> dict:
     """Expected relative accuracy of the published percentiles of the measured institution
     cells, by cell-size stratum, simulated from their published noisy histograms at the
-    release's epsilon (never from true values). Privacy cost: none."""
+    release's epsilon (never from true values), seeded by `accuracy_seed`. Privacy cost:
+    none."""
     measured = [t for t in tables if t.measured]
     counts = np.concatenate([t.counts for t in measured])
     published = counts.sum(axis=1) >= cfg.earnings.min_publish_count
+    epsilon = float(cfg.privacy.epsilon_per_tabulation)
     summary = {"tables": ", ".join(t.tabulation_id for t in measured), "draws": ACCURACY_DRAWS,
-               "cells": int(published.sum()), "epsilon": float(cfg.privacy.epsilon_per_tabulation),
-               "rows": []}
+               "cells": int(published.sum()), "epsilon": epsilon,
+               "empty_at_most": empty_bin_threshold(epsilon), "rows": []}
     if not published.any():
         return summary
     table = expected_accuracy_from_noisy_histograms(
         counts[published], np.array(cfg.earnings.bin_edges), np.array(cfg.earnings.bin_upper),
-        tuple(cfg.earnings.percentiles), float(cfg.privacy.epsilon_per_tabulation), ACCURACY_DRAWS,
-        seed)
+        tuple(cfg.earnings.percentiles), epsilon, ACCURACY_DRAWS, accuracy_seed(measured))
     rows = table[(table["cells"] > 0) & (table["stratum"] != ALL_CELLS)]
     return summary | {"rows": rows.to_dict("records")}

@@ -74,3 +74,24 @@ def summed_geometric_noise(generator: np.random.Generator, epsilon: float, terms
         rows = terms >= t
         out[rows] += simulated_geometric_noise(generator, epsilon, (int(rows.sum()), n_bins))
     return out
+
+
+def within_bin_truth(generator: np.random.Generator, stand_in: np.ndarray, lower: np.ndarray,
+                     upper: np.ndarray, percentiles: tuple[int, ...]) -> np.ndarray:
+    """One draw of true percentiles consistent with the stand-in histograms (cells x bins,
+    every total positive): the values of a bin spread uniformly over it, so the percentile
+    of rank m = ceil(n X / 100), the k-th of the q values of its bin, is
+    lower + (upper - lower) * Beta(k, q - k + 1) (the k-th order statistic of q uniform
+    values). The release interpolates linearly within the bin; the distance between the
+    two is the interpolation error. Returns cells x len(percentiles)."""
+    cumulative = np.cumsum(stand_in, axis=1)
+    total = cumulative[:, -1]
+    rows = np.arange(len(stand_in))
+    out = np.empty((len(stand_in), len(percentiles)))
+    for k, x in enumerate(percentiles):
+        rank = np.maximum(1, -((-total * x) // 100))
+        j = np.argmax(cumulative >= rank[:, None], axis=1)
+        within = rank - np.where(j > 0, cumulative[rows, j - 1], 0)
+        position = generator.beta(within, stand_in[rows, j] - within + 1)
+        out[:, k] = lower[j] + (upper[j] - lower[j]) * position
+    return out

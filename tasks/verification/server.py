@@ -43,6 +43,7 @@ from pydantic import ValidationError
 
 from pseo_das.epsilon import epsilon_text
 from pseo_das.reports.render import render_markdown
+from pseo_das.tasks.verification.api_docs import serve_api_docs
 from pseo_das.tasks.verification.groups import group_key, person_hashes
 from pseo_das.tasks.verification.ledger import (BudgetRefused, Charge, KeptAnswer, Outcome,
                                                 VerificationLedger, check_ledger_custody)
@@ -210,7 +211,8 @@ def create_app(state: ServerState) -> FastAPI:
             state.session_log.close(summary)
 
     app = VerificationAPI(title="pseo-das verification server", lifespan=lifespan,
-                          description=__doc__)
+                          description=__doc__, docs_url=None, redoc_url=None)
+    serve_api_docs(app)     # Swagger UI and ReDoc from the package: no CDN
     page = render_markdown("verify_page.html.j2", {
         "example_query": json.dumps(EXAMPLE_QUERY, indent=2), "default_groups": DEFAULT_GROUPS,
         "data_version": state.records.data_version})

@@ -1,0 +1,314 @@
+"""The release explorer's data: a release's public tables (pseoe_all, pseoh_all, pseof_all,
+pseo_all_institutions.csv, release_notes.md) rearranged into small JavaScript files the page
+loads from disk, one per institution or state (`units`) and one of the release's facts and
+labels (`release_facts`). Read from the public files only, so nothing internal reaches it.
+
+A published value is its number; a value whose status flag is not 1 is the flag's word
+(`SUPPRESSED` for 5, null for -1, "not available"): the page shows words, never flag codes.
+Privacy cost: none (the public files, rearranged)."""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.csv as pa_csv
+
+from pseo_das.errors import PseoDasError
+from pseo_das.schemas.distribution import ALL_FOLDER, open_table, table_path
+from pseo_das.tasks.publication.document_context import HISTOGRAMS_FILE
+from pseo_das.schemas.pseo_layout import (ALL_COHORTS, ALL_INDUSTRIES, FLAG_PUBLISHED,
+                                          FLAG_SUPPRESSED, SCHEMA_DIR, Product, layout)
+
+INSTITUTIONS = "pseo_all_institutions.csv"
+NOTES = "release_notes.md"
+VERSION = "version_pseo.txt"
+YEARS_AFTER = (1, 5, 10)
+PERCENTILES = (25, 50, 75)
+SUPPRESSED = "s"          # a value whose status flag is 5: shown as "suppressed"
+NATION = ("N", "00")
+# the pseoe columns of one cell, in the order of its array in a unit file
+EARNINGS_FIELDS = tuple(f"y{k}_{m}" for k in YEARS_AFTER for m in
+                        [f"p{p}_earnings" for p in PERCENTILES] + ["grads_earn"])
+IPEDS_FIELDS = tuple(f"y{k}_ipeds_count" for k in YEARS_AFTER)
+
+
+class ExplorerInputError(PseoDasError):
+    """A file the explorer is made from is missing or not as a release writes it."""
+
+    quotes_records = False       # public files and documents only
+
+
+UNREAD = ("agg_level_pseo", "cip_level")     # implied by the other identifiers
+
+
+def _read_codes(path: Path, identifiers: list[str]) -> pd.DataFrame:
+    """A public table with its identifiers as categories of text and its values as numbers
+    (NaN: empty)."""
+    with open_table(path) as text:
+        header = text.readline().strip().split(",")
+    types = {c: pa.dictionary(pa.int32(), pa.string()) for c in identifiers}
+    table = pa_csv.read_csv(path, convert_options=pa_csv.ConvertOptions(
+        column_types=types, strings_can_be_null=False,
+        include_columns=[c for c in header if c not in UNREAD]))
+    return table.to_pandas()
+
+
+def _find(public: Path, name: str) -> Path:
+    try:
+        return table_path(public, name, ALL_FOLDER if name == VERSION else None)
+    except FileNotFoundError as exc:
+        raise ExplorerInputError(f"{exc}; the explorer is made from a release's public "
+                                   "files") from None
+
+
+NOT_AVAILABLE_CODE, SUPPRESSED_CODE = -1, -5   # in the integer arrays, before encoding
+
+
+def flagged(values: pd.Series, status: pd.Series) -> np.ndarray:
+    """Integers: the value where its flag is 1, SUPPRESSED_CODE where 5, NOT_AVAILABLE_CODE
+    otherwise. Published values are counts and dollars, never negative (checked)."""
+    flags = status.to_numpy()
+    published = flags == int(FLAG_PUBLISHED)
+    numbers = values.to_numpy(dtype=float, na_value=np.nan)
+    if np.isnan(numbers[published]).any() or (numbers[published] < 0).any():
+        raise ExplorerInputError(f"{values.name}: a published value is empty or negative")
+    out = np.where(published, np.nan_to_num(numbers), NOT_AVAILABLE_CODE).astype(np.int64)
+    out[flags == int(FLAG_SUPPRESSED)] = SUPPRESSED_CODE
+    return out
+
+
+def decoded(numbers: list[int]) -> list:
+    """The page's values of `flagged` integers: the number, SUPPRESSED or None."""
+    return [n if n >= 0 else SUPPRESSED if n == SUPPRESSED_CODE else None for n in numbers]
+
+
+def encoded(values: pd.Series, status: pd.Series) -> list:
+    """Each value as the page shows it: the integer if its flag is 1, SUPPRESSED if 5,
+    None otherwise (not available)."""
+    return decoded(flagged(values, status).tolist())
+
+
+def _status_of(product: Product) -> dict[str, str]:
+    return {i.name: i.status_flag for i in layout(product).indicators}
+
+
+CELL = ("degree_level", "cipcode", "grad_cohort")
+
+
+def _cell_key(frame: pd.DataFrame) -> pd.Series:
+    """"05|11.07|2016": a cell of a unit (degree level, field, cohort)."""
+    return frame[CELL[0]].astype(str) + "|" + frame[CELL[1]].astype(str) + "|" + \
+        frame[CELL[2]].astype(str)
+
+
+def _positions(column: pd.Series, order: list[str]) -> np.ndarray:
+    """The index in `order` of each value of a categorical column; ValueError if one is
+    not in it."""
+    where = {code: n for n, code in enumerate(order)}
+    of_category = np.array([where.get(c, -1) for c in column.cat.categories] + [-1])
+    positions = of_category[column.cat.codes.to_numpy()]
+    if (positions < 0).any():
+        raise ExplorerInputError(f"{column.name}: a code outside {order}")
+    return positions
+
+
+def _origins(frame: pd.DataFrame, columns: tuple[str, ...]) -> tuple[np.ndarray, list[tuple]]:
+    """(each row's origin number, the origins as tuples of codes) of the combination of
+    categorical `columns`."""
+    codes = [frame[c].cat.codes.to_numpy().astype(np.int64) for c in columns]
+    sizes = [len(frame[c].cat.categories) for c in columns]
+    combined = np.ravel_multi_index(codes, sizes) if codes[0].size else np.zeros(0, np.int64)
+    unique, inverse = np.unique(combined, return_inverse=True)
+    parts = np.unravel_index(unique, sizes)
+    names = [np.asarray(frame[c].cat.categories)[p] for c, p in zip(columns, parts)]
+    return inverse, list(zip(*names))
+
+
+def earnings_cells(pseoe: pd.DataFrame) -> dict[str, dict[str, list]]:
+    """unit -> cell key ("05|11.07|2016") -> [cohort years, EARNINGS_FIELDS..., IPEDS
+    counts..., IPEDS flags...] (earnings and counts encoded; the IPEDS flags as codes 1-4,
+    which the page names from label_flags_ipeds_count)."""
+    status = _status_of(Product.PSEOE)
+    columns = [encoded(pseoe[f], pseoe[status[f]]) for f in EARNINGS_FIELDS + IPEDS_FIELDS]
+    ipeds_flags = [pseoe[status[f]].astype(int).astype(str).to_numpy() for f in IPEDS_FIELDS]
+    rows = zip(pseoe["institution"].astype(str), _cell_key(pseoe), pseoe["grad_cohort_years"].astype(int),
+               *columns, *ipeds_flags)
+    units: dict[str, dict[str, list]] = {}
+    for unit, key, years, *values in rows:
+        units.setdefault(unit, {})[key] = [int(years), *values]
+    return units
+
+
+def bins_of(pseoh: pd.DataFrame) -> list[list[int]]:
+    """[[lower, upper] per bin]: the same for every cell (the bins are public)."""
+    bins = pseoh[["bin", "bin_lower", "bin_upper"]].drop_duplicates().sort_values("bin")
+    if bins["bin"].duplicated().any():
+        raise ExplorerInputError(f"{HISTOGRAMS_FILE}: the bin edges differ between cells")
+    return bins[["bin_lower", "bin_upper"]].astype(int).to_numpy().tolist()
+
+
+def histogram_cells(pseoh: pd.DataFrame) -> dict[str, dict[str, list[int]]]:
+    """unit -> "cell key|years after" -> the noisy counts of the bins, in bin order."""
+    ordered = pseoh.sort_values(["institution", "degree_level", "cipcode", "grad_cohort",
+                                 "years_after", "bin"], kind="stable")
+    keys = (_cell_key(ordered) + "|" + ordered["years_after"].astype(str)).to_numpy()
+    units_of = ordered["institution"].astype(str).to_numpy()
+    counts = ordered["noisy_count"].astype(int).to_numpy()
+    starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
+    units: dict[str, dict[str, list[int]]] = {}
+    for start, end in zip(starts, np.r_[starts[1:], len(keys)]):
+        units.setdefault(units_of[start], {})[keys[start]] = counts[start:end].tolist()
+    return units
+
+
+@dataclass(frozen=True)
+class FlowColumns:
+    """The destinations of an origin cell's flows, in the order of its arrays: the nation
+    (all industries, then each sector), then each division likewise."""
+    sectors: list[str]
+    divisions: list[str]
+
+    @property
+    def destinations(self) -> list[tuple[str, str, str]]:
+        """Every (geo_level, geography, industry): a `sectors` index of a unit file's flows."""
+        industries = [ALL_INDUSTRIES] + self.sectors
+        return [(*NATION, i) for i in industries] + \
+            [("D", d, i) for d in self.divisions for i in industries]
+
+
+def flow_cells(pseof: pd.DataFrame, columns: FlowColumns) -> dict[str, dict[str, dict]]:
+    """unit -> cell key -> {"y1": {"emp": [value per national destination and per division
+    (all industries)], "sectors": [destination index, value, ...] for the division x sector
+    flows that are not 0, "instate": [value per national destination], "nme": value}, ...},
+    values encoded (`encoded`)."""
+    status = _status_of(Product.PSEOF)
+    industries = [ALL_INDUSTRIES] + columns.sectors
+    geographies = [NATION] + [("D", d) for d in columns.divisions]
+    where = _positions(pseof["geography"], [g for _, g in geographies]) * len(industries) \
+        + _positions(pseof["industry"], industries)
+    codes, origins = _origins(pseof, ("institution",) + CELL)
+    width = len(industries)
+    totals = [width * g for g in range(len(geographies))]          # all industries
+    sector_columns = np.array([c for c in range(width, width * len(geographies))
+                               if c % width])                       # division x sector
+
+    def matrix(measure: str) -> np.ndarray:
+        out = np.full((len(origins), width * len(geographies)), NOT_AVAILABLE_CODE, np.int64)
+        out[codes, where] = flagged(pseof[measure], pseof[status[measure]])
+        return out
+
+    def sparse(block: np.ndarray) -> list[list[int]]:
+        rows, cols = np.nonzero(block)
+        bounds = np.searchsorted(rows, np.arange(len(block) + 1))
+        flat = np.stack([sector_columns[cols], block[rows, cols]], axis=1)
+        return [decoded(flat[a:b].ravel().tolist()) for a, b in zip(bounds[:-1], bounds[1:])]
+
+    per_year = {}
+    for k in YEARS_AFTER:
+        emp = matrix(f"y{k}_grads_emp")
+        per_year[k] = (emp[:, totals[:1] + list(range(1, width)) + totals[1:]].tolist(),
+                       sparse(emp[:, sector_columns]),
+                       matrix(f"y{k}_grads_emp_instate")[:, :width].tolist(),
+                       matrix(f"y{k}_grads_nme")[:, 0].tolist())
+    units: dict[str, dict[str, dict]] = {}
+    for n, (unit, *cell) in enumerate(origins):
+        units.setdefault(unit, {})["|".join(cell)] = {
+            f"y{k}": {"emp": decoded(emp[n]), "sectors": sectors[n],
+                      "instate": decoded(instate[n]), "nme": decoded([nme[n]])[0]}
+            for k, (emp, sectors, instate, nme) in per_year.items()}
+    return units
+
+
+def labels(name: str, code: str = "", keep=None) -> dict[str, str]:
+    """code -> label of one of the schema's label files (stripped)."""
+    frame = pd.read_csv(SCHEMA_DIR / name, dtype=str, keep_default_na=False,
+                        encoding="utf-8-sig").apply(lambda c: c.str.strip())
+    code = code or frame.columns[0]
+    if keep is not None:
+        frame = frame[frame[code].isin(keep)]
+    return dict(zip(frame[code], frame["label"]))
+
+
+def release_id(notes: str) -> str | None:
+    """The release id the release notes' title names."""
+    title = re.match(r"# PSEO release (\S+): release notes", notes)
+    return title.group(1) if title else None
+
+
+def dollar_years(notes: str) -> dict[str, str | None]:
+    """The publication's and the bins' dollar years as the release notes state them."""
+    published = re.search(r"are in \*\*(\d{4}) dollars\*\*", notes)
+    bins = re.search(r"\*\*(\d{4}) dollars\*\* \(technical appendix", notes)
+    return {"published": published.group(1) if published else None,
+            "bins": bins.group(1) if bins else None}
+
+
+@dataclass(frozen=True)
+class ExplorerData:
+    """The explorer's data files: `facts` (release.js) and one file per unit."""
+    facts: dict
+    units: dict[str, dict]
+
+
+def explorer_data(public: Path) -> ExplorerData:
+    """Read a release's public folder and arrange it for the explorer."""
+    public = Path(public)
+    identifiers = list(layout(Product.PSEOE).identifiers)
+    pseoe = _read_codes(_find(public, Product.PSEOE.file_name), identifiers)
+    pseoh = _read_codes(_find(public, HISTOGRAMS_FILE), identifiers)
+    pseof = _read_codes(_find(public, Product.PSEOF.file_name), identifiers)
+    institutions = pd.read_csv(_find(public, INSTITUTIONS), dtype=str, keep_default_na=False)
+    notes_path = public / NOTES
+    notes = notes_path.read_text() if notes_path.is_file() else ""
+    with open_table(_find(public, VERSION)) as versions:
+        version_lines = versions.read().splitlines()
+    sectors = sorted(set(pseof["industry"].cat.categories) - {ALL_INDUSTRIES})
+    divisions = sorted(set(pseof["geography"].cat.categories) - {NATION[1]})
+    columns = FlowColumns(sectors, divisions)
+    earnings, histograms = earnings_cells(pseoe), histogram_cells(pseoh)
+    flows = flow_cells(pseof, columns)
+    state_rows = pseoe[pseoe["inst_level"] == "S"]
+    states = sorted(set(state_rows["institution"].astype(str)) | set(institutions["statefips"]))
+    fips = labels("label_fipsnum.csv", keep=states)
+    postal = dict(zip(institutions["statefips"], institutions["institution_state"]))
+    units = sorted(set(earnings) | set(histograms) | set(flows))
+    facts = {
+        "release": release_id(notes),
+        "version": version_lines,
+        "dollars": dollar_years(notes),
+        "states": [{"fips": s, "name": fips.get(s, s), "postal": postal.get(s, "")}
+                   for s in states],
+        "institutions": [{"id": r.institution, "name": r.label, "state": r.statefips}
+                         for r in institutions.itertuples(index=False)],
+        "units": units,
+        "earnings_fields": list(EARNINGS_FIELDS), "ipeds_fields": list(IPEDS_FIELDS),
+        "years_after": list(YEARS_AFTER), "percentiles": list(PERCENTILES),
+        "all_cohorts": ALL_COHORTS,
+        "bins": bins_of(pseoh),
+        "sectors": sectors, "divisions": divisions,
+        "flow_destinations": [list(d) for d in columns.destinations],
+        "labels": {
+            "degree": labels("label_degree_level.csv"),
+            "cip": labels("label_cipcode.csv", keep=set(pseoe["cipcode"].cat.categories)
+                          | set(pseof["cipcode"].cat.categories)),
+            "industry": labels("label_industry.csv", keep=[ALL_INDUSTRIES] + sectors),
+            "division": labels("label_geography_division.csv", keep=divisions),
+            "flag": labels("label_flags.csv"),
+            "ipeds_flag": labels("label_flags_ipeds_count.csv"),
+        },
+        "rows": {"pseoe": len(pseoe), "pseoh": len(pseoh), "pseof": len(pseof)},
+    }
+    return ExplorerData(facts, {unit: {"earnings": earnings.get(unit, {}),
+                                       "histograms": histograms.get(unit, {}),
+                                       "flows": flows.get(unit, {})} for unit in units})
+
+
+def script(name: str, value) -> str:
+    """A data file: a script that hands `value` to the page (`PSEO.add`): pages opened from
+    disk may load scripts but not fetch files. Deterministic text (sorted keys)."""
+    return f"PSEO.add({json.dumps(name)},{json.dumps(value, sort_keys=True, separators=(',', ':'))});\n"

@@ -1,0 +1,63 @@
+"""The national tables for modern data users, pseo-das's extension (not part of the Census
+Bureau's distribution): `all/parquet/<table>.parquet`, each national table (pseoe_all,
+pseof_all, pseoh_all, pseo_all_institutions) typed as its columns say
+(schemas/table_package.py: integers, text codes, empty values as nulls), and
+`all/datapackage.json`, the Frictionless Data Package describing every column, code list and
+status flag of the tables as published in `all/`. Only the national tables: a state's files
+are its rows of them (filter on `institution` / its state). Privacy cost: none (the
+published tables, read back as written and converted).
+
+The bytes are the same on every run (release_files.PARQUET_OPTIONS; the descriptor names no
+time and no release), so a rerun's copies are identical and can be hard-linked."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.csv as pa_csv
+
+from pseo_das.schemas.distribution import ALL_FOLDER, table_path
+from pseo_das.schemas.table_package import (TableField, arrow_schema, datapackage,
+                                            public_table_fields)
+from pseo_das.tasks.publication.release_files import ParquetTableWriter
+
+PARQUET_FOLDER = "parquet"
+DATAPACKAGE_FILE = "datapackage.json"
+READ_BLOCK_BYTES = 16 << 20
+
+
+def parquet_name(csv_name: str) -> str:
+    return csv_name.removesuffix(".csv") + ".parquet"
+
+
+def write_parquet_copy(source: Path, path: Path, fields: tuple[TableField, ...]) -> int:
+    """`source` (a published table, gzipped or not) as Parquet at `path`, typed by
+    `fields`; returns its rows. Raises ValueError when its columns are not the fields'."""
+    schema = arrow_schema(fields)
+    reader = pa_csv.open_csv(
+        source, read_options=pa_csv.ReadOptions(block_size=READ_BLOCK_BYTES, use_threads=False),
+        convert_options=pa_csv.ConvertOptions(
+            column_types={f.name: f.type.arrow for f in fields}, strings_can_be_null=False))
+    if reader.schema.names != schema.names:
+        raise ValueError(f"{source.name}: columns {reader.schema.names} are not {schema.names}")
+    with ParquetTableWriter(path, schema) as writer:
+        for batch in reader:
+            writer.write(pa.Table.from_batches([batch]))
+        return writer.rows
+
+
+def write_table_package(public: Path) -> dict[str, int]:
+    """all/parquet/ and all/datapackage.json of a public folder whose national tables are
+    written; returns each Parquet file's rows by its path relative to `public`."""
+    folder = public / ALL_FOLDER / PARQUET_FOLDER
+    folder.mkdir(exist_ok=True)
+    published, rows = {}, {}
+    for csv_name, fields in public_table_fields().items():
+        source = table_path(public, csv_name, ALL_FOLDER)
+        target = folder / parquet_name(csv_name)
+        rows[str(target.relative_to(public))] = write_parquet_copy(source, target, fields)
+        published[csv_name] = source.name
+    (public / ALL_FOLDER / DATAPACKAGE_FILE).write_text(
+        json.dumps(datapackage(published), indent=2, ensure_ascii=False) + "\n")
+    return rows

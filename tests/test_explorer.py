@@ -1,0 +1,267 @@
+"""The release explorer (tasks/publication/explorer*.py, reports/explorer/): its data files
+hold the public files' values (status flags as words), the folder is self-contained, the
+command refuses what it cannot do. Fast tests on a tiny release folder made here; the
+system tests read the session's releases (conftest.py). The browser tests are in
+tests/test_explorer_browser.py."""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import public_table
+from pseo_das.schemas.pseo_layout import Product, layout
+from pseo_das.tasks.publication.explorer import (EXPLORER, ExplorerError, explore,
+                                                 page_files, write_release_explorers)
+from pseo_das.tasks.publication.explorer_board import accuracy_rows, board_data
+from pseo_das.tasks.publication.explorer_data import (EARNINGS_FIELDS, SUPPRESSED,
+                                                      ExplorerInputError, explorer_data)
+
+SECTORS = ["11", "23", "62"]
+DIVISIONS = [str(d) for d in range(1, 10)]
+BINS = [(10000, 20000), (20000, 40000), (40000, 614597)]
+STATE, INSTITUTION = "08", "00134500"
+
+
+def _identifiers(inst_level: str, institution: str, cip: str, **more) -> dict:
+    return {"agg_level_pseo": "38", "inst_level": inst_level, "institution": institution,
+            "degree_level": "05", "cip_level": "A" if cip == "00" else str(len(cip.replace(".", ""))),
+            "cipcode": cip, "grad_cohort": "0000", "grad_cohort_years": "3", "geo_level": "N",
+            "geography": "00", "ind_level": "A", "industry": "00"} | more
+
+
+def _pseoe_row(inst_level: str, institution: str, cip: str, base: int, flags: tuple) -> dict:
+    row = _identifiers(inst_level, institution, cip)
+    for n, k in enumerate((1, 5, 10)):
+        published = flags[n] == "1"
+        for p, f in ((25, 0.7), (50, 1.0), (75, 1.4)):
+            row[f"y{k}_p{p}_earnings"] = str(int(base * f) + k) if published else ""
+        row[f"y{k}_grads_earn"] = str(40 + k) if published else ""
+        row[f"status_y{k}_earnings"] = row[f"status_y{k}_grads_earn"] = flags[n]
+        row[f"y{k}_ipeds_count"] = str(50 + k)
+        row[f"status_y{k}_ipeds_count"] = "1"
+    return row
+
+
+def _write_gz(frame: pd.DataFrame, path: Path, columns) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    frame[list(columns)].to_csv(path, index=False, compression="gzip")
+
+
+def tiny_release(root: Path) -> Path:
+    """A release folder as a release writes it, for one state and one institution: pseoe
+    (a published, a suppressed and a not-yet-observable year), pseoh, pseof (a suppressed
+    division), the metadata files, the notes and the internal files the board reads."""
+    public, internal = root / "public", root / "internal"
+    pseoe = pd.DataFrame([_pseoe_row("S", STATE, "00", 50000, ("1", "1", "-1")),
+                          _pseoe_row("I", INSTITUTION, "00", 40000, ("1", "5", "-1")),
+                          _pseoe_row("I", INSTITUTION, "11", 60000, ("5", "1", "-1"))])
+    _write_gz(pseoe, public / "all" / "pseoe_all.csv.gz", layout(Product.PSEOE).columns)
+    histograms = []
+    for _, row in pseoe.iterrows():
+        for k in (1, 5):
+            for b, (lower, upper) in enumerate(BINS, start=1):
+                histograms.append({c: row[c] for c in layout(Product.PSEOE).identifiers}
+                                  | {"years_after": k, "bin": b, "bin_lower": lower,
+                                     "bin_upper": upper, "noisy_count": b * k - 2})
+    _write_gz(pd.DataFrame(histograms), public / "all" / "pseoh_all.csv.gz",
+              list(histograms[0]))
+    flows = []
+    for unit, level in ((STATE, "S"), (INSTITUTION, "I")):
+        for geo_level, geography in [("N", "00")] + [("D", d) for d in DIVISIONS]:
+            for industry in ["00"] + SECTORS:
+                row = _identifiers(level, unit, "00", geo_level=geo_level, geography=geography,
+                                   ind_level="A" if industry == "00" else "S", industry=industry)
+                suppressed = geography == "5"
+                national_total = (geo_level, industry) == ("N", "00")
+                value = {"00": 30, "11": 5, "23": 10, "62": 15}[industry] if geo_level == "N" \
+                    else (0 if geography != "8" else {"00": 28, "11": 5, "23": 10, "62": 13}[industry])
+                for k in (1, 5, 10):
+                    for measure in ("grads_emp", "grads_emp_instate"):
+                        row[f"y{k}_{measure}"] = "" if suppressed else str(value)
+                        row[f"status_y{k}_{measure}"] = "5" if suppressed else "1"
+                    row[f"y{k}_grads_nme"] = "7" if national_total else ""
+                    row[f"status_y{k}_grads_nme"] = "1" if national_total else "-1"
+                flows.append(row)
+    _write_gz(pd.DataFrame(flows), public / "all" / "pseof_all.csv.gz", layout(Product.PSEOF).columns)
+    (public / "all" / "pseo_all_institutions.csv").write_text(
+        f"institution,label,institution_state,statefips\n{INSTITUTION},Adams State University,CO,{STATE}\n")
+    (public / "all" / "version_pseo.txt").write_text("PSEOE CO 08 2001-2019 V4.14.0 2026Q4 x\n")
+    (public / "release_notes.md").write_text("# PSEO release 2026Q4-tiny: release notes\n"
+                                             "in **2016 dollars** (technical appendix A.2) ... "
+                                             "are in **2023 dollars**\n")
+    internal.mkdir(parents=True)
+    (internal / "drb_report.md").write_text(DRB_TABLE)
+    (internal / "ledger.csv").write_text(
+        "tabulation_id,product,epsilon\nearnings.I.cip4.y1,earnings histograms,1\n"
+        "flows.I.cip2.y1,employment flows,6/5\ncip-recast.x,earnings histograms,0\n")
+    (internal / "lifetime_budget.csv").write_text(
+        f"institution,degree_level,grad_cohort,before,this_release,after\n{INSTITUTION},05,2016,0,5/2,5/2\n")
+    (internal / "release_summary.json").write_text(json.dumps(
+        {"new_epsilon": "7.5", "lifetime_epsilon_cap": "30", "max_lifetime_epsilon": "5/2"}))
+    return root
+
+
+DRB_TABLE = """## Expected accuracy of the published percentiles
+
+| cell size | percentile | cells | mean relative accuracy | median relative accuracy | mean absolute error ($) |
+|---|---|---|---|---|---|
+| 30-49 | 50 | 1,473 | 0.895 | 0.932 | 6,241 |
+| 300 and over | 50 | 82 | 0.990 | 0.992 | 536 |
+| 30 and over | 50 | 1,555 | 0.923 | 0.955 | 4,597 |
+
+## The frame and IPEDS
+"""
+
+
+@pytest.fixture
+def release(tmp_path) -> Path:
+    return tiny_release(tmp_path / "release")
+
+
+def field(values: list, name: str):
+    return values[1 + EARNINGS_FIELDS.index(name)]
+
+
+def test_unit_files_hold_the_public_values_and_flags_as_words(release):
+    data = explorer_data(release / "public")
+    assert data.facts["units"] == [INSTITUTION, STATE] and data.facts["bins"] == [list(b) for b in BINS]
+    assert data.facts["dollars"] == {"published": "2023", "bins": "2016"}
+    assert data.facts["release"] == "2026Q4-tiny"
+    assert data.facts["labels"]["cip"]["11"].startswith("Computer and Information Sciences")
+    cell = data.units[INSTITUTION]["earnings"]["05|00|0000"]
+    assert cell[0] == 3 and field(cell, "y1_p50_earnings") == 40001
+    assert field(cell, "y5_p50_earnings") == SUPPRESSED and field(cell, "y5_grads_earn") == SUPPRESSED
+    assert field(cell, "y10_p50_earnings") is None                    # not available
+    assert cell[-3:] == ["1", "1", "1"] and cell[-6:-3] == [51, 55, 60]  # IPEDS counts, flags
+    assert data.units[INSTITUTION]["histograms"]["05|11|0000|5"] == [3, 8, 13]
+    flows = data.units[INSTITUTION]["flows"]["05|00|0000"]["y5"]
+    assert flows["emp"][:4] == [30, 5, 10, 15]                        # nation: all, sectors
+    assert flows["emp"][4:] == [0, 0, 0, 0, SUPPRESSED, 0, 0, 28, 0]  # divisions
+    assert flows["nme"] == 7 and flows["instate"] == [30, 5, 10, 15]
+    destinations = data.facts["flow_destinations"]
+    pairs = dict(zip(flows["sectors"][::2], flows["sectors"][1::2]))
+    assert {tuple(destinations[i]): v for i, v in pairs.items()} == \
+        {("D", "5", s): SUPPRESSED for s in SECTORS} | {("D", "8", "11"): 5, ("D", "8", "23"): 10,
+                                                         ("D", "8", "62"): 13}
+
+
+def test_accuracy_rows_read_the_drb_table():
+    rows = accuracy_rows(DRB_TABLE)
+    assert [r["size"] for r in rows] == ["30-49", "300 and over", "30 and over"]
+    assert rows[0] == {"size": "30-49", "percentile": 50, "cells": 1473, "mean_accuracy": 0.895,
+                       "median_accuracy": 0.932, "mean_abs_error": 6241, "all_sizes": False}
+    assert [r["all_sizes"] for r in rows] == [False, False, True]
+    assert accuracy_rows("# a report without the table\n") == []
+
+
+def test_board_data_sums_epsilon_exactly_and_maps_suppression(release):
+    data = explorer_data(release / "public")
+    board = board_data(release / "internal",
+                       {u: v["earnings"] for u, v in data.units.items()})
+    assert board["epsilon"] == [{"product": "earnings histograms", "epsilon": "1", "value": 1.0},
+                                {"product": "employment flows", "epsilon": "6/5", "value": 1.2}]
+    assert board["lifetime"] == {INSTITUTION: [["05", "2016", "0", "5/2", "5/2"]]}
+    assert board["suppression"][INSTITUTION] == {"05": [2, 2]}   # medians: 2 suppressed, 2 published
+    assert board["lifetime_cap"] == "30"
+
+
+LOCAL_REFERENCE = re.compile(r'(?:src|href)="([^"]+)"')
+
+
+def test_explore_writes_a_self_contained_deterministic_folder(release, tmp_path):
+    out = explore(release, tmp_path / "x")
+    html = (out / "index.html").read_text()
+    references = LOCAL_REFERENCE.findall(html)
+    assert set(references) >= {"explorer.css", "explorer.js", "data/release.js", "plotly.min.js"}
+    for reference in references:          # every asset is a file of the folder
+        assert "//" not in reference and ":" not in reference.split("#")[0], reference
+        if not reference.startswith("#"):
+            assert (out / reference).is_file(), reference
+    script = (out / "explorer.js").read_text()
+    assert not re.search(r"https?://", script + (out / "explorer.css").read_text())
+    assert '"data/" + name + ".js"' in script        # the data files it loads lazily
+    assert {p.name for p in (out / "data").iterdir()} == {"release.js", f"u_{STATE}.js",
+                                                           f"u_{INSTITUTION}.js"}
+    assert (out / "plotly.min.js").read_bytes() == page_files()["plotly.min.js"].read_bytes()
+    assert (out / "plotly.min.js").stat().st_nlink == 1          # a copy, not the package's file
+    again = explore(release, tmp_path / "y")
+    assert all((out / p.relative_to(again)).read_bytes() == p.read_bytes()
+               for p in again.rglob("*") if p.is_file())
+    facts = json.loads((out / "data" / "release.js").read_text().split(",", 1)[1].rsplit(");", 1)[0])
+    assert facts["board"] is False
+
+
+def test_release_explorers_public_without_board_internal_with(release):
+    public, internal = write_release_explorers(release)
+    assert public == release / "public" / EXPLORER and internal == release / "internal" / EXPLORER
+    assert not (public / "data" / "board.js").exists() and (internal / "data" / "board.js").is_file()
+    shared = internal / "data" / f"u_{INSTITUTION}.js"
+    assert shared.read_bytes() == (public / "data" / f"u_{INSTITUTION}.js").read_bytes()
+
+
+def test_the_command_refuses_what_it_cannot_do(release, tmp_path, capsys):
+    from pseo_das.cli import main
+
+    def run(*args: str) -> int:
+        with pytest.raises(SystemExit) as stop:
+            main(["explore", *args])
+        return stop.value.code
+
+    assert run(str(release), "--out", str(tmp_path / "x"), "--board") == 0
+    assert "open " in capsys.readouterr().out
+    assert run(str(release), "--out", str(tmp_path / "x")) == 2
+    assert "already exists" in capsys.readouterr().err
+    public_table(release, "pseof_all.csv").unlink()
+    assert run(str(release), "--out", str(tmp_path / "z")) == 2
+    err = capsys.readouterr().err
+    assert "pseof_all.csv: not in" in err and "Traceback" not in err
+    assert not (tmp_path / "z").exists() and not list(tmp_path.glob(".z*"))
+    with pytest.raises(ExplorerError, match="not a release folder"):
+        explore(tmp_path / "nothing", tmp_path / "n")
+    assert issubclass(ExplorerInputError, ExplorerError.__mro__[1])   # PseoDasError
+
+
+# ---- system tests: the session's releases (conftest.py) --------------------------------
+
+def _data_file(path: Path):
+    return json.loads(path.read_text().split(",", 1)[1].rsplit(");", 1)[0])
+
+
+def test_every_release_writes_explorers_holding_the_published_values(releases):
+    root, _ = releases
+    release = root / "a"
+    public, internal = release / "public" / EXPLORER, release / "internal" / EXPLORER
+    assert (public / "index.html").is_file() and not (public / "data" / "board.js").exists()
+    assert _data_file(internal / "data" / "board.js")["accuracy"]
+    manifest = json.loads((release / "internal" / "manifest.json").read_text())["files"]
+    assert f"public/{EXPLORER}/index.html" in manifest and f"internal/{EXPLORER}/data/board.js" in manifest
+    pseoe = pd.read_csv(public_table(release, "pseoe_all.csv"), dtype=str, keep_default_na=False)
+    units = {u: _data_file(public / "data" / f"u_{u}.js") for u in pseoe["institution"].unique()}
+    checked = 0
+    for row in pseoe.itertuples(index=False):
+        values = units[row.institution]["earnings"][f"{row.degree_level}|{row.cipcode}|{row.grad_cohort}"]
+        for k in (1, 5, 10):
+            flag, shown = getattr(row, f"status_y{k}_earnings"), field(values, f"y{k}_p50_earnings")
+            expected = {"1": int(getattr(row, f"y{k}_p50_earnings") or -1), "5": SUPPRESSED}.get(flag)
+            assert shown == expected, (row, k)
+            checked += 1
+    assert checked == 3 * len(pseoe)
+    pseof = pd.read_csv(public_table(release, "pseof_all.csv"), dtype=str, keep_default_na=False,
+                        usecols=list(layout(Product.PSEOF).identifiers) + ["y1_grads_emp", "status_y1_grads_emp"])
+    national = pseof[(pseof["geo_level"] == "N") & (pseof["industry"] == "00")]
+    for row in national.sample(200, random_state=1).itertuples(index=False):
+        shown = units[row.institution]["flows"][f"{row.degree_level}|{row.cipcode}|{row.grad_cohort}"]["y1"]["emp"][0]
+        assert shown == (int(row.y1_grads_emp) if row.status_y1_grads_emp == "1" else
+                         SUPPRESSED if row.status_y1_grads_emp == "5" else None)
+    # the explorer adds files; the tables are those of the rerun, byte for byte
+    again = root / "a_again"
+    for path in public.rglob("*"):
+        if path.is_file():
+            assert path.read_bytes() == (again / path.relative_to(release)).read_bytes(), path
+    assert np.all([not p.name.endswith((".csv", ".gz", ".txt", ".xlsx", ".parquet"))
+                   for p in public.rglob("*")])
