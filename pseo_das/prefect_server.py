@@ -101,7 +101,8 @@ def running_api_url(home: Path | None = None) -> str | None:
         found = status(home)
     except ServerError:
         return None
-    return found.record.api_url if found.state is ServerState.RUNNING else None
+    running = found.state is ServerState.RUNNING
+    return found.record.api_url if running and found.record is not None else None
 
 
 def use_kept_server() -> str | None:
@@ -156,7 +157,8 @@ def stop(home: Path | None = None) -> ServerStatus:
     and remove its record; returns what was found."""
     home = home or server_home()
     found = status(home)
-    if found.state in (ServerState.RUNNING, ServerState.NOT_ANSWERING):
+    if found.record is not None and found.state in (ServerState.RUNNING,
+                                                    ServerState.NOT_ANSWERING):
         _terminate(found.record.pid)
     _remove_record(home)
     return found

@@ -4,7 +4,7 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from pseo_das.schemas.codes import NAICS_SECTORS, STATE_FIPS, STATUS_NOT_AVAILABLE, STATUS_OK, STATUS_SUPPRESSED
+from pseo_das.schemas.codes import NAICS_SECTORS, STATE_FIPS, STATUS_NOT_AVAILABLE, STATUS_SUPPRESSED
 from pseo_das.tasks.employment_flows.division_flows import (PublishedFlowsChecks, flows_state_rows,
                                                             flows_table, institution_state_flows,
                                                             origin_tables, pseof_chunks, pseof_parts,

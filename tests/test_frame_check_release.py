@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from conftest import SEED_A, run_release
+from conftest import SEED_A, public_table, run_release
 
 pytestmark = pytest.mark.slow
 
@@ -67,7 +67,7 @@ def oracle(graduates: pd.DataFrame, digits: int) -> tuple[set, set]:
 
 
 def published(release: Path, name: str, cip_level: str) -> set:
-    rows = pd.read_csv(release / "public" / name, dtype=str, keep_default_na=False)
+    rows = pd.read_csv(public_table(release, name), dtype=str, keep_default_na=False)
     rows = rows[(rows["inst_level"] == "I") & (rows["cip_level"] == cip_level)
                 & (rows["grad_cohort"] != "0000")]
     return set(map(tuple, rows[KEYS].drop_duplicates().to_numpy()))

@@ -36,9 +36,14 @@ def is_data_file(name: str) -> bool:
 
 def written_sha256(release: Path, name: str) -> str:
     """SHA-256 of the CSV or text a release writes now for the file `name` of 54c8b3e: the
-    national files in all/, the data tables gzipped (hashed as gunzipped text)."""
+    national files in all/, the data tables gzipped (hashed as gunzipped text), flows_state
+    as Parquet (hashed as the CSV of its rows, which 54c8b3e wrote)."""
     from pseo_das.schemas.distribution import ALL_FOLDER, open_bytes, table_path
+    from pseo_das.tasks.publication.flows_files import read_flows_state
     path = release / name
+    if name == "internal/flows_state.csv":
+        text = read_flows_state(release / "internal").to_csv(index=False)
+        return hashlib.sha256(text.encode()).hexdigest()
     if name.startswith("public/") and name.count("/") == 1:
         path = release / "public" / ALL_FOLDER / Path(name).name
     if not path.is_file() and name.startswith("public/"):

@@ -4,7 +4,6 @@ as a tag, read back as logged; a changed artifact refused; a run of an earlier v
 from __future__ import annotations
 
 import hashlib
-from pathlib import Path
 
 import pytest
 from mlflow.tracking import MlflowClient

@@ -6,7 +6,8 @@ that NAME's function computes from the source of truth, so the reference cannot 
 * `cli`: every command's `--help`, from the argparse parser (`pseo_das.cli.parser`);
 * `configuration`: every section and key of `pseo_das/default_config.toml` with its comment
   and default, and the type and bounds of its pydantic model (`pseo_das.config`);
-* `outputs`: the official files' columns, aggregation levels and flags from the LEHD
+* `outputs`: the official files' columns (as `schemas/table_package.py` describes them for the
+  datapackage), aggregation levels and flags from the LEHD
   schema's label files shipped in the package, and the extension files' columns from their
   pandera schemas (`schemas/outputs.py`).
 
@@ -16,7 +17,6 @@ outside the package, so the wheel ships no docs code.
 from __future__ import annotations
 
 import argparse
-import io
 import os
 import re
 import tomllib
@@ -134,6 +134,17 @@ def _table(frame, columns: list[str] | None = None) -> list[str]:
     return lines + [""]
 
 
+def _fields_table(fields) -> list[str]:
+    """The columns of a public table as `schemas/table_package.py` describes them for the
+    datapackage and the Parquet copies (the layout validator's columns and code lists)."""
+    lines = ["| # | column | type | meaning |", "|---|---|---|---|"]
+    for number, field in enumerate(fields, 1):
+        codes = f" ({len(field.codes)} codes)" if field.codes else ""
+        meaning = field.description.replace("|", "\\|")
+        lines.append(f"| {number} | `{field.name}` | {field.type.value} | {meaning}{codes} |")
+    return lines + [""]
+
+
 def _check_text(check) -> str:
     """A pandera check as a reader wants it: a short list of values in full, a long one
     counted; a named check by its name."""
@@ -146,30 +157,17 @@ def _check_text(check) -> str:
 def outputs_reference() -> str:
     from pseo_das.schemas import outputs, pseo_layout
     from pseo_das.schemas.pseo_layout import Product, layout
+    from pseo_das.schemas.table_package import institutions_fields, official_fields
 
     read = pseo_layout.read_label_file
     out = [f"Generated from the LEHD Public Use Schema {pseo_layout.SCHEMA_VERSION} label files "
            "shipped in `pseo_das/reference/lehd-schema-v4.14.0/` and the pandera schemas of "
            "`schemas/outputs.py`.", ""]
-    identifiers = read("lehd_identifiers_pseo.csv")
     for product in Product:
         spec = layout(product)
-        variables = read(f"variables_{product.value}.csv").set_index("Indicator Variable")
-        out += [f"## {product.value}_all.csv: columns in order", "",
-                "| # | column | kind | meaning |", "|---|---|---|---|"]
-        number = 0
-        for _, row in identifiers.iterrows():
-            number += 1
-            out.append(f"| {number} | `{row['Variable']}` | identifier ({row['Type']}) | {row['label']} |")
-        for indicator in spec.indicators:
-            number += 1
-            description = variables.loc[indicator.name, "Description"]
-            out.append(f"| {number} | `{indicator.name}` | {indicator.units}, flag "
-                       f"`{indicator.status_flag}` | {description} |")
-        for flag in spec.status_flags:
-            number += 1
-            out.append(f"| {number} | `{flag}` | status flag | status of the indicators that name it |")
-        out += ["", f"### {product.value}_all.csv: aggregation levels", ""]
+        out += [f"## {product.value}_all.csv: columns in order", ""]
+        out += _fields_table(official_fields(product))
+        out += [f"### {product.value}_all.csv: aggregation levels", ""]
         out += _table(spec.levels, ["agg_level_pseo", "grad_char", "inst_level", "cip_level",
                                     "geo_level", "ind_level", "by_grad_cohort"])
     out += ["## Status flags", "", "`label_flags.csv` (pseo-das writes -1, 1 and 5):", ""]
@@ -183,7 +181,7 @@ def outputs_reference() -> str:
     industry = read("label_industry.csv")
     out += ["### label_industry.csv (NAICS sectors, ind_level S)", ""]
     out += _table(industry[industry["ind_level"].isin(["A", "S"])])
-    out += ["## pseo_all_institutions.csv", ""] + _table(read("variables_pseo_institutions.csv"))
+    out += ["## pseo_all_institutions.csv", ""] + _fields_table(institutions_fields())
     for title, schema in (("pseoh_all.csv (pseo-das extension: the noisy histograms)",
                            outputs.pseoh_schema()),
                           ("pseoemp_all.csv (pseo-das extension: the employer-side table)",

@@ -121,8 +121,8 @@ def load_ipeds_awards(reference_dir: Path | None, cells: CellsConfig,
         progress(f"{given} has no {IPEDS_FOLDER}/: the IPEDS counts use the "
                  f"{'SYNTHETIC ' if location.demo else ''}files of the {location.source} "
                  f"{location.folder}")
-    crosswalk = given / "nces" / CROSSWALK_FILE
-    crosswalk = crosswalk if crosswalk.is_file() else None
+    crosswalk_file = given / "nces" / CROSSWALK_FILE
+    crosswalk = crosswalk_file if crosswalk_file.is_file() else None
     wanted = graduation_years(cells)
     folder = location.folder   # the cache key covers this folder's files and its path
     awards, years, prints = cached(   # read and validated again only if a file changed

@@ -159,8 +159,10 @@ def histogram_cells(pseoh: pd.DataFrame) -> dict[str, dict[str, list[int]]]:
     keys = (_cell_key(ordered) + "|" + ordered["years_after"].astype(str)).to_numpy()
     units_of = ordered["institution"].astype(str).to_numpy()
     counts = ordered["noisy_count"].astype(int).to_numpy()
-    starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
     units: dict[str, dict[str, list[int]]] = {}
+    if not len(keys):          # no histogram published (a small release: every cell suppressed)
+        return units
+    starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
     for start, end in zip(starts, np.r_[starts[1:], len(keys)]):
         units.setdefault(units_of[start], {})[keys[start]] = counts[start:end].tolist()
     return units
@@ -265,8 +267,10 @@ def explorer_data(public: Path) -> ExplorerData:
     institutions = pd.read_csv(_find(public, INSTITUTIONS), dtype=str, keep_default_na=False)
     notes_path = public / NOTES
     notes = notes_path.read_text() if notes_path.is_file() else ""
-    with open_table(_find(public, VERSION)) as versions:
-        version_lines = versions.read().splitlines()
+    version_lines = []   # a release id that names no quarter writes no version_pseo.txt
+    if (public / ALL_FOLDER / VERSION).is_file():
+        with open_table(_find(public, VERSION)) as versions:
+            version_lines = versions.read().splitlines()
     sectors = sorted(set(pseof["industry"].cat.categories) - {ALL_INDUSTRIES})
     divisions = sorted(set(pseof["geography"].cat.categories) - {NATION[1]})
     columns = FlowColumns(sectors, divisions)
