@@ -118,8 +118,9 @@ def origin_tables(table: NoisyFlows, suppressed: np.ndarray) -> list[OriginTable
     sums is (it would be as incomplete). Privacy cost: none (sums of corrected flows)."""
     out = [OriginTable("I", table.cip_level, True, table.years_after, table.cells,
                        table.corrected, suppressed)]
+    corrected = np.asarray(table.corrected)
     for inst_level, by_cohort in (("S", True), ("I", False), ("S", False)):
-        cells, summed = sum_to_coarser(table.cells, table.corrected, inst_level, table.cip_level,
+        cells, summed = sum_to_coarser(table.cells, corrected, inst_level, table.cip_level,
                                        table.cip_level, all_cohorts=not by_cohort)
         hidden = sum_to_coarser(table.cells, suppressed.astype(np.int64), inst_level,
                                 table.cip_level, table.cip_level, all_cohorts=not by_cohort)[1]
@@ -269,11 +270,13 @@ def part_rows(part: PseofPart, start: int = 0, stop: int | None = None) -> pd.Da
                          industry=np.tile(part.industries, n * len(part.geographies)))
     for k in YEARS_AFTER:
         rows = origin.in_table[k][start:stop] if k in origin.in_table else None
-        table = origin.tables.get(k)
-        at = None if rows is None else rows[rows >= 0]
+        table, block, nonemployed = origin.tables.get(k), None, None
+        if rows is not None and table is not None:
+            at = rows[rows >= 0]
+            block = destination_block(table, at, part.block)
+            nonemployed = table.corrected[at, NONEMPLOYED]
         frame = frame.assign(**_year_columns(
-            k, n, per_cell, rows, None if rows is None else destination_block(table, at, part.block),
-            None if rows is None else table.corrected[at, NONEMPLOYED],
+            k, n, per_cell, rows, block, nonemployed,
             carries_origin_measures(part.geo_level, part.ind_level)))
     return frame[list(layout(PRODUCT).columns)]
 
