@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 from pseo_das.errors import PseoDasError
 from pseo_das.schemas.distribution import ALL_FOLDER, open_output
 from pseo_das.tasks import progress
-from pseo_das.tasks.inputs.ingest import sha256_file
+from pseo_das.schemas.written_hashes import HashingFile, file_sha256
 from pseo_das.tasks.publication.earlier_copies import link_earlier_copies
 from pseo_das.tasks.privacy.store import exclusive_lock
 
@@ -173,7 +173,8 @@ class ParquetTableWriter:
         self.schema = schema
         self.rows = 0
         self._pending: list[pa.Table] = []
-        self._writer = pq.ParquetWriter(path, schema, **PARQUET_OPTIONS)
+        self._file = HashingFile(path)
+        self._writer = pq.ParquetWriter(self._file, schema, **PARQUET_OPTIONS)
 
     def write(self, rows: pa.Table) -> None:
         self._pending.append(rows.cast(self.schema))
@@ -193,6 +194,7 @@ class ParquetTableWriter:
         if self._pending:
             self._flush(final=True)
         self._writer.close()
+        self._file.close()
 
     def __enter__(self) -> "ParquetTableWriter":
         return self
@@ -210,11 +212,12 @@ def write_code_table(frame: pd.DataFrame, path: Path) -> None:
 def fingerprints(root: Path, folder: str | None = None,
                  known: dict[str, str] | None = None) -> dict[str, str]:
     """SHA-256 of every file under root (or root/folder), by relative path, sorted; those
-    of `known` (files hashed earlier and not written since) are taken from it."""
+    of `known` (files hashed earlier and not written since) are taken from it, those this
+    process wrote from the hashes of their bytes as written (written_hashes.py)."""
     base = root / folder if folder else root
     known = known or {}
     names = [str(p.relative_to(root)) for p in sorted(base.rglob("*")) if p.is_file()]
-    return {name: known[name] if name in known else sha256_file(root / name)
+    return {name: known[name] if name in known else file_sha256(root / name)
             for name in names if name != MANIFEST}
 
 
