@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import uuid
+from collections.abc import Iterable
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -17,6 +18,7 @@ import pyarrow.parquet as pq
 
 from pseo_das.errors import PseoDasError
 from pseo_das.schemas.distribution import ALL_FOLDER, open_output
+from pseo_das.schemas.pseo_layout import TableCheck
 from pseo_das.tasks import progress
 from pseo_das.schemas.written_hashes import HashingFile, file_sha256
 from pseo_das.tasks.publication.earlier_copies import link_earlier_copies
@@ -130,11 +132,13 @@ class CodeTableWriter:
     missing; the bytes do not depend on how the rows are split; gzipped (deterministic
     bytes, schemas/distribution.py) when `path` ends in .gz. Only for tables whose text
     columns are codes that passed the output schemas (digits and letters, never a comma or
-    a quote)."""
+    a quote). `check`: the official layout check (schemas/pseo_layout.TableCheck) the
+    rows go through as they are written."""
 
-    def __init__(self, path: Path, columns: list[str]):
+    def __init__(self, path: Path, columns: list[str], check: TableCheck | None = None):
         self.columns = list(columns)
         self.rows = 0
+        self.check = check
         self._out = open_output(path)
         self._out.write((",".join(self.columns) + "\n").encode())
 
@@ -142,6 +146,8 @@ class CodeTableWriter:
         table = rows if isinstance(rows, pa.Table) else pa.Table.from_pandas(rows, preserve_index=False)
         if table.column_names != self.columns:
             raise ValueError(f"columns {table.column_names} differ from {self.columns}")
+        if self.check is not None:
+            self.check.add(table)
         pa_csv.write_csv(table, self._out, pa_csv.WriteOptions(include_header=False,
                                                                 quoting_style="none"))
         self.rows += table.num_rows
@@ -203,10 +209,21 @@ class ParquetTableWriter:
         self.close()
 
 
-def write_code_table(frame: pd.DataFrame, path: Path) -> None:
-    """`frame` as one plain CSV file (CodeTableWriter)."""
-    with CodeTableWriter(path, list(frame.columns)) as writer:
-        writer.write(frame)
+def write_code_table(rows: pd.DataFrame | pa.Table | Iterable[pd.DataFrame | pa.Table],
+                     path: Path, columns: list[str] | None = None,
+                     check: TableCheck | None = None) -> int:
+    """A table, or its blocks one after the other, as one plain CSV file (CodeTableWriter;
+    `columns`: those of the blocks, by default those of the table); returns the rows."""
+    whole = isinstance(rows, (pd.DataFrame, pa.Table))
+    if columns is None:
+        if not whole:
+            raise TypeError("write_code_table: blocks of a table need their `columns`")
+        columns = list(rows.columns) if isinstance(rows, pd.DataFrame) else rows.column_names
+    blocks = [rows] if whole else rows
+    with CodeTableWriter(path, columns, check) as writer:
+        for block in blocks:
+            writer.write(block)
+        return writer.rows
 
 
 def fingerprints(root: Path, folder: str | None = None,
