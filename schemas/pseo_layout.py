@@ -35,8 +35,10 @@ is not an integer). Rows are numbered from 0, the first data row.
 """
 from __future__ import annotations
 
+import contextvars
 import csv
 import re
+from concurrent.futures import Future, ThreadPoolExecutor
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -408,20 +410,24 @@ class TableCheck:
     (`add`): the rules of `check_file` (`pseo-das validate-layout`), which feeds it the
     blocks it reads, applied by a release to the tables as it writes them. Every value is
     checked as the text the CSV file holds (Arrow's CSV writer casts each column to text
-    the same way; null is the empty field). `header`: the file's columns."""
+    the same way; null is the empty field). `header`: the file's columns. A block is
+    checked in a second thread while the next is written or read (one block at a time:
+    memory holds two blocks, not the file)."""
 
     def __init__(self, name: str, product: Product | str, header: list[str], note=None):
         self.name, self.note = name, note
-        self.rows = self._checked = 0              # rows added; rows checked
+        self.rows = self._handed = 0               # rows added; rows handed to the checker
         product_layout = layout(product)
         self.header_problems = _check_header(name, list(header), product_layout.columns)
         self._checks = _FileChecks(name, product_layout)
         self._pending: list[pa.Table] = []      # tables not checked yet: fewer than CHECK_ROWS rows
+        self._checker = ThreadPoolExecutor(1)
+        self._running: Future | None = None     # the block being checked
 
     def add(self, table: pa.Table) -> None:
         self._pending.append(text_table(table))
         self.rows += table.num_rows
-        if self.rows - self._checked >= CHECK_ROWS:
+        if self.rows - self._handed >= CHECK_ROWS:
             self._check_pending()
 
     def _check_pending(self) -> None:
@@ -429,16 +435,30 @@ class TableCheck:
         a fixed cost: small tables are gathered first)."""
         if not self._pending:
             return
-        frame = pa.concat_tables(self._pending).to_pandas()
-        self._pending = []
-        frame.index += self._checked
-        self._checks.add(frame, self._checked)
-        self._checked += len(frame)
-        if self.note is not None and self._checked // NOTE_ROWS > (self._checked - len(frame)) // NOTE_ROWS:
-            self.note(f"checked {self._checked:,} rows of {self.name}")
+        block, self._pending = pa.concat_tables(self._pending), []
+        self._wait()
+        self._running = self._checker.submit(contextvars.copy_context().run, self._check, block,
+                                             self._handed)
+        self._handed += block.num_rows
+
+    def _wait(self) -> None:
+        if self._running is not None:
+            running, self._running = self._running, None
+            running.result()
+
+    def _check(self, block: pa.Table, first: int) -> None:
+        """The block's rules; `first`: the file's row number of its first row."""
+        frame = block.to_pandas()
+        frame.index += first
+        self._checks.add(frame, first)
+        checked = first + len(frame)
+        if self.note is not None and checked // NOTE_ROWS > first // NOTE_ROWS:
+            self.note(f"checked {checked:,} rows of {self.name}")
 
     def problems(self) -> list[LayoutProblem]:
         self._check_pending()
+        self._wait()
+        self._checker.shutdown()
         return self.header_problems + self._checks.problems()
 
 
