@@ -214,12 +214,13 @@ def write_code_table(rows: pd.DataFrame | pa.Table | Iterable[pd.DataFrame | pa.
                      check: TableCheck | None = None) -> int:
     """A table, or its blocks one after the other, as one plain CSV file (CodeTableWriter;
     `columns`: those of the blocks, by default those of the table); returns the rows."""
-    whole = isinstance(rows, (pd.DataFrame, pa.Table))
-    if columns is None:
-        if not whole:
-            raise TypeError("write_code_table: blocks of a table need their `columns`")
-        columns = list(rows.columns) if isinstance(rows, pd.DataFrame) else rows.column_names
-    blocks = [rows] if whole else rows
+    blocks: Iterable[pd.DataFrame | pa.Table] = rows
+    if isinstance(rows, pd.DataFrame):
+        blocks, columns = [rows], columns or list(rows.columns)
+    elif isinstance(rows, pa.Table):
+        blocks, columns = [rows], columns or rows.column_names
+    elif columns is None:
+        raise TypeError("write_code_table: blocks of a table need their `columns`")
     with CodeTableWriter(path, columns, check) as writer:
         for block in blocks:
             writer.write(block)
