@@ -43,14 +43,35 @@ RELEASE_FIXTURES = {"releases"}
 CHEAP_FIXTURES = {"prefect_server", "audit_store"}
 
 
-@pytest.hookimpl(tryfirst=True)     # before pytest-xdist reads the groups
-def pytest_collection_modifyitems(items):
+@pytest.hookimpl(wrapper=True)      # around pytest-xdist's own hook, which reads the groups
+def pytest_collection_modifyitems(config, items):
     for item in items:
         group = xdist_group(item)
         if group == "releases":
             item.add_marker(pytest.mark.slow)
         if group:
             item.add_marker(pytest.mark.xdist_group(group))
+    yield
+    if getattr(config.option, "loadgroup", False):       # an xdist worker, --dist loadgroup
+        for item in items:
+            keep_group(item)
+
+
+def keep_group(item) -> None:
+    """pytest-xdist (3.8) sends a test's group to its scheduler as a suffix of the test's node
+    id, `...::test_x@releases`, which it writes where pytest 9.2 no longer reads it: the
+    groups were silently ignored (pytest-xdist issue 1386). Written here where pytest 9.2
+    reads it, as the fix proposed there does; a pytest where neither takes stops the run."""
+    groups = sorted({str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+                     for mark in item.iter_markers("xdist_group")})
+    suffix = "@" + "_".join(groups)
+    if not groups or item.nodeid.endswith(suffix):
+        return
+    from _pytest.nodeid import NodeId
+    item._id = NodeId.parse(item.nodeid + suffix)
+    if not item.nodeid.endswith(suffix):
+        raise pytest.UsageError(f"{item.nodeid}: cannot give it its pytest-xdist group "
+                                f"{suffix[1:]}; run with WORKERS=0 (one process)")
 
 
 def xdist_group(item) -> str | None:
