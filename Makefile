@@ -24,7 +24,7 @@ $(VENV)/.installed: pyproject.toml setup.py
 	$(BIN)/prefect server database upgrade -y > /dev/null  # migrate Prefect's local database once
 	touch $@
 
-$(DATA)/graduates.parquet: pseo_das/synth.py pseo_das/reference/state_coverage.csv | $(VENV)/.installed
+$(DATA)/graduates.parquet: pseo_das/synth.py pseo_das/synth_ipeds.py pseo_das/ipeds_layout.py pseo_das/reference/state_coverage.csv | $(VENV)/.installed
 	$(BIN)/pseo-das synth --out $(DATA)
 
 $(SEED_KEY): | $(VENV)/.installed

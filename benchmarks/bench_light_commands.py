@@ -7,19 +7,20 @@ time is reported beside two baselines measured in the same run: a bare interpret
 (`python -c pass`) and `import pandas` (what a command that reads a table cannot avoid).
 Target (issue 36): every light command under 2 s on the 2-core machine. For each command
 the 3 slowest imports of one `python -X importtime` run are listed as evidence of what
-its time is spent on. Results: benchmarks/results/light-commands-<timestamp>.json.
+its time is spent on. Results: benchmarks/results/light-commands-<date>.json (the schema of
+result_file.py), rendered in docs/develop/benchmarks.md.
 """
 from __future__ import annotations
 
 import argparse
-import json
-import platform
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from result_file import Run, table
 
 SEED = "ab" * 32
 CLI = "from pseo_das.cli import main; main()"
@@ -58,6 +59,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
+    run = Run("light-commands")
     results: dict[str, dict] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for name, code in BASELINES.items():
@@ -79,13 +81,15 @@ def main() -> None:
         verdict = "" if name in BASELINES else ("  ok" if result["median_s"] < 2 else "  OVER 2 s")
         print(f"{name:18s} {result['median_s']:6.2f} s{verdict}  "
               + ", ".join(result.get("slowest_imports", [])))
-    out = Path(__file__).resolve().parent / "results"
-    out.mkdir(exist_ok=True)
-    path = out / f"light-commands-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.json"
-    path.write_text(json.dumps({"machine": platform.platform(), "python": sys.version,
-                                "repeat": args.repeat, "results": results}, indent=2) + "\n")
+    rows = [[name, round(result["median_s"], 2),
+             "-" if name in BASELINES else ("yes" if result["median_s"] < 2 else "NO"),
+             ", ".join(result.get("slowest_imports", [])) or "-"]
+            for name, result in results.items()]
+    path = run.write([table(f"Wall time as a fresh process, median of {args.repeat}",
+                            ["command", "wall s", "under 2 s", "slowest top-level imports"],
+                            rows)],
+                     details={"repeat": args.repeat, "results": results})
     print(f"results: {path}")
-
 
 if __name__ == "__main__":
     main()

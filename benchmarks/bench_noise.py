@@ -11,25 +11,23 @@ For epsilon 1 and 1.5, the time of `--draws` two-sided geometric draws, in one p
                X - Y with X, Y = Generator.geometric(1 - exp(-epsilon)) (float inversion)
   pcg64-float  the same float path on numpy's default PCG64, for reference
 
-Target: exact <= 2 x float. Results: benchmarks/results/noise-<timestamp>.json.
+Target: exact <= 2 x float. Results: benchmarks/results/noise-<date>.json (result_file.py),
+rendered in docs/develop/benchmarks.md.
 """
 from __future__ import annotations
 
 import argparse
-import json
 import math
-import platform
 import time
 from fractions import Fraction
-from pathlib import Path
 
 import numpy as np
 from randomgen import ChaCha
 
 from pseo_das.tasks.privacy.geometric import discrete_laplace_noise
 from pseo_das.tasks.privacy.streams import stream_key
+from result_file import Run, table
 
-RESULTS = Path(__file__).resolve().parent / "results"
 SEED = bytes(range(32))
 
 
@@ -57,6 +55,7 @@ def main() -> None:
     parser.add_argument("--draws", type=int, default=20_000_000)
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
+    run = Run("noise")
     n, rows = args.draws, []
     for epsilon in ("1", "1.5"):
         exact = Fraction(epsilon)
@@ -73,10 +72,13 @@ def main() -> None:
         print(f"epsilon {epsilon}: exact {figures['exact']:.1f} ns/draw, float (ChaCha20) "
               f"{figures['float']:.1f}, float (PCG64) {figures['pcg64-float']:.1f}; "
               f"exact / float = {figures['exact / float']:.2f} (target <= 2)")
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    out = RESULTS / f"noise-{time.strftime('%Y%m%dT%H%M%S')}.json"
-    out.write_text(json.dumps({"draws": n, "repeat": args.repeat, "machine": platform.platform(),
-                               "processor": platform.processor(), "rows": rows}, indent=2))
+    columns = ["exact", "float", "pcg64-float", "exact / float"]
+    out = run.write([table(f"ns per draw, best of {args.repeat}, {n:,} draws",
+                           ["epsilon", "exact (ns/draw)", "float, ChaCha20 (ns/draw)",
+                            "float, PCG64 (ns/draw)", "exact / float"],
+                           [[row["epsilon"], *(round(row[c], 2 if c == "exact / float" else 1)
+                                               for c in columns)] for row in rows])],
+                    details={"draws": n, "repeat": args.repeat, "rows": rows})
     print(f"results: {out}")
 
 

@@ -21,8 +21,9 @@ noise, reading and recasting the stored histograms, derived levels, percentiles)
 of the baseline's whole process at 10 million. The aggregation step ("validate and count
 the inputs") is also reported in outcome rows per second, beside the baseline's marginal
 rate. With --engines local,dask every size is released by both engines (dask: a 2-worker
-LocalCluster). Results: benchmarks/results/bench-<timestamp>.json; the log of each size's
-last release: benchmarks/results/logs/<size>-<engine>-release.log.
+LocalCluster). Results: benchmarks/results/release-<date>.json (result_file.py; a national
+universe: release-national-<date>.json), rendered in docs/develop/benchmarks.md; the log of
+each size's last release: benchmarks/results/logs/<size>-<engine>-release.log.
 
     python benchmarks/bench_release.py --fixed-cost [--repeat N]
 
@@ -30,16 +31,13 @@ times only the tiny release (2,000 graduates), whole process, (a) when it must s
 Prefect server and (b) with a server kept running by `pseo-das server start` (its start-up
 timed apart), beside a bare `import prefect, mlflow, pandas, pandera`; the validated
 reference inputs are cached (one warm-up release fills the cache). Targets (issue 35): under
-5 s with a server running, under 10 s without. Results are appended to
-benchmarks/fixed_cost.json (date, commit, load averages before and after), which
-docs/operate/prefect-server.md renders (`--render`).
+5 s with a server running, under 10 s without. Results:
+benchmarks/results/fixed-cost-<date>.json, rendered in docs/operate/prefect-server.md.
 """
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import re
 import statistics
 import subprocess
@@ -50,6 +48,8 @@ from collections import defaultdict
 from pathlib import Path
 
 import pyarrow.parquet as pq
+
+from result_file import Run, table
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
@@ -272,22 +272,7 @@ def national_targets(rows: dict[str, dict]) -> list[str]:
     return lines
 
 
-def machine() -> dict:
-    return {"cpus": os.cpu_count(), "python": sys.version.split()[0],
-            "platform": platform.platform(), "load_average": os.getloadavg()}
-
-
-FIXED_COST_RESULTS = HERE / "fixed_cost.json"
 FIXED_COST_TARGETS_S = {"with_server": 5.0, "without_server": 10.0}
-
-
-def commit() -> str:
-    """The commit measured (`+changes` when the checkout differs from it)."""
-    def git(*args: str) -> str:
-        return subprocess.run(["git", *args], cwd=HERE, capture_output=True, text=True).stdout
-    head = git("rev-parse", "--short", "HEAD").strip() or "unknown"
-    return head + ("+changes" if git("status", "--porcelain", "--untracked-files=no").strip()
-                   else "")
 
 
 def bench_fixed_cost(repeat: int, logs: Path) -> dict:
@@ -329,36 +314,58 @@ def bench_fixed_cost(repeat: int, logs: Path) -> dict:
             "without_server": without, "with_server": with_server}
 
 
-def render_fixed_cost(records: list[dict]) -> str:
-    """The results file as a markdown table (docs/operate/prefect-server.md)."""
-    lines = ["| date (UTC) | commit | load average (1 min) before / after | imports s "
-             "| server start s | tiny release, own server s (target < 10) "
-             "| tiny release, server running s (target < 5) | runs |",
-             "|---|---|---|---:|---:|---:|---:|---:|"]
-    for r in records:
-        lines.append(f"| {r['date']} | {r['commit']} | {r['load_average_before'][0]:.1f} / "
-                     f"{r['load_average_after'][0]:.1f} | {r['imports_s']:.1f} "
-                     f"| {r['server_start_s']:.1f} | {r['without_server']['wall_s']:.1f} "
-                     f"| {r['with_server']['wall_s']:.1f} | {r['repeat']} |")
-    return "\n".join(lines)
+def fixed_cost_figures(record: dict) -> list[dict]:
+    """The fixed-cost run as the docs show it: the medians, then the median runs' steps."""
+    without, with_server = record["without_server"], record["with_server"]
+    runs = lambda row: ", ".join(f"{r['wall_s']:.1f}" for r in row["runs"])   # noqa: E731
+    steps = list(dict.fromkeys([*without["steps"], *with_server["steps"]]))
+    return [table(f"Tiny release, whole process, median of {len(without['runs'])} runs",
+                  ["imports s", "server start s", "own server s (target < 10)",
+                   "server running s (target < 5)", "runs, own server", "runs, server running"],
+                  [[round(record["imports_s"], 1), round(record["server_start_s"], 1),
+                    round(without["wall_s"], 1), round(with_server["wall_s"], 1),
+                    runs(without), runs(with_server)]]),
+            table("Where the median run's time went (s, from the Prefect log timestamps)",
+                  ["step", "own server", "server running"],
+                  [[step, round(without["steps"].get(step, 0.0), 1),
+                    round(with_server["steps"].get(step, 0.0), 1)] for step in steps])]
 
 
 def fixed_cost_main(repeat: int) -> None:
     logs = RESULTS / "logs"
     logs.mkdir(parents=True, exist_ok=True)
-    before, started = machine(), time.strftime("%Y-%m-%d %H:%M", time.gmtime())
-    record = {"date": started, "commit": commit(), "repeat": repeat, "machine": before,
-              "load_average_before": before["load_average"]}
-    record |= bench_fixed_cost(repeat, logs)
-    record["load_average_after"] = os.getloadavg()
-    records = json.loads(FIXED_COST_RESULTS.read_text()) if FIXED_COST_RESULTS.exists() else []
-    FIXED_COST_RESULTS.write_text(json.dumps(records + [record], indent=2) + "\n")
-    print(render_fixed_cost([record]))
+    run = Run("fixed-cost")
+    record = bench_fixed_cost(repeat, logs)
+    path = run.write(fixed_cost_figures(record), details=record)
     for key, target in FIXED_COST_TARGETS_S.items():
         wall = record[key]["wall_s"]
         print(f"{key.replace('_', ' ')}: {wall:.1f} s, target < {target:g} s: "
               + ("met" if wall < target else "MISSED"))
-    print(f"results appended to {FIXED_COST_RESULTS}")
+    print(f"results: {path}")
+
+
+def release_figures(rows: dict[str, dict]) -> list[dict]:
+    """The release benchmark as the docs show it: per size and engine, then the targets."""
+    lines = []
+    for size, r in rows.items():
+        for engine, release in r["releases"].items():
+            count_s = release["steps"].get(COUNT_STEP, 0.0)
+            lines.append([size, r["outcome_rows"], engine, round(release["wall_s"], 1),
+                          round(release["peak_mb"]),
+                          round(sum(release["steps"].get(n, 0.0) for n in FLOWS_STEPS), 1),
+                          round(count_s, 1),
+                          round(r["outcome_rows"] / count_s) if count_s and size != "tiny" else None,
+                          round(r["baseline"]["wall_s"], 2), round(r["baseline"]["peak_mb"])])
+    fixed = rows["tiny"]["release"]["wall_s"]
+    targets = [f"fixed cost (release wall on tiny): {fixed:.1f} s, target < "
+               f"{FIXED_COST_TARGET_S:g} s: {'met' if fixed < FIXED_COST_TARGET_S else 'MISSED'}",
+               *national_targets(rows)]
+    return [table("Release and baseline, medians",
+                  ["size", "outcome rows", "engine", "release s", "release peak MB",
+                   "flows steps s", "counting step s", "counting rows/s", "baseline s",
+                   "baseline peak MB"], lines),
+            table("Targets (issue 14), as the script prints them", ["target"],
+                  [[line] for line in targets])]
 
 
 def main() -> None:
@@ -371,13 +378,8 @@ def main() -> None:
                         help="synthetic universe: 40 (default) the demo one; any other number a "
                              "national one of that many institutions (`pseo-das synth --institutions`)")
     parser.add_argument("--fixed-cost", action="store_true", help="only the tiny release, with "
-                        "and without a kept Prefect server (appended to fixed_cost.json)")
-    parser.add_argument("--render", action="store_true", help="print fixed_cost.json as a "
-                        "markdown table and exit")
+                        "and without a kept Prefect server (results/fixed-cost-<date>.json)")
     args = parser.parse_args()
-    if args.render:
-        print(render_fixed_cost(json.loads(FIXED_COST_RESULTS.read_text())))
-        return
     if args.fixed_cost:
         fixed_cost_main(args.repeat or 3)
         return
@@ -387,8 +389,7 @@ def main() -> None:
         parser.error(f"unknown size(s) {', '.join(unknown)}; choose from {', '.join(SIZES)}")
     logs = RESULTS / "logs"
     logs.mkdir(parents=True, exist_ok=True)
-    started = time.strftime("%Y%m%dT%H%M%S")
-    before = machine()
+    run = Run("release" if args.institutions == DEMO_INSTITUTIONS else "release-national")
     tiny, _ = dataset("tiny", args.institutions)
     with tempfile.TemporaryDirectory(prefix="pseo-bench-audit-") as audit:
         tracking_uri = f"sqlite:///{audit}/mlflow.db"
@@ -401,10 +402,8 @@ def main() -> None:
                 for size in sizes}
     add_marginals(rows)
     print_report(rows)
-    record = RESULTS / f"bench-{started}.json"
-    record.write_text(json.dumps({"started": started, "institutions": args.institutions, "finished": time.strftime("%Y%m%dT%H%M%S"),
-                                  "machine": before, "load_average_after": os.getloadavg(),
-                                  "results": rows}, indent=2) + "\n")
+    record = run.write(release_figures(rows),
+                       details={"institutions": args.institutions, "results": rows})
     print(f"\nresults written to {record}")
 
 

@@ -7,7 +7,8 @@ Creates a privacy store, ledger and analyst in a temporary folder, starts `pseo-
 verify-server` on the data (options after --data go to `serve`, e.g. --query-seconds 5),
 then sends queries one at a time: for each, the status, its wall time, and the longest
 `GET /` of a thread that fetches the home page every 50 ms meanwhile. Prints the server's
-start time and resident memory.
+start time and resident memory. Results: benchmarks/results/verification-server-<date>.json
+(result_file.py), rendered in docs/method/verification.md.
 """
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ from pathlib import Path
 
 import httpx
 import psutil
+
+from result_file import Run, table
 
 CLI = str(Path(sys.executable).with_name("pseo-das"))
 PORT = 8799
@@ -78,6 +81,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", default="data/synthetic")
     args, serve_options = parser.parse_known_args()
+    bench, rows = Run("verification-server"), []
     with tempfile.TemporaryDirectory() as folder:
         root = Path(folder)
         run = [CLI, "verify-server", "--store", str(root / "store"), "--by", "bench"]
@@ -100,20 +104,28 @@ def main() -> None:
                 except httpx.TransportError:
                     time.sleep(0.2)
             process = psutil.Process(server.pid)
-            print(f"server start {time.monotonic() - started:.1f} s, "
-                  f"{process.memory_info().rss >> 20} MB")
+            start_s, start_mb = time.monotonic() - started, process.memory_info().rss >> 20
+            print(f"server start {start_s:.1f} s, {start_mb} MB")
             headers = {"Authorization": f"Bearer {token}"}
             for label, body in QUERIES:
                 response, wall, probe = timed(body, headers)
                 print(f"{label}: HTTP {response.status_code} in {wall:.2f} s, longest GET / "
                       f"meanwhile {probe:.3f} s")
+                rows.append([label, response.status_code, round(wall, 2), round(probe, 2)])
             process.cpu_percent()
             time.sleep(1)
-            print(f"server CPU in the last second {process.cpu_percent():.0f}%, "
-                  f"{process.memory_info().rss >> 20} MB")
+            cpu, end_mb = process.cpu_percent(), process.memory_info().rss >> 20
+            print(f"server CPU in the last second {cpu:.0f}%, {end_mb} MB")
         finally:
             server.send_signal(signal.SIGINT)
             server.wait(60)
+    path = bench.write([
+        table("The server", ["start s", "resident MB after start", "CPU % the second after",
+                             "resident MB at the end"],
+              [[round(start_s, 1), start_mb, round(cpu), end_mb]]),
+        table("Queries, one at a time", ["query", "HTTP status", "wall s",
+                                         "longest GET / meanwhile s"], rows)])
+    print(f"results: {path}")
 
 
 if __name__ == "__main__":

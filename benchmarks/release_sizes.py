@@ -3,6 +3,7 @@ shared with other releases by hard link (a rerun's identical files, earlier_copi
 
     .venv/bin/python benchmarks/release_sizes.py releases/<id>                # the table
     .venv/bin/python benchmarks/release_sizes.py releases/<id> --limit-mb 120 # exit 1 over it
+    .venv/bin/python benchmarks/release_sizes.py releases/<id> --record       # and a result file
 
 Sizes are the files' own (`st_size`). The whole counts a file hard-linked under two names
 of the folder once (the internal explorer links the public one's files), as `du -sb` does:
@@ -15,6 +16,8 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+from result_file import Run, table
+
 MB = 1e6
 
 
@@ -24,35 +27,60 @@ def file_sizes(folder: Path) -> dict[str, tuple[int, int, tuple[int, int]]]:
             for p in sorted(folder.rglob("*")) if p.is_file() for s in [p.stat()]}
 
 
-def report(folder: Path) -> tuple[str, int]:
-    sizes = file_sizes(folder)
-    lines = [f"{'bytes':>12} {'MB':>8}  file"]
+def summary(sizes: dict[str, tuple[int, int, tuple[int, int]]]) -> tuple[dict[str, int], dict]:
+    """Bytes per folder (top level and one below), and the whole: bytes (a file hard-linked
+    under two names counted once), files, distinct files, bytes hard-linked."""
     by_folder: dict[str, int] = defaultdict(int)
-    for name, (size, links, _) in sizes.items():
-        shared = f"  (hard link: {links} names)" if links > 1 else ""
-        lines.append(f"{size:>12,} {size / MB:>8.2f}  {name}{shared}")
+    for name, (size, _, _) in sizes.items():
         parts = Path(name).parts
-        by_folder[parts[0]] += size
+        if len(parts) > 1:                  # a file at the top is in no folder
+            by_folder[parts[0]] += size
         if len(parts) > 2:
             by_folder["/".join(parts[:2])] += size
     inodes = {inode: (size, links) for size, links, inode in sizes.values()}
-    total = sum(size for size, _ in inodes.values())
-    shared = sum(size for size, links in inodes.values() if links > 1)
+    whole = {"bytes": sum(size for size, _ in inodes.values()), "files": len(sizes),
+             "distinct": len(inodes),
+             "hard_linked_bytes": sum(size for size, links in inodes.values() if links > 1)}
+    return dict(sorted(by_folder.items())), whole
+
+
+def report(folder: Path) -> tuple[str, int]:
+    sizes = file_sizes(folder)
+    lines = [f"{'bytes':>12} {'MB':>8}  file"]
+    for name, (size, links, _) in sizes.items():
+        shared = f"  (hard link: {links} names)" if links > 1 else ""
+        lines.append(f"{size:>12,} {size / MB:>8.2f}  {name}{shared}")
+    by_folder, whole = summary(sizes)
+    total = whole["bytes"]
     lines.append("")
-    lines += [f"{size:>12,} {size / MB:>8.2f}  {name}/" for name, size in sorted(by_folder.items())]
-    lines.append(f"{total:>12,} {total / MB:>8.2f}  whole folder ({len(sizes)} files; "
-                 f"{len(inodes)} distinct; {shared / MB:.2f} MB of them hard-linked, within the "
-                 "folder or with another release)")
+    lines += [f"{size:>12,} {size / MB:>8.2f}  {name}/" for name, size in by_folder.items()]
+    lines.append(f"{total:>12,} {total / MB:>8.2f}  whole folder ({whole['files']} files; "
+                 f"{whole['distinct']} distinct; {whole['hard_linked_bytes'] / MB:.2f} MB of "
+                 "them hard-linked, within the folder or with another release)")
     return "\n".join(lines), total
+
+
+def figures(by_folder: dict[str, int], whole: dict) -> list[dict]:
+    """The sizes as the docs show them (result_file.py)."""
+    rows = [[f"{name}/", size, round(size / MB, 1)] for name, size in by_folder.items()]
+    rows.append([f"whole folder ({whole['files']} files, {whole['distinct']} distinct; "
+                 f"{whole['hard_linked_bytes'] / MB:.1f} MB hard-linked, counted once)",
+                 whole["bytes"], round(whole["bytes"] / MB, 1)])
+    return [table("Sizes of the release folder", ["folder", "bytes", "MB"], rows)]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folder", type=Path)
     parser.add_argument("--limit-mb", type=float, help="exit 1 if the folder is larger")
+    parser.add_argument("--record", action="store_true", help="also write the folder sizes as "
+                        "benchmarks/results/release-sizes-<date>.json (the demo release's)")
     args = parser.parse_args(argv)
     text, total = report(args.folder)
     print(text)
+    if args.record:
+        path = Run("release-sizes", argv).write(figures(*summary(file_sizes(args.folder))))
+        print(f"results: {path}")
     if args.limit_mb is not None and total > args.limit_mb * MB:
         print(f"over the limit: {total / MB:.1f} MB > {args.limit_mb:g} MB", file=sys.stderr)
         return 1

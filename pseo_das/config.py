@@ -110,10 +110,11 @@ class CellsConfig(_Strict):
     years_after: tuple[Literal[1, 5, 10], ...] = Field(min_length=1)
     default_cohort_years: int = Field(ge=1, le=10)
     cohort_years_by_degree: dict[str, int] = {}
-    # FrameNotInIpeds' values (text: the configuration is validated strictly). The default,
-    # "flag", is what releases did before the check existed and dumps without the key
-    # (config.json and the configuration's SHA-256 as before; a configuration of an earlier
-    # version reads as what it did). "withhold" is written out.
+    # FrameNotInIpeds' values (text: the configuration is validated strictly). The default
+    # configuration (default_config.toml) says "withhold", which is written out. A missing
+    # key means "flag", what releases did before the check existed, and "flag" dumps
+    # without the key (config.json and the configuration's SHA-256 as before; a stored
+    # configuration of an earlier version reads as what it did).
     frame_not_in_ipeds: Literal["withhold", "flag"] = FrameNotInIpeds.FLAG.value
 
     @model_validator(mode="after")
@@ -550,6 +551,18 @@ def _merge(base: dict, override: dict) -> dict:
         else:
             merged[key] = value
     return merged
+
+
+# Keys a configuration dumps without at a model default that default_config.toml does not
+# share: a dump (config.json, an audit run's parameters) without them meant that default.
+MISSING_MEANS = {"cells": {"frame_not_in_ipeds": FrameNotInIpeds.FLAG.value}}
+
+
+def meaning_of_missing(config: dict) -> dict:
+    """A dumped configuration with the MISSING_MEANS values of the keys it lacks, so that
+    loading it over default_config.toml (`load_config`) gives what it meant."""
+    return {**config, **{section: {**values, **config.get(section, {})}
+                         for section, values in MISSING_MEANS.items()}}
 
 
 def load_config(path: Path | None = None) -> ReleaseConfig:

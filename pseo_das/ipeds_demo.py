@@ -11,13 +11,9 @@ The IPEDS files are NOT NCES data: they describe the made-up institutions and pr
   graduates expected in it at the default size (200,000 graduates): the universe's cell
   probability x 200,000, rounded half to even; programs rounding to 0 are left out.
   Years before CIP_SWITCH_YEAR (2020) are in CIP-2010 codes, later years in the CIP-2020
-  code of the program (the packaged NCES crosswalk's, as synth writes it). AWLEVEL is the
-  IPEDS award level of the PSEO degree level (the inverse of `schemas.ipeds.AWLEVEL_DEGREE`,
-  01 -> 1 before 2020-21; from 2020-21, 01 -> 20 for one award in 4, rounded down, and 21
-  for the rest). Bachelor's programs with 20 or
-  more awards also have second majors (MAJORNUM 2, 1 in 20, under the same code), and
-  every UNITID x MAJORNUM x AWLEVEL has its CIPCODE 99 total row, as IPEDS writes them.
-  Men and women split the awards by a fixed share per CIP family. The programs of the
+  code of the program (the packaged NCES crosswalk's, as synth writes it). Award levels,
+  second majors, CIPCODE 99 totals and men / women as pseo_das/ipeds_layout.py writes
+  them (shared with the IPEDS files `pseo-das synth` writes, synth_ipeds.py). The programs of the
   4-digit CIP-2010 series LEFT_OUT_SERIES (43.01, which splits into 43.01 and 43.04 in
   CIP-2020) are left out in every year, so the recast meets a code IPEDS does not show and
   uses the hard-coded transition, and their IPEDS counts are not available.
@@ -44,8 +40,6 @@ files go to OUT_DIR/ipeds/).
 """
 from __future__ import annotations
 
-import hashlib
-import io
 import sys
 from collections import Counter
 from decimal import Decimal
@@ -53,41 +47,23 @@ from pathlib import Path
 
 import numpy as np
 
+from pseo_das.ipeds_layout import (COMPLETIONS_HEADER, DIRECTORY_HEADER,  # noqa: F401
+                                   IPEDS_DIR, LATIN1_YEAR, _csv_text, completions_of, unitid,
+                                   write_ipeds_files)
 from pseo_das.schemas.codes import STATE_POSTAL
 from pseo_das.schemas.institutions import institution_labels
-from pseo_das.schemas.ipeds import AWLEVEL_DEGREE
 from pseo_das.synth import (CIP_CODES, CIP_SWITCH_YEAR, DEGREE_CODES, FIRST_COHORT,
                             LAST_COHORT, cip_vintages, make_universe)
 
 SEED = 20240101
 GRADUATES = 200_000
 YEARS = tuple(range(FIRST_COHORT, LAST_COHORT + 1))   # every graduation year of the universe
-LATIN1_YEAR = 2011
 LEFT_OUT_SERIES = "43.01"
-IPEDS_DIR = "ipeds"
 HARD_CODED_FILE = "cip_hard_coded_transitions.csv"
-SECOND_MAJOR_MIN, SECOND_MAJOR_PER = 20, 20    # bachelor's: 1 second major per 20 awards
-
-COMPLETIONS_HEADER = ("UNITID", "CIPCODE", "MAJORNUM", "AWLEVEL", "XCTOTALT", "CTOTALT",
-                      "XCTOTALM", "CTOTALM", "XCTOTALW", "CTOTALW")
-DIRECTORY_HEADER = ("UNITID", "INSTNM", "CITY", "STABBR", "FIPS", "OPEID")
 HARD_CODED_HEADER = ("cip2010", "cip2020", "share", "source")
-TOTAL_CIPCODE = "99"
-
-# PSEO degree level -> IPEDS award level before 2020-21 (20 and 21 replace 1 from then).
-DEGREE_AWLEVEL = {degree: awlevel for awlevel, degree in AWLEVEL_DEGREE.items()
-                  if awlevel not in ("20", "21")}
-# From 2020-21 (the years written in CIP-2020 codes), certificates under one year are split
-# into under 12 weeks (20: one award in UNDER_12_WEEKS_PER, rounded down) and 12 weeks to
-# one year (21: the rest).
-SHORT_CERTIFICATE, UNDER_12_WEEKS, ONE_YEAR_AT_MOST, UNDER_12_WEEKS_PER = "01", 20, 21, 4
 # The real names of the institutions the synthetic ones take are plain ASCII: one keeps a
 # made-up accented name, so that the Latin-1 directory file holds a byte that is not UTF-8.
 ACCENTED_NAME = "Synthetic Colegio Técnico de Educación"  # the first Texas community college
-MEN_SHARE = {"01": 0.55, "11": 0.80, "13": 0.25, "14": 0.80, "15": 0.85, "42": 0.22,
-             "43": 0.60, "46": 0.95, "47": 0.95, "48": 0.90, "49": 0.90, "51": 0.15}
-DEFAULT_MEN_SHARE = 0.45
-
 RESIDENCY_SOURCE = "residency programs are not IPEDS awards"
 DEMO_SOURCE = "SYNTHETIC demo"
 RESIDENCY_CODES = ("60.04", "60.05", "60")
@@ -97,11 +73,6 @@ DEMO_TRANSITIONS = {LEFT_OUT_SERIES: {"43.01": 850, "43.04": 150}}   # thousandt
 # ----------------------------------------------------------------------------------
 # Institutions and awards of the synthetic universe
 # ----------------------------------------------------------------------------------
-
-def unitid(opeid: str) -> str:
-    """A made-up 6-digit UNITID for a synthetic OPEID."""
-    return str(100_000 + int(hashlib.sha256(opeid.encode()).hexdigest(), 16) % 900_000)
-
 
 def institutions(seed: int = SEED) -> list[dict[str, str]]:
     """One directory row per synthetic institution, in the universe's order: the name and
@@ -145,52 +116,10 @@ def completions_rows(year: int, seed: int = SEED, graduates: int = GRADUATES
     labels, _, cip2020 = cip_vintages()
     code_2020 = dict(zip(CIP_CODES, labels[cip2020]))
     vintage_2020 = year >= CIP_SWITCH_YEAR
-    counts: dict[tuple[str, str, int, int], int] = {}
-    for opeid, degree, cip, awards in expected_awards(year, seed, graduates):
-        if cip.startswith(LEFT_OUT_SERIES):
-            continue
-        code = str(code_2020[cip]) if vintage_2020 else cip
-        for awlevel, n in _award_levels(degree, awards, vintage_2020):
-            keys = [((ids[opeid], code, 1, awlevel), n)]
-            if awlevel == 5 and n >= SECOND_MAJOR_MIN:
-                keys.append(((ids[opeid], code, 2, awlevel), n // SECOND_MAJOR_PER))
-            for key, m in keys:
-                counts[key] = counts.get(key, 0) + m
-                total = (key[0], TOTAL_CIPCODE, key[2], key[3])
-                counts[total] = counts.get(total, 0) + m
-    rows = []
-    for (uid, cip, majornum, awlevel), total in sorted(counts.items()):
-        men = (round(total * MEN_SHARE.get(cip[:2], DEFAULT_MEN_SHARE))
-               if cip != TOTAL_CIPCODE else None)
-        rows.append([uid, cip, majornum, awlevel, total, men])
-    # A total's men and women are the sums over its programs.
-    men_total = Counter()
-    for uid, cip, majornum, awlevel, _, men in rows:
-        if cip != TOTAL_CIPCODE:
-            men_total[uid, majornum, awlevel] += men
-    out = []
-    for uid, cip, majornum, awlevel, total, men in rows:
-        if cip == TOTAL_CIPCODE:
-            men = men_total[uid, majornum, awlevel]
-        women = total - men
-        out.append((uid, cip, majornum, awlevel, _flag(total), total, _flag(men), men,
-                    _flag(women), women))
-    return out
-
-
-def _award_levels(degree: str, awards: int, vintage_2020: bool) -> list[tuple[int, int]]:
-    """(AWLEVEL, awards) of a program's awards: one level, or from 2020-21 two for the
-    certificates under one year (no row for a level without awards)."""
-    if vintage_2020 and degree == SHORT_CERTIFICATE:
-        short = awards // UNDER_12_WEEKS_PER
-        return [(level, n) for level, n in ((UNDER_12_WEEKS, short),
-                                            (ONE_YEAR_AT_MOST, awards - short)) if n]
-    return [(int(DEGREE_AWLEVEL[degree]), awards)]
-
-
-def _flag(value: int) -> str:
-    """IPEDS imputation flag: R reported, Z implied zero."""
-    return "R" if value else "Z"
+    return completions_of(((ids[opeid], str(code_2020[cip]) if vintage_2020 else cip, degree,
+                            awards)
+                           for opeid, degree, cip, awards in expected_awards(year, seed, graduates)
+                           if not cip.startswith(LEFT_OUT_SERIES)), year)
 
 
 # ----------------------------------------------------------------------------------
@@ -233,37 +162,14 @@ def _rows(code: str, thousandths: dict[str, int], source: str) -> list[tuple]:
 # Writing
 # ----------------------------------------------------------------------------------
 
-def _csv_text(header: tuple[str, ...], rows, quote: tuple[int, ...] = ()) -> str:
-    """CSV text with LF line ends; the columns at positions `quote` are quoted (IPEDS
-    quotes CIPCODE, which keeps its leading zero)."""
-    buffer = io.StringIO()
-    buffer.write(",".join(header) + "\n")
-    for row in rows:
-        cells = ['"' + str(v).replace('"', '""') + '"' if i in quote else str(v)
-                 for i, v in enumerate(row)]
-        buffer.write(",".join(cells) + "\n")
-    return buffer.getvalue()
-
-
 def write_demo_ipeds(out_dir: Path | None = None, seed: int = SEED,
                      graduates: int = GRADUATES) -> list[Path]:
     """Write ipeds/C{YYYY}_A.csv, ipeds/HD{YYYY}.csv and cip_hard_coded_transitions.csv
     under `out_dir` (default: the package's reference folder); return the paths."""
     out_dir = Path(out_dir) if out_dir is not None else Path(__file__).with_name("reference")
-    ipeds = out_dir / IPEDS_DIR
-    ipeds.mkdir(parents=True, exist_ok=True)
-    written = []
-    directory = institutions(seed)
-    for year in YEARS:
-        path = ipeds / f"C{year}_A.csv"
-        path.write_bytes(_csv_text(COMPLETIONS_HEADER, completions_rows(year, seed, graduates),
-                                   quote=(1,)).encode("utf-8"))
-        written.append(path)
-        path = ipeds / f"HD{year}.csv"
-        encoding = "latin-1" if year == LATIN1_YEAR else "utf-8"
-        path.write_bytes(_csv_text(DIRECTORY_HEADER, [tuple(r.values()) for r in directory],
-                                   quote=(1, 2)).encode(encoding))
-        written.append(path)
+    directory = [tuple(r.values()) for r in institutions(seed)]
+    written = write_ipeds_files(out_dir / IPEDS_DIR, {
+        year: completions_rows(year, seed, graduates) for year in YEARS}, directory)
     path = out_dir / HARD_CODED_FILE
     path.write_bytes(_csv_text(HARD_CODED_HEADER, hard_coded_transitions()).encode("utf-8"))
     written.append(path)

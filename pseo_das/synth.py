@@ -2,7 +2,8 @@
 
 `write_synthetic` writes ``graduates.parquet`` (one row per graduate) and
 ``outcomes.parquet`` (one row per graduate and observable years-after) describing a
-made-up but realistic universe:
+made-up but realistic universe, and ``ipeds/``, the IPEDS completions of these graduates
+(synth_ipeds.py: a release of the data set checks its frame against them):
 
 * 40 institutions in 5 states (CO, MI, TX, VA, WI) of four kinds (the demo universe;
   `institutions=N` draws a national one instead: N institutions in every state and DC in
@@ -819,7 +820,9 @@ def write_synthetic(out_dir: Path, graduates: int = 200_000, seed: int = 2024010
                     part_graduates: int | None = None,
                     institutions: int = DEMO_INSTITUTIONS,
                     employers: bool = False) -> dict[str, int]:
-    """Write graduates.parquet and outcomes.parquet to out_dir; return {"graduates": n, "outcomes": m}.
+    """Write graduates.parquet and outcomes.parquet to out_dir, and ipeds/ with the IPEDS
+    completions and directories of these graduates (synth_ipeds.py); return {"graduates": n,
+    "outcomes": m}.
 
     The same arguments always give byte-identical files. Files are written under
     temporary names and renamed at the end, so a failed run leaves no partial
@@ -902,6 +905,8 @@ def write_synthetic(out_dir: Path, graduates: int = 200_000, seed: int = 2024010
             writer.close()
         for path in partial.values():
             _remove(path)
+    from pseo_das.synth_ipeds import write_synthetic_ipeds   # imports this module
+    write_synthetic_ipeds(out_dir)   # the IPEDS files of these graduates
     return counts
 
 

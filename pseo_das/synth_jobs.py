@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pseo_das.schemas.codes import NAICS_SECTORS
+from pseo_das.synth_ipeds import write_synthetic_ipeds
 
 SECOND_DEGREE_SHARE = 0.2        # of the bachelor's graduates who can have a master's
 TWO_JOB_SHARE = 0.25             # of the job years split over two jobs
@@ -75,6 +76,7 @@ def write_jobs_layout(out_dir: Path, seed: int, last_data_year: int, cip_switch_
                    out_dir / "graduates.parquet")
     jobs.to_parquet(out_dir / "jobs.parquet", index=False)
     (out_dir / "outcomes.parquet").unlink()
+    write_synthetic_ipeds(out_dir)   # the masters are IPEDS awards too
     return {"graduates": len(degrees), "persons": int(degrees["person_id"].nunique()),
             "jobs": len(jobs)}
 

@@ -1,7 +1,7 @@
 """Checks that a Markdown document renders as written (issue 36, item 4): its HTML (parsed
 with the standard library's parser) has a heading for every heading line, a table with a
-non-empty header row for every table, a list item for every list line, and no Markdown
-left as literal text (`**`, a backtick, `|---`, a `- ` or `1. ` line inside a paragraph)."""
+non-empty header row for every table (and as many cells in each Markdown row as in its
+header), a list item for every list line, and no Markdown left as literal text (`**`, a backtick, `|---`, a `- ` or `1. ` line inside a paragraph)."""
 from __future__ import annotations
 
 import re
@@ -86,6 +86,26 @@ def _text_outside_code(element: Element) -> list[tuple[str, str]]:
     return out
 
 
+def _cells(line: str) -> int:
+    return len(re.split(r"(?<!\\)\|", line.strip().strip("|")))
+
+
+def _ragged_rows(lines: list[str]) -> list[str]:
+    """Markdown table rows with another number of cells than their header (e.g. two rows a
+    template joined into one line: the HTML table silently drops the extra cells)."""
+    problems = []
+    for i, line in enumerate(lines):
+        if i and TABLE_RULE.match(line.strip()) and "|" in line:
+            width = _cells(lines[i - 1])
+            for row in lines[i + 1:]:
+                if not row.strip().startswith("|"):
+                    break
+                if _cells(row) != width:
+                    problems.append(f"a table row of {_cells(row)} cells under a header of "
+                                    f"{width}: {row.strip()[:120]!r}")
+    return problems
+
+
 def markdown_problems(markdown: str, html: str) -> list[str]:
     """What of `markdown` did not render as written in `html` (empty: nothing)."""
     root = parse_html(html)
@@ -105,6 +125,7 @@ def markdown_problems(markdown: str, html: str) -> list[str]:
             problems.append(f"table {k + 1} has an empty header row")
         if not list(table.iter("tbody")):
             problems.append(f"table {k + 1} ({' | '.join(header)}) has no rows")
+    problems += _ragged_rows(lines)
     items = [line for line in lines if LIST_LINE.match(line) and not line.lstrip().startswith("|")]
     rendered_items = list(root.iter("li"))
     if len(items) != len(rendered_items):

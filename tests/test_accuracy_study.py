@@ -17,6 +17,7 @@ from pseo_das.tasks.earnings.histograms import earnings_records, true_histograms
 from pseo_das.tasks.inputs.ingest import read_inputs
 from pseo_das.tasks.study.study_bins import log_normal_bins
 from pseo_das.tasks.study.study_sample import study_sample
+from rendered_html import markdown_problems
 
 pytestmark = pytest.mark.slow  # system tests: the study's flow end to end (make test-fast leaves them out)
 
@@ -62,6 +63,7 @@ def test_quick_study_runs_end_to_end(synthetic_dir, tmp_path):
                                   for p in pngs)
     html = (out / "accuracy_report.html").read_text()
     assert all(f"figures/{p}" in html for p in pngs)
+    assert markdown_problems((out / "accuracy_report.md").read_text(), html) == []
 
     accuracy = pd.read_csv(out / "relative_accuracy.csv")
     assert list(accuracy.columns) == ["method", "bins", "epsilon", "stratum", "percentile", "cells",

@@ -12,6 +12,7 @@ import pytest
 from pseo_das.cli import main
 from pseo_das.tasks.study.bounding_outputs import recommended_k
 from pseo_das.tasks.study.bounding_study import expected_abs_noise
+from rendered_html import markdown_problems
 
 PERSONS = 20_000
 
@@ -102,7 +103,7 @@ def test_the_report_names_the_recommended_k(study):
     assert summary["recommended_k"] == best == min(means, key=means.get)
     report = (out / "bounding_report.md").read_text()
     assert f"**Recommended: k = {best}**" in report
-    assert (out / "bounding_report.html").exists()
+    assert markdown_problems(report, (out / "bounding_report.html").read_text()) == []
 
 
 def test_the_outcomes_layout_is_refused(tmp_path, capsys):

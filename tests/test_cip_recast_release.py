@@ -169,7 +169,8 @@ def test_republish_recasts_a_release_published_as_measured(synthetic_dir, tmp_pa
         with pytest.raises(SystemExit) as stop:
             main(["republish", "--store", str(store_beside(tracking_uri)), "--release",
                   "2026Q4-legacy", "--out", str(tmp_path / out)]
-                 + (["--cip-vintage", vintage] if vintage else []))
+                 + (["--cip-vintage", vintage, "--reference", str(synthetic_dir)]   # its IPEDS
+                    if vintage else []))
         assert stop.value.code == 0
     public = {name: pd.read_csv(public_table(tmp_path / name, "pseoe_all.csv"), dtype=str)
               for name in ("legacy", "as-measured", "recast")}

@@ -210,7 +210,8 @@ def test_synth_jobs_writes_the_agency_layout(tmp_path):
     with pytest.raises(SystemExit) as stop:
         main(["synth", "--out", str(tmp_path), "--graduates", "3000", "--jobs"])
     assert stop.value.code == 0
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["graduates.parquet", "jobs.parquet"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["graduates.parquet", "ipeds",
+                                                          "jobs.parquet"]   # ipeds/: synth_ipeds
     assert is_synthetic(tmp_path)
     graduates = pd.read_parquet(tmp_path / "graduates.parquet")
     jobs = pd.read_parquet(tmp_path / "jobs.parquet")

@@ -27,6 +27,9 @@ def test_the_docs_build_strict(tmp_path):
     assert "epsilon_per_tabulation" in configuration and "frame_not_in_ipeds" in configuration
     outputs = (site / "reference" / "outputs" / "index.html").read_text()
     assert "y1_p50_earnings" in outputs and "noisy_count" in outputs
+    benchmarks = (site / "develop" / "benchmarks" / "index.html").read_text()
+    assert "<!-- bench:" not in benchmarks and "benchmarks/bench_light_commands.py" in benchmarks
+    assert benchmarks.count("<table>") >= 6            # rendered from benchmarks/results/
 
 
 def test_every_command_is_in_the_generated_cli_reference(tmp_path):

@@ -1,7 +1,8 @@
 """The release's documents render as written (issue 36, item 4): the release notes (with
 the certificate) and the DRB report of a real release, as the release writes them in
 Markdown and HTML, checked with an HTML parser (tests/rendered_html.py; the audit report is
-checked in test_audit_command.py). Identical published data give identical documents: the
+checked in test_audit_command.py; the study reports, from the studies' own runs, in
+test_accuracy_study.py, test_bounding_study.py and test_flows_study.py). Identical published data give identical documents: the
 DRB's accuracy table of a release that reuses every measurement is the first one's."""
 from __future__ import annotations
 
@@ -45,6 +46,20 @@ def test_the_checker_finds_markdown_left_as_text():
     left = "Some **bold text and a `tick\n\n|---|\n"
     assert any(p.startswith("literal bold marker") for p in
                markdown_problems(left, to_html(left, "t")))
+
+
+def test_the_checker_finds_a_study_table_broken_by_its_template():
+    """Negative control for the study reports: a table run into the sentence before it, and
+    two rows a template joined into one line (the HTML table drops the second row)."""
+    run_in = "## Accuracy by k\n\nMean error per k:\n| k | error |\n|---:|---:|\n| 1 | 0.2 |\n"
+    problems = markdown_problems(run_in, to_html(run_in, "t"))
+    assert "1 Markdown tables but 0 HTML tables" in problems
+    assert any(p.startswith("literal table rule") for p in problems)
+    joined = "## Accuracy by k\n\n| k | error |\n|---:|---:|\n| 1 | 0.2 || 2 | 0.3 |\n"
+    assert markdown_problems(joined, to_html(joined, "t")) == [
+        "a table row of 5 cells under a header of 2: '| 1 | 0.2 || 2 | 0.3 |'"]
+    fine = joined.replace("|| 2", "|\n| 2")
+    assert markdown_problems(fine, to_html(fine, "t")) == []
 
 
 def accuracy_section(drb: str) -> str:

@@ -15,6 +15,7 @@ from pseo_das.tasks.codes.destinations import NONEMPLOYED, N_DESTINATIONS, N_STA
 from pseo_das.tasks.study.flows_measures import accuracy_measures, published_quantities
 from pseo_das.tasks.study.flows_study import CALIBRATED_NONEMPLOYED_WEIGHT, split_epsilon
 from pseo_das.tasks.study.simulation_noise import exact_geometric_noise
+from rendered_html import markdown_problems
 
 
 def test_published_quantities_of_a_hand_made_cell():
@@ -114,7 +115,9 @@ def test_the_flows_study_end_to_end(small_synthetic, tmp_path, capsys):
     assert shipped["meets_target"] == bool(row["meets_target"])
     assert shipped["wins"] == ((study["recommended"] or {}).get("setting") == shipped["setting"])
     assert f"shipped default ({shipped['setting']})" in printed
-    assert "The shipped default" in (out / "flows_accuracy_report.md").read_text()
+    report = (out / "flows_accuracy_report.md").read_text()
+    assert "The shipped default" in report
+    assert markdown_problems(report, (out / "flows_accuracy_report.html").read_text()) == []
     # reproducible for a seed
     _run(small_synthetic, tmp_path / "b", capsys)
     assert (out / "flows_accuracy.csv").read_text() == \

@@ -127,9 +127,15 @@ def test_withholding_is_part_of_the_question_flag_is_not(tmp_path):
     withhold = earnings_questions(with_choice(FrameNotInIpeds.WITHHOLD))[0]
     flag = earnings_questions(with_choice(FrameNotInIpeds.FLAG))[0]
     assert FRAME_PARAMETER in withhold.parameters and FRAME_PARAMETER not in flag.parameters
-    # the default dumps as configurations did before the check; both round-trip
-    assert CFG.cells.frame_not_in_ipeds == FrameNotInIpeds.FLAG
-    assert "frame_not_in_ipeds" not in CFG.model_dump(mode="json")["cells"]
+    # the default configuration withholds, written out; a configuration without the key
+    # (an earlier version's) reads as "flag", which dumps without it, as before the check
+    assert CFG.cells.frame_not_in_ipeds == FrameNotInIpeds.WITHHOLD
+    assert CFG.model_dump(mode="json")["cells"]["frame_not_in_ipeds"] == "withhold"
+    legacy = CFG.cells.model_dump(mode="json")
+    del legacy["frame_not_in_ipeds"]
+    assert type(CFG.cells).model_validate(legacy).frame_not_in_ipeds == FrameNotInIpeds.FLAG
+    assert "frame_not_in_ipeds" not in with_choice(FrameNotInIpeds.FLAG).model_dump(
+        mode="json")["cells"]
     from pseo_das.tasks.audit.replay import configuration_toml
     for choice in FrameNotInIpeds:   # as the audit's replay writes the logged configuration
         dumped = with_choice(choice).model_dump(mode="json")

@@ -1,8 +1,8 @@
 """A release withholds the cells of its frame that the IPEDS completions do not show, and
 only those; with `cells.frame_not_in_ipeds = "flag"` it publishes them (system test).
 
-The data: the default synthetic universe (the packaged demo IPEDS files describe it), its
-graduates of 2020 only, so that every cell is coded in CIP-2020 and published under the code
+The data: the default synthetic universe (the packaged demo IPEDS files describe it, from
+its expected graduates: some drawn cells have no award there), its graduates of 2020 only, so that every cell is coded in CIP-2020 and published under the code
 it was measured in (no recast): the oracle below reads the graduates file and the IPEDS
 awards, nothing of the release."""
 from __future__ import annotations
@@ -23,8 +23,9 @@ KEYS = ["institution", "degree_level", "cipcode", "grad_cohort"]
 
 @pytest.fixture(scope="module")
 def frame_releases(tmp_path_factory):
-    """The same data and seed released with "withhold" and with "flag" (the default), each
-    in a store of its own. Returns (root, graduates)."""
+    """The same data and seed released with "withhold" (the default) and with "flag", each
+    in a store of its own; the data folder has no ipeds/ (the packaged demo files are read).
+    Returns (root, graduates)."""
     from pseo_das.synth import write_synthetic
     root = tmp_path_factory.mktemp("frame")
     write_synthetic(root / "all", graduates=40_000, progress=lambda _: None)

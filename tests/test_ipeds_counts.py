@@ -217,7 +217,8 @@ def test_a_reference_folder_without_ipeds_takes_the_packaged_files_and_says_so(t
     cells = load_config(None).cells
     inputs = load_ipeds_awards(tmp_path, cells, 2020)
     assert inputs.packaged
-    assert "has no ipeds/: using the packaged SYNTHETIC demo IPEDS files" in capsys.readouterr().err
+    assert "has no ipeds/: the IPEDS counts use the SYNTHETIC files of the packaged demo files" \
+        in capsys.readouterr().err
     assert inputs.years == set(DEMO_YEARS) == set(inputs.wanted) - {2021}
     given = _copy_demo(tmp_path / "given", [2005, 2020])
     mine = load_ipeds_awards(given.parent, cells, 2020)

@@ -32,9 +32,9 @@ LAYERS = [
     {"tasks.audit"},
     {"tasks.verification", "tasks.synthesis"},
     {"flows"},
-    {"pseo_das.synth", "pseo_das.synth_employers", "pseo_das.synth_jobs", "pseo_das.ipeds_demo",
-     "pseo_das.reference_demo", "pseo_das.prefect_runtime", "pseo_das.prefect_server",
-     "pseo_das.cli", "pseo_das.__main__"},
+    {"pseo_das.synth", "pseo_das.synth_employers", "pseo_das.synth_jobs", "pseo_das.synth_ipeds",
+     "pseo_das.ipeds_demo", "pseo_das.ipeds_layout", "pseo_das.reference_demo",
+     "pseo_das.prefect_runtime", "pseo_das.prefect_server", "pseo_das.cli", "pseo_das.__main__"},
 ]
 LAYER_OF = {stage: n for n, stages in enumerate(LAYERS) for stage in stages}
 

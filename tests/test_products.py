@@ -80,7 +80,10 @@ def questions_digest(questions: list[Question]) -> tuple[int, str]:
 @pytest.mark.parametrize("name", QUESTIONS_BEFORE)
 def test_the_registry_asks_the_questions_releases_asked_before(name, data_dir, tmp_path):
     config = tmp_path / "release.toml"
-    config.write_text(EVERY_PRODUCT if name == "every product" else "")
+    # as releases asked them before the frame check: cells.frame_not_in_ipeds = "withhold"
+    # (the default) adds the frame parameter to every question (products.frame_parameter)
+    config.write_text((EVERY_PRODUCT if name == "every product" else "")
+                      + '\n[cells]\nframe_not_in_ipeds = "flag"\n')
     cfg = load_config(config)
     questions = planned_questions(cfg, frames_of(data_dir, cfg))
     assert questions_digest(questions) == QUESTIONS_BEFORE[name]

@@ -9,9 +9,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from pseo_das.config import load_config
 from pseo_das.tasks.cip_recast.recast_inputs import load_recast, load_recast_inputs
 from pseo_das.tasks.inputs import reference_cache
 from pseo_das.tasks.inputs.ingest import InputValidationError
+from pseo_das.tasks.inputs.ipeds_counts import load_ipeds_awards
 from pseo_das.tasks.inputs.reference_inputs import (COVERAGE_FILE, default_reference_dir,
                                                     load_reference, load_reference_inputs)
 
@@ -108,3 +110,26 @@ def test_a_damaged_entry_is_read_again(reference):
     entry.write_bytes(entry.read_bytes()[:100])
     assert_same_reference(cached_reference(reference, calls), load_reference_inputs(reference))
     assert calls == [1, 1]
+
+
+def test_a_data_folders_ipeds_and_the_packaged_ones_never_share_an_entry(reference, tmp_path):
+    """The IPEDS files may be the data folder's (tasks/inputs/ipeds_location.py): the key
+    covers the folder actually read, so the packaged demo files' entry is never given for
+    them (nor theirs for the packaged), for the recast and the IPEDS counts alike."""
+    data = tmp_path / "data"
+    shutil.copytree(reference / "ipeds", data / "ipeds")
+    changed = sorted((data / "ipeds").glob("C*_A.csv"))[0]
+    changed.write_bytes(changed.read_bytes() + b"\n")   # one byte more, the same rows
+    cells = load_config(None).cells
+    for _ in range(2):   # the second round comes from the cache
+        packaged, own = load_recast(None, 2020), load_recast(None, 2020, data)
+        assert own.fingerprints == load_recast_inputs(None, 2020, data).fingerprints
+        assert packaged.fingerprints == load_recast_inputs(None, 2020).fingerprints
+        assert own.fingerprints != packaged.fingerprints
+        assert "IPEDS" in packaged.packaged and "IPEDS" not in own.packaged  # no SYNTHETIC mark
+        counts_packaged = load_ipeds_awards(None, cells, 2020)
+        counts_own = load_ipeds_awards(None, cells, 2020, data)
+        assert counts_own.fingerprints != counts_packaged.fingerprints
+        assert counts_packaged.packaged and not counts_own.packaged
+    assert len(list(reference_cache.cache_dir().glob("cip-recast-*.pickle"))) == 2
+    assert len(list(reference_cache.cache_dir().glob("ipeds-counts-*.pickle"))) == 2

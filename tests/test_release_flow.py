@@ -246,6 +246,9 @@ def test_mlflow_run_has_the_audit_trail(releases):
     table = json.loads(Path(client.download_artifacts(run_id, "audit/ledger_table.json")).read_text())
     ledger_rows = pd.DataFrame(table["data"], columns=table["columns"])
     assert "earnings.I.cip4.y1" in set(ledger_rows["tabulation_id"])
+    ledger_input, = run.inputs.dataset_inputs          # the UI's Datasets column
+    assert ledger_input.dataset.name == "privacy-ledger"
+    assert json.loads(ledger_input.dataset.profile)["num_rows"] == len(ledger_rows)
 
 
 def test_existing_destination_is_refused(releases, synthetic_dir):

@@ -1,6 +1,7 @@
 """Tests of the synthetic confidential data set (pseo_das.synth)."""
 from __future__ import annotations
 
+import filecmp
 import re
 import numpy as np
 import pandas as pd
@@ -55,7 +56,8 @@ def test_writes_both_files_and_reports_their_row_counts(tmp_path):
     out = tmp_path / "nested" / "dir"  # created if missing
     messages = []
     counts = write_synthetic(out, graduates=3_000, progress=messages.append)
-    assert sorted(p.name for p in out.iterdir()) == ["graduates.parquet", "outcomes.parquet"]
+    assert sorted(p.name for p in out.iterdir()) == ["graduates.parquet", "ipeds",
+                                                     "outcomes.parquet"]   # synth_ipeds.py
     assert counts == {"graduates": pq.read_metadata(out / "graduates.parquet").num_rows,
                       "outcomes": pq.read_metadata(out / "outcomes.parquet").num_rows}
     assert counts["graduates"] == 3_000
@@ -361,7 +363,8 @@ def test_part_files_hold_the_same_rows_as_single_files(tmp_path):
         for column in whole:
             pd.testing.assert_series_equal(joined[column].astype(object), whole[column].astype(object))
     assert is_synthetic(parts) and is_synthetic(single)
-    assert sorted(p.name for p in parts.iterdir()) == ["graduates", "outcomes"]
+    assert sorted(p.name for p in parts.iterdir()) == ["graduates", "ipeds", "outcomes"]
+    assert filecmp.dircmp(parts / "ipeds", single / "ipeds").diff_files == []
     with pytest.raises(ValueError, match="already there"):
         write_synthetic(single, graduates=10, progress=_quiet, part_graduates=5)
 

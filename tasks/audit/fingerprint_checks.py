@@ -10,6 +10,7 @@ from pathlib import Path
 from pseo_das.tasks.audit.audit_target import AuditedRelease
 from pseo_das.tasks.cip_recast.recast_inputs import is_recast_input
 from pseo_das.tasks.inputs.ingest import sha256_file
+from pseo_das.tasks.inputs.ipeds_location import IPEDS_FOLDER, locate_ipeds
 from pseo_das.tasks.inputs.reference_inputs import default_reference_dir, is_reference_input
 from pseo_das.tasks.publication.release_files import fingerprints
 from pseo_das.tasks.audit.verification import FAILED, PASSED, SKIPPED, WAIVED, CheckResult, short
@@ -129,13 +130,20 @@ def check_inputs(release: AuditedRelease, locations: InputLocations,
     for name, expected in sorted(logged.items()):
         public = is_reference_input(name) or is_recast_input(name) or name.startswith("bls/")
         folder = locations.reference_dir if public else locations.data_dir
-        if public and not (folder / name).is_file():   # the run took it from the package
+        if name.startswith(f"{IPEDS_FOLDER}/"):          # where the release looked for them
+            folder = locate_ipeds(locations.reference_dir, locations.data_dir).folder.parent
+        elif public and not (folder / name).is_file():   # the run took it from the package
             folder = default_reference_dir()
         path = folder / name
         if not path.is_file():
             missing.append(str(path))
             continue
         found = sha256_file(path)
+        if found != expected and name.startswith(f"{IPEDS_FOLDER}/") \
+                and folder == default_reference_dir() \
+                and not (locations.data_dir / IPEDS_FOLDER).is_dir():
+            missing.append(str(locations.data_dir / name))   # the data folder's, maybe
+            continue
         if found == expected:
             matching.append(name)
         else:

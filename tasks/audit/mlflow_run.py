@@ -29,6 +29,7 @@ from pseo_das.tasks.privacy.file_modes import private_folder, write_private
 from pseo_das.tasks.privacy.ledger import PrivacyLedger
 from pseo_das.tasks.privacy.release_seed import ReleaseSeed
 from pseo_das.tasks.measurements.release_plan import ReleasePlan
+from pseo_das.tasks.audit.ledger_dataset import log_ledger
 from pseo_das.tasks.audit.run_fingerprints import RunFingerprints, log_fingerprints
 from pseo_das.tasks.publication.explorer import EXPLORER
 from pseo_das.tasks.publication.release_files import MANIFEST
@@ -37,7 +38,6 @@ EXPERIMENT = "pseo-das quarterly release"
 DEFAULT_AUDIT_DIR = Path("audit")
 # Large tables (the state flows, the flows files, the histograms) stay with the release;
 # the run carries their SHA-256 (run_fingerprints.ARTIFACT).
-LEDGER_TABLE = "audit/ledger_table.json"   # the privacy ledger as an MLflow table
 NOT_COPIED_TO_MLFLOW = re.compile(
     r"flows_state\.(csv|parquet)|(pseof|pseoh)_\w+\.(csv|csv\.gz|xlsx|parquet)")
 
@@ -283,8 +283,7 @@ def record_release(audit: AuditRun, ledger: PrivacyLedger, cells: pd.DataFrame,
     log_fingerprints(audit.client, audit.run_id,
                      RunFingerprints(input_fingerprints, manifest, package_versions()),
                      staging / MANIFEST)
-    audit.client.log_table(audit.run_id, ledger.to_frame().astype(str).astype(object),
-                           LEDGER_TABLE)
+    log_ledger(audit.client, audit.run_id, ledger.to_frame())
     for path in sorted(staging.rglob("*")):
         if path.is_file() and not NOT_COPIED_TO_MLFLOW.fullmatch(path.name) \
                 and EXPLORER not in path.relative_to(staging).parts:   # fingerprinted only

@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 
 from pseo_das.schemas.distribution import open_bytes
 from pseo_das.errors import PseoDasError
-from pseo_das.config import load_config
+from pseo_das.config import load_config, meaning_of_missing
 from pseo_das.reports.render import toml_value
 from pseo_das.tasks.audit.audit_target import AuditedRelease
 from pseo_das.tasks.audit.fingerprint_checks import InputLocations
@@ -65,9 +65,10 @@ class ReplayPlan:
 
 
 def configuration_toml(config: dict[str, dict[str, object]]) -> str:
-    """A configuration file (`--config`) holding every value of `config`."""
+    """A configuration file (`--config`) holding every value of `config`, and the value a
+    key it lacks meant when the default configuration says otherwise (`meaning_of_missing`)."""
     lines = ["# Configuration rebuilt from an MLflow run's parameters by `pseo-das audit`."]
-    for section, values in config.items():
+    for section, values in meaning_of_missing(config).items():
         lines += ["", f"[{section}]"] + [f"{key} = {toml_value(v)}" for key, v in values.items()]
     return "\n".join(lines) + "\n"
 

@@ -4,7 +4,8 @@ directories of the years coded in CIP-2010 (ipeds/C{YYYY}_A.csv with ipeds/HD{YY
 and the hard-coded transitions for codes IPEDS does not report
 (cip_hard_coded_transitions.csv). A file the folder lacks comes from the package (the
 crosswalk is the real NCES file; the packaged IPEDS and hard-coded files are SYNTHETIC
-demo files) and the loader says so. Privacy cost: none (public data).
+demo files) and the loader says so; the IPEDS files come from the data folder before the
+package when it has them (tasks/inputs/ipeds_location.py). Privacy cost: none (public data).
 """
 from __future__ import annotations
 
@@ -22,11 +23,11 @@ from pseo_das.tasks.inputs.cip_crosswalk import (CROSSWALK_FILE, possible_transi
                                                  read_crosswalk)
 from pseo_das.tasks.inputs.ingest import InputValidationError, sha256_file
 from pseo_das.tasks.inputs.ipeds import read_completions, read_directory, year_of
+from pseo_das.tasks.inputs.ipeds_location import IPEDS_FOLDER, locate_ipeds
 from pseo_das.tasks.inputs.reference_cache import cached
 from pseo_das.tasks.inputs.reference_inputs import (default_reference_dir, read_text_csv,
                                                     validate)
 
-IPEDS_FOLDER = "ipeds"
 HARD_CODED_FILE = "cip_hard_coded_transitions.csv"
 HARD_CODED_COLUMNS = ("cip2010", "cip2020", "share", "source")
 
@@ -93,16 +94,22 @@ def read_ipeds(folder: Path, before_year: int) -> tuple[pd.DataFrame, dict[str, 
     return out.astype({"grad_year": np.int64, "awards": np.int64}), prints
 
 
-def recast_sources(reference_dir: Path | None) -> dict[str, Path]:
+def recast_sources(reference_dir: Path | None,
+                   data_dir: Path | None = None) -> tuple[dict[str, Path], tuple[str, ...]]:
     """Where each recast input is read from: the folder's file, else the package's (and
-    the loader says so)."""
+    the loader says so); the IPEDS folder as tasks/inputs/ipeds_location.py finds it
+    (`data_dir`: the release's data folder). With the names of the SYNTHETIC demo inputs
+    among them."""
     given = Path(reference_dir) if reference_dir is not None else default_reference_dir()
     packaged_dir = default_reference_dir()
     locations = {"crosswalk": Path("nces") / CROSSWALK_FILE, "IPEDS": Path(IPEDS_FOLDER),
                  "hard-coded transitions": Path(HARD_CODED_FILE)}
+    ipeds = locate_ipeds(reference_dir, data_dir)
     found, packaged = {}, []
     for name, relative in locations.items():
-        if (given / relative).exists():
+        if name == "IPEDS" and ipeds.source != "packaged demo files":
+            found[name] = ipeds.folder
+        elif (given / relative).exists():
             found[name] = given / relative
         else:
             found[name] = packaged_dir / relative
@@ -111,12 +118,16 @@ def recast_sources(reference_dir: Path | None) -> dict[str, Path]:
         progress(f"{given} has no {', '.join(str(locations[n]) for n in packaged)}: using the "
                  "packaged file(s) (the crosswalk is the real NCES file; the IPEDS and "
                  "hard-coded transitions files are SYNTHETIC demo files)")
-    return found
+    demo = tuple(name for name in ("IPEDS", "hard-coded transitions")
+                 if found[name].resolve().is_relative_to(packaged_dir.resolve())
+                 or (name == "IPEDS" and ipeds.demo))
+    return found, demo
 
 
-def read_recast_inputs(found: dict[str, Path], switch_year: int) -> RecastInputs:
-    """Read and validate the recast's inputs at `found` (`recast_sources`)."""
-    packaged_dir = default_reference_dir()
+def read_recast_inputs(found: dict[str, Path], demo: tuple[str, ...],
+                       switch_year: int) -> RecastInputs:
+    """Read and validate the recast's inputs at `found`, `demo` of them SYNTHETIC
+    (`recast_sources`)."""
     crosswalk = read_crosswalk(found["crosswalk"])
     map_frame = pd.DataFrame(sorted((old, new) for old, new in crosswalk.six_digit.items() if new),
                              columns=["cip2010", "cip2020"])
@@ -124,25 +135,26 @@ def read_recast_inputs(found: dict[str, Path], switch_year: int) -> RecastInputs
     hard_coded = read_hard_coded(found["hard-coded transitions"], map_frame)
     prints.update({f"nces/{CROSSWALK_FILE}": crosswalk.sha256,
                    HARD_CODED_FILE: sha256_file(found["hard-coded transitions"])})
-    demo = tuple(name for name in ("IPEDS", "hard-coded transitions")
-                 if found[name].resolve().is_relative_to(packaged_dir.resolve()))
     return RecastInputs(map_frame, completions, hard_coded, prints, demo,
                         (frozenset(crosswalk.six_digit), crosswalk.codes_2020))
 
 
-def load_recast_inputs(reference_dir: Path | None, switch_year: int) -> RecastInputs:
+def load_recast_inputs(reference_dir: Path | None, switch_year: int,
+                       data_dir: Path | None = None) -> RecastInputs:
     """Read and validate the recast's inputs (see the module docstring)."""
-    return read_recast_inputs(recast_sources(reference_dir), switch_year)
+    return read_recast_inputs(*recast_sources(reference_dir, data_dir), switch_year)
 
 
-def load_recast(reference_dir: Path | None, switch_year: int) -> RecastInputs:
-    """`load_recast_inputs`, from the cache when no file changed (reference_cache.py)."""
+def load_recast(reference_dir: Path | None, switch_year: int,
+                data_dir: Path | None = None) -> RecastInputs:
+    """`load_recast_inputs`, from the cache when no file changed (reference_cache.py): the
+    key covers the files actually read (the IPEDS folder as found) and which are demo."""
     started = time.perf_counter()
-    found = recast_sources(reference_dir)
+    found, demo = recast_sources(reference_dir, data_dir)
     inputs = cached("cip-recast", found.values(),
                     {"found": {k: str(v.resolve()) for k, v in found.items()},
-                     "switch_year": switch_year},
-                    lambda: read_recast_inputs(found, switch_year))
+                     "demo": demo, "switch_year": switch_year},
+                    lambda: read_recast_inputs(found, demo, switch_year))
     years = sorted(set(inputs.completions["grad_year"]))
     progress(f"CIP recast inputs valid: crosswalk {len(inputs.crosswalk):,} CIP-2010 codes with "
              f"a CIP-2020 destination; IPEDS completions {years[0]}-{years[-1]} "

@@ -39,7 +39,8 @@ the outcomes layout.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import tempfile
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -49,7 +50,8 @@ from pseo_das.schemas.inputs import (EMPLOYER_COLUMN, GRADUATE_COLUMNS, JOB_COLU
                                      OUTCOME_COLUMNS, CipVintages, graduates_schema,
                                      jobs_schema)
 from pseo_das.tasks.inputs.ingest import (MAX_EXAMPLES, InputFiles, InputValidationError,
-                                          find_input_files, read_whole, validate)
+                                          ValidatedInputs, find_input_files, read_inputs,
+                                          read_whole, validate)
 
 # The order in which a person's degrees are kept (column, descending), most preferred first.
 DEGREE_ORDER = (("grad_year", False), ("degree_level", False), ("institution", False),
@@ -57,6 +59,7 @@ DEGREE_ORDER = (("grad_year", False), ("degree_level", False), ("institution", F
 # The main job of a person's year: the largest earnings, then the smallest codes.
 JOB_TIE_BREAK = ("emp_state", "industry", EMPLOYER_COLUMN)
 RECORD = "record"   # the counting pass's person_id column holds the record number
+ALL_DEGREES = np.iinfo(np.int64).max   # a bound that keeps every degree record
 
 
 @dataclass(frozen=True)
@@ -150,14 +153,15 @@ def _unknown_persons(jobs_source: InputFiles, graduates_name: str, jobs: pd.Data
             f"{len(bad)} job row(s) for a person not in {graduates_name}; e.g. {examples}")
 
 
-def write_degree_records(data_dir: Path, out_dir: Path, first_year: int, last_earnings_year: int,
-                         years_after: tuple[int, ...], k: int, with_employers: bool,
-                         cip_vintages: CipVintages | None = None
-                         ) -> tuple[dict[str, str], BoundedDegrees]:
+def degree_records(data_dir: Path, first_year: int, last_earnings_year: int,
+                   years_after: tuple[int, ...], k: int, with_employers: bool,
+                   cip_vintages: CipVintages | None = None
+                   ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, str], BoundedDegrees]:
     """Read and validate the jobs layout of `data_dir` (InputValidationError naming file,
-    column and rows; both inputs checked before refusing), bound each person to k degrees
-    and write the counting pass's graduates.parquet and outcomes.parquet to `out_dir`.
-    Returns the SHA-256 of the input files and what the bound kept."""
+    column and rows; both inputs checked before refusing) and bound each person to k
+    degrees. Returns the kept degrees (RECORD, then the graduates' columns with the agency's
+    person_id), their outcome rows (person_id = RECORD), the SHA-256 of the input files and
+    what the bound kept."""
     data_dir = Path(data_dir)
     sources, problems, tables = [], [], []
     for name, columns, schema in (
@@ -180,13 +184,46 @@ def write_degree_records(data_dir: Path, out_dir: Path, first_year: int, last_ea
     graduates, jobs = tables
     degrees, dropped = bounded_degrees(graduates, k)
     outcomes = degree_outcomes(degrees, annual_earnings(jobs), years_after, last_earnings_year)
+    prints = {k: v for s in sources for k, v in s.fingerprints(data_dir).items()}
+    return degrees, outcomes, prints, BoundedDegrees(
+        k, int(graduates["person_id"].nunique()), len(graduates), dropped, len(jobs))
+
+
+def _write_records(degrees: pd.DataFrame, outcomes: pd.DataFrame, out_dir: Path) -> None:
+    """The counting pass's graduates.parquet (person_id = RECORD) and outcomes.parquet."""
     out_dir.mkdir(parents=True, exist_ok=True)
     degrees.drop(columns="person_id").rename(columns={RECORD: "person_id"})[
         list(GRADUATE_COLUMNS)].to_parquet(out_dir / "graduates.parquet", index=False)
     outcomes.to_parquet(out_dir / "outcomes.parquet", index=False)
-    prints = {k: v for s in sources for k, v in s.fingerprints(data_dir).items()}
-    return prints, BoundedDegrees(k, int(graduates["person_id"].nunique()), len(graduates),
-                                  dropped, len(jobs))
+
+
+def write_degree_records(data_dir: Path, out_dir: Path, first_year: int, last_earnings_year: int,
+                         years_after: tuple[int, ...], k: int, with_employers: bool,
+                         cip_vintages: CipVintages | None = None
+                         ) -> tuple[dict[str, str], BoundedDegrees]:
+    """`degree_records`, written as the counting pass's graduates.parquet and
+    outcomes.parquet to `out_dir`. Returns the SHA-256 of the input files and what the
+    bound kept."""
+    degrees, outcomes, prints, bounded = degree_records(
+        data_dir, first_year, last_earnings_year, years_after, k, with_employers, cip_vintages)
+    _write_records(degrees, outcomes, Path(out_dir))
+    return prints, bounded
+
+
+def read_degree_records(data_dir: Path, first_year: int, last_earnings_year: int,
+                        years_after: tuple[int, ...]) -> tuple[ValidatedInputs, np.ndarray]:
+    """The jobs layout of `data_dir` read whole, in the outcomes layout's form, with every
+    degree record kept (no bound): one graduate row per degree record, its person_id the
+    record number, and the agency's person_id of each record (indexed by record number).
+    For the readers that keep all of a person's records together without a bound: the
+    verification server (all of a person's records in one group) and `synthesize` (which
+    copies values, no noise). The fingerprints are the agency's files'."""
+    degrees, outcomes, prints, _ = degree_records(
+        data_dir, first_year, last_earnings_year, years_after, ALL_DEGREES, False)
+    with tempfile.TemporaryDirectory(prefix="pseo-das-degrees-") as tmp:
+        _write_records(degrees, outcomes, Path(tmp))
+        inputs = read_inputs(Path(tmp), first_year, last_earnings_year)
+    return replace(inputs, fingerprints=prints), degrees["person_id"].to_numpy(np.int64)
 
 
 def bound_checks(graduates_name: str, jobs_name: str, bounded: BoundedDegrees) -> list[dict]:

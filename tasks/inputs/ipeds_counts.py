@@ -21,7 +21,8 @@ codes. Privacy cost: none (public data).
   PSEO degree levels (19 left out), UNITID -> OPEID by the directory of the same year
   (institutions without an OPEID dropped), Latin-1 directories read and announced.
 
-A folder without ipeds/ takes the packaged SYNTHETIC demo files, and the loader says so.
+The folder is the one tasks/inputs/ipeds_location.py finds (the reference folder's ipeds/,
+else the data folder's, else the packaged SYNTHETIC demo files), and the loader says which.
 """
 from __future__ import annotations
 
@@ -38,10 +39,10 @@ from pseo_das.tasks.inputs.cip_crosswalk import (CROSSWALK_FILE, default_crosswa
                                                  read_crosswalk)
 from pseo_das.tasks.inputs.ingest import InputValidationError, sha256_file
 from pseo_das.tasks.inputs.ipeds import read_completions, read_directory
+from pseo_das.tasks.inputs.ipeds_location import IPEDS_FOLDER, locate_ipeds
 from pseo_das.tasks.inputs.reference_cache import cached
 from pseo_das.tasks.inputs.reference_inputs import default_reference_dir
 
-IPEDS_FOLDER = "ipeds"   # in the reference folder, as for the CIP recast
 AWARD_COLUMNS = ["institution", "degree_level", "grad_year", "cipcode", "reported_cipcode",
                  "awards"]
 
@@ -53,7 +54,7 @@ class IpedsAwards:
     years: frozenset[int]        # the graduation years with a completions file
     wanted: tuple[int, ...]      # the graduation years the release covers
     fingerprints: dict[str, str]  # ipeds/<file> -> SHA-256
-    packaged: bool               # the packaged SYNTHETIC demo files were used
+    packaged: bool               # SYNTHETIC demo files were used (packaged, or synth's)
 
 
 def graduation_years(cells: CellsConfig) -> tuple[int, ...]:
@@ -111,31 +112,31 @@ def read_ipeds_awards(folder: Path, years: tuple[int, ...], switch_year: int,
 
 
 def load_ipeds_awards(reference_dir: Path | None, cells: CellsConfig,
-                      switch_year: int) -> IpedsAwards:
+                      switch_year: int, data_dir: Path | None = None) -> IpedsAwards:
     """Read the IPEDS completions of the release's graduation years (module docstring)."""
     given = Path(reference_dir) if reference_dir is not None else default_reference_dir()
-    packaged_dir = default_reference_dir()
-    folder = given / IPEDS_FOLDER
-    if not folder.is_dir():
-        folder = packaged_dir / IPEDS_FOLDER
-        progress(f"{given} has no {IPEDS_FOLDER}/: using the packaged SYNTHETIC demo IPEDS "
-                 "files for the IPEDS counts")
+    location = locate_ipeds(reference_dir, data_dir)
+    if location.source != "reference folder" and given.resolve() != \
+            default_reference_dir().resolve():
+        progress(f"{given} has no {IPEDS_FOLDER}/: the IPEDS counts use the "
+                 f"{'SYNTHETIC ' if location.demo else ''}files of the {location.source} "
+                 f"{location.folder}")
     crosswalk_file = given / "nces" / CROSSWALK_FILE
     crosswalk = crosswalk_file if crosswalk_file.is_file() else None
     wanted = graduation_years(cells)
+    folder = location.folder   # the cache key covers this folder's files and its path
     awards, years, prints = cached(   # read and validated again only if a file changed
         "ipeds-counts", [folder, crosswalk or default_crosswalk_path()],
         {"folder": str(folder.resolve()), "crosswalk": str(crosswalk), "years": wanted,
          "switch_year": switch_year},
         lambda: read_ipeds_awards(folder, wanted, switch_year, crosswalk))
-    return IpedsAwards(awards, years, wanted, prints,
-                       folder.resolve().is_relative_to(packaged_dir.resolve()))
+    return IpedsAwards(awards, years, wanted, prints, location.demo)
 
 
 def load_ipeds_counts_inputs(reference_dir: Path | None, cells: CellsConfig,
-                             switch_year: int) -> IpedsAwards:
+                             switch_year: int, data_dir: Path | None = None) -> IpedsAwards:
     started = time.perf_counter()
-    inputs = load_ipeds_awards(reference_dir, cells, switch_year)
+    inputs = load_ipeds_awards(reference_dir, cells, switch_year, data_dir)
     missing = sorted(set(inputs.wanted) - inputs.years)
     progress(f"IPEDS completions for the IPEDS counts: {len(inputs.years)} of "
              f"{len(inputs.wanted)} graduation years {inputs.wanted[0]}-{inputs.wanted[-1]} "

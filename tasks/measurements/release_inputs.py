@@ -65,12 +65,14 @@ class PublicInputs:
 
 
 @file_task("load reference inputs")
-def load_public_inputs(reference_dir: Path, cfg: ReleaseConfig) -> PublicInputs:
+def load_public_inputs(reference_dir: Path, cfg: ReleaseConfig,
+                       data_dir: Path | None = None) -> PublicInputs:
     """Every public file of a release, each read and validated again only when it changed
     (tasks/inputs/reference_cache.py); a production release on the packaged demo files is
-    refused before the others are read."""
-    recast = load_recast(reference_dir, cfg.cip.switch_year)
-    ipeds = load_ipeds_counts_inputs(reference_dir, cfg.cells, cfg.cip.switch_year)
+    refused before the others are read. The IPEDS files may be the data folder's
+    (tasks/inputs/ipeds_location.py)."""
+    recast = load_recast(reference_dir, cfg.cip.switch_year, data_dir)
+    ipeds = load_ipeds_counts_inputs(reference_dir, cfg.cells, cfg.cip.switch_year, data_dir)
     demo = demo_flows_inputs(reference_dir) + list(recast.packaged)
     demo += ["IPEDS"] if ipeds.packaged and "IPEDS" not in demo else []
     refuse_demo_in_production(cfg, demo)
@@ -86,7 +88,7 @@ def read_release_inputs(data_dir: Path, reference_dir: Path, cfg: ReleaseConfig,
     public file, is refused before any microdata is read), then the microdata, checked
     against the CIP recast's inputs; its frame checked against the IPEDS completions
     (tasks/inputs/frame_check.py)."""
-    public = load_public_inputs(reference_dir, cfg)
+    public = load_public_inputs(reference_dir, cfg, data_dir)
     recast, ipeds, cpi, reference = public.recast, public.ipeds, public.cpi, public.reference
     counts = count_inputs(data_dir, cfg, recast.vintages(cfg.cip.switch_year), cpi, engine)
     counts = check_frame_against_ipeds(counts, ipeds, cfg)   # before any noise

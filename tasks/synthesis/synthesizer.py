@@ -1,6 +1,10 @@
 """`pseo-das synthesize`: fully synthetic graduates and outcomes from sequential CART models
 fitted on the confidential inputs (Barrientos et al. 2017, section 2.2), in the input
-schema, with a comparison report for disclosure review.
+schema, with a comparison report for disclosure review. A data folder in the jobs layout
+(graduates one row per degree, jobs per person, year and job) is read as the release derives
+it, every degree record kept (tasks/inputs/degree_records.py `read_degree_records`): each
+degree record is one confidential "graduate" of the models, and the synthetic files are in
+the outcomes layout, one synthetic graduate per degree record.
 
 Order (each variable predicted from those before it; lag one over the years after):
     institution (marginal) -> [inst_state, the institution's] -> degree level -> CIP code
@@ -33,7 +37,8 @@ import pyarrow.parquet as pq
 from pseo_das.config import ReleaseConfig
 from pseo_das.reports.render import render_markdown, to_html
 from pseo_das.schemas.codes import YEARS_AFTER
-from pseo_das.tasks.inputs.ingest import read_inputs
+from pseo_das.tasks.inputs.degree_records import read_degree_records
+from pseo_das.tasks.inputs.ingest import InputLayout, input_layout, read_inputs
 from pseo_das.tasks.privacy.streams import synthesis_uniforms
 from pseo_das.tasks.privacy.release_seed import seed_sha256
 from pseo_das.tasks.synthesis.cart import MIN_LEAF, synthesize_step
@@ -219,7 +224,10 @@ def synthesize(data_dir: Path, out_dir: Path, seed: bytes, cfg: ReleaseConfig,
         if target.exists():
             raise FileExistsError(f"{target} already exists; synthetic files are never overwritten")
     years = (cfg.cells.first_cohort_year, cfg.cells.last_earnings_year)
-    inputs = read_inputs(Path(data_dir), *years)
+    if input_layout(Path(data_dir)) is InputLayout.JOBS:   # one synthetic graduate per degree
+        inputs, _ = read_degree_records(Path(data_dir), *years, tuple(cfg.cells.years_after))
+    else:
+        inputs = read_inputs(Path(data_dir), *years)
     confidential_g, confidential_o = inputs.graduates, inputs.outcomes
     data, books = person_table(confidential_g, confidential_o)
     state_of = dict(zip(confidential_g["institution"].astype(str), confidential_g["inst_state"].astype(str)))

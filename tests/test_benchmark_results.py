@@ -1,0 +1,116 @@
+"""Benchmark result files (benchmarks/result_file.py) and the docs hook that renders them
+(docs/hooks/benchmarks.py): a page's `<!-- bench: NAME -->` line becomes the latest result's
+provenance line and tables; a bad file or a name without a result fails the docs build."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def load(path: Path, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+result_file = load(ROOT / "benchmarks" / "result_file.py", "bench_result_file")
+hook = load(ROOT / "docs" / "hooks" / "benchmarks.py", "bench_docs_hook")
+
+
+def result(date: str, wall: float, **changes) -> dict:
+    return {"schema": 1, "benchmark": "demo", "date": date, "commit": "abc1234",
+            "command": ".venv/bin/python benchmarks/bench_demo.py --repeat 3",
+            "machine": {"cpus": 2, "python": "3.11.7", "platform": "Linux"},
+            "load_average": {"before": [1.25, 1.0, 0.9], "after": [2.0, 1.1, 0.9]},
+            "source": "measured",
+            "figures": [result_file.table("Start-up", ["command", "wall s", "rows"],
+                                          [["--help", wall, 1234567], ["store show", None, 2]])]
+            } | changes
+
+
+def test_the_hook_renders_the_latest_result_as_a_table(tmp_path):
+    result_file.write(result("2026-11-25T08:00:00Z", 9.99), tmp_path)
+    result_file.write(result("2026-11-26T13:40:08Z", 0.05, notes="Read it so."), tmp_path)
+    page = "# Page\n\nBefore.\n\n<!-- bench: demo -->\n\nAfter.\n"
+    text = hook.render(page, "develop/page.md", tmp_path)
+    assert "<!-- bench" not in text and text.startswith("# Page\n\nBefore.\n") and "After." in text
+    assert ("`.venv/bin/python benchmarks/bench_demo.py --repeat 3`, 2026-11-26T13:40:08Z, "
+            "commit `abc1234`, 2 CPUs, load average (1 min) 1.2 / 2.0 before / after.") in text
+    assert "**Start-up**" in text and "Read it so." in text
+    table = [line for line in text.splitlines() if line.startswith("|")]
+    assert table == ["| command | wall s | rows |", "|---|---:|---:|",
+                     "| --help | 0.05 | 1,234,567 |", "| store show | - | 2 |"]
+    assert "9.99" not in text                       # the older result is not the one shown
+
+
+def test_a_transcribed_result_says_where_its_figures_come_from(tmp_path):
+    source = "transcribed: the figures the README published in commit c8ecafa"
+    result_file.write(result("2026-11-25T08:00:00Z", 1.0, source=source,
+                             load_average={"before": [], "after": []}), tmp_path)
+    text = hook.render("<!-- bench: demo -->", "p.md", tmp_path)
+    assert f"commit `abc1234`, 2 CPUs; {source}." in text and "load average" not in text
+
+
+def test_a_name_without_a_result_fails_naming_the_page(tmp_path):
+    result_file.write(result("2026-11-25T08:00:00Z", 1.0), tmp_path)
+    with pytest.raises(ValueError, match=r"develop/page.md: no result of benchmark 'other'"):
+        hook.render("<!-- bench: other -->\n", "develop/page.md", tmp_path)
+
+
+def test_a_malformed_result_is_refused(tmp_path):
+    bad = result("2026-11-25T08:00:00Z", 1.0)
+    bad["figures"][0]["rows"].append(["short row"])
+    with pytest.raises(ValueError, match=r"rows \[3\] do not have the 3 columns"):
+        result_file.write(bad, tmp_path)
+    (tmp_path / "demo-20261125T080000Z.json").write_text(json.dumps(bad))
+    with pytest.raises(ValueError, match="demo-20261125T080000Z.json"):
+        hook.render("<!-- bench: demo -->", "p.md", tmp_path)
+    missing = {k: v for k, v in result("2026-11-25T08:00:00Z", 1.0).items() if k != "commit"}
+    with pytest.raises(ValueError, match="missing: commit"):
+        result_file.check(missing, "x.json")
+
+
+def test_a_run_records_its_start_commit_and_load(tmp_path):
+    run = result_file.Run("demo", ["--repeat", "1"])
+    path = run.write([result_file.table("t", ["a"], [[1]])], details={"raw": [1.0]},
+                     folder=tmp_path)
+    record = json.loads(path.read_text())
+    assert path.name == f"demo-{record['date'].replace('-', '').replace(':', '')}.json"
+    assert re.fullmatch(r"[0-9a-f]{7,}(\+changes)?", record["commit"])
+    assert len(record["load_average"]["before"]) == 3 and record["details"] == {"raw": [1.0]}
+    assert record["command"].endswith(" --repeat 1") and record["source"] == "measured"
+
+
+def test_every_committed_result_and_every_docs_marker_hold():
+    """The files in benchmarks/results/ follow the schema, and each marker in docs/ has one."""
+    for path in sorted(result_file.RESULTS.glob("*.json")):
+        record = json.loads(path.read_text())
+        result_file.check(record, str(path))
+        assert path.name.startswith(record["benchmark"] + "-")
+    markers = {name for page in (ROOT / "docs").rglob("*.md")
+               for name in hook.MARKER.findall(page.read_text())}
+    assert markers >= {"release", "fixed-cost", "noise", "light-commands", "release-sizes"}
+    for name in markers:
+        assert result_file.latest(name)["benchmark"] == name
+
+
+def test_release_sizes_records_the_folders_counting_a_hard_link_once(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))       # as a script finds result_file
+    release_sizes = load(ROOT / "benchmarks" / "release_sizes.py", "bench_release_sizes")
+    (tmp_path / "public" / "all").mkdir(parents=True)
+    (tmp_path / "internal").mkdir()
+    (tmp_path / "public" / "all" / "t.csv").write_bytes(b"x" * 3_000_000)
+    (tmp_path / "internal" / "t.csv").hardlink_to(tmp_path / "public" / "all" / "t.csv")
+    (tmp_path / "internal" / "notes.md").write_bytes(b"y" * 500_000)
+    figure, = release_sizes.figures(*release_sizes.summary(release_sizes.file_sizes(tmp_path)))
+    assert figure["rows"] == [
+        ["internal/", 3_500_000, 3.5], ["public/", 3_000_000, 3.0],
+        ["public/all/", 3_000_000, 3.0],
+        ["whole folder (3 files, 2 distinct; 3.0 MB hard-linked, counted once)", 3_500_000, 3.5]]
