@@ -34,11 +34,16 @@ release: $(VENV)/.installed $(DATA)/graduates.parquet $(SEED_KEY)
 	@echo "make release: demo privacy store $(STORE)/ (measurements and lifetime budget of the demo releases), demo seed key $(SEED_KEY)"
 	$(BIN)/pseo-das release --data $(DATA) --out $(OUT) --release-id $(RELEASE_ID) --store $(STORE) --init-store --seed-key $(SEED_KEY)
 
+# pytest-xdist workers (WORKERS=0: one process); a group of tests sharing a fixture that makes
+# releases runs on one worker (tests/conftest.py, docs/develop/tests.md)
+WORKERS ?= 2
+PARALLEL = -n $(WORKERS) --dist loadgroup
+
 test: $(VENV)/.installed
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest $(PARALLEL)
 
 test-fast: $(VENV)/.installed
-	$(BIN)/python -m pytest -m "not slow"
+	$(BIN)/python -m pytest -m "not slow" $(PARALLEL)
 
 # rewrite tests/mypy_baseline.txt: mypy's errors in the package installed from the wheel
 mypy-baseline: $(VENV)/.installed

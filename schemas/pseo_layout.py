@@ -35,8 +35,10 @@ is not an integer). Rows are numbered from 0, the first data row.
 """
 from __future__ import annotations
 
+import contextvars
 import csv
 import re
+from concurrent.futures import Future, ThreadPoolExecutor
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -46,6 +48,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 
 import pseo_das
@@ -350,10 +353,10 @@ def check_file(path: Path, product: Product | str, note=None
         return 0, [LayoutProblem(name, ("*",), f"not a UTF-8 CSV file ({exc})", 0)]
     if header is None:
         return 0, [LayoutProblem(name, ("*",), "empty file: no header", 0)]
-    problems = _check_header(name, header, layout(product).columns)
-    checked = _check_regular(path, header, name, layout(product), note)
+    checked = _check_regular(path, header, name, product, note)
     if checked is not None:
-        return checked[0], problems + checked[1]
+        return checked
+    problems = _check_header(name, header, layout(product).columns)
     # irregular: find the rows that break it, row by row
     try:
         widths = _widths(path)
@@ -383,22 +386,96 @@ def _header(path: Path) -> list[str] | None:
 
 
 NOTE_ROWS = 1_000_000         # progress: a line each time this many more rows are checked
-BATCH_BYTES = 16 * 2 ** 20   # the file is read and checked in blocks of this size
+BATCH_BYTES = 16 * 2 ** 20   # the file is read in blocks of this size
+CHECK_ROWS = 1 << 18         # rows are checked in blocks of at least this many (or the file's rest)
 # Repeated cells are found over the whole file by two independent 64-bit hashes of each
 # row's identifiers (16 bytes a row, not the rows): rows count as the same cell when both
 # agree, a false match has a chance of about rows^2 / 2^129.
 CELL_HASH_KEYS = ("pseo-das-cells-1", "pseo-das-cells-2")
 
 
-def _check_regular(path: Path, header: list[str], name: str, product_layout: ProductLayout,
+def text_table(table: pa.Table) -> pa.Table:
+    """The table's values as the text a CSV file of it holds: Arrow's CSV writer casts
+    each column to text (as here) and writes a null as the empty field."""
+    return pa.table([pc.fill_null(column.cast(pa.string()), "") for column in table.columns],
+                    names=table.column_names)
+
+
+def as_text(table: pa.Table) -> pd.DataFrame:
+    return text_table(table).to_pandas()
+
+
+class TableCheck:
+    """The layout check of one official file fed its rows as tables, block by block
+    (`add`): the rules of `check_file` (`pseo-das validate-layout`), which feeds it the
+    blocks it reads, applied by a release to the tables as it writes them. Every value is
+    checked as the text the CSV file holds (Arrow's CSV writer casts each column to text
+    the same way; null is the empty field). `header`: the file's columns. A block is
+    checked in a second thread while the next is written or read (one block at a time:
+    memory holds two blocks, not the file)."""
+
+    def __init__(self, name: str, product: Product | str, header: list[str], note=None):
+        self.name, self.note = name, note
+        self.rows = self._handed = 0               # rows added; rows handed to the checker
+        product_layout = layout(product)
+        self.header_problems = _check_header(name, list(header), product_layout.columns)
+        self._checks = _FileChecks(name, product_layout)
+        self._pending: list[pa.Table] = []      # tables not checked yet: fewer than CHECK_ROWS rows
+        self._checker = ThreadPoolExecutor(1)
+        self._running: Future | None = None     # the block being checked
+
+    def add(self, table: pa.Table) -> None:
+        self._pending.append(text_table(table))
+        self.rows += table.num_rows
+        if self.rows - self._handed >= CHECK_ROWS:
+            self._check_pending()
+
+    def _check_pending(self) -> None:
+        """The rows added since the last check, checked together (each check of a block has
+        a fixed cost: small tables are gathered first)."""
+        if not self._pending:
+            return
+        block, self._pending = pa.concat_tables(self._pending), []
+        self._wait()
+        self._running = self._checker.submit(contextvars.copy_context().run, self._check, block,
+                                             self._handed)
+        self._handed += block.num_rows
+
+    def _wait(self) -> None:
+        if self._running is not None:
+            running, self._running = self._running, None
+            running.result()
+
+    def _check(self, block: pa.Table, first: int) -> None:
+        """The block's rules; `first`: the file's row number of its first row."""
+        frame = block.to_pandas()
+        frame.index += first
+        self._checks.add(frame, first)
+        checked = first + len(frame)
+        if self.note is not None and checked // NOTE_ROWS > first // NOTE_ROWS:
+            self.note(f"checked {checked:,} rows of {self.name}")
+
+    def problems(self) -> list[LayoutProblem]:
+        self._check_pending()
+        self._wait()
+        self._checker.shutdown()
+        return self.header_problems + self._checks.problems()
+
+
+def layout_report(folder: Path, checked: list[TableCheck]) -> LayoutReport:
+    """The report of the official files' checks, in `Product` order as `check_public_folder`."""
+    return LayoutReport(folder, {c.name: c.rows for c in checked},
+                        [p for c in checked for p in c.problems()])
+
+
+def _check_regular(path: Path, header: list[str], name: str, product: Product,
                    note=None) -> tuple[int, list[LayoutProblem]] | None:
     """(data rows, problems), reading every value as text with Arrow's reader one block
     at a time (memory: one block, not the file), when every row has the header's fields,
     the file is UTF-8 and no column name repeats; None otherwise."""
     if len(set(header)) != len(header):
         return None
-    checks = _FileChecks(name, product_layout)
-    rows = 0
+    check = TableCheck(name, product, header, note)
     try:
         reader = pa_csv.open_csv(
             path, read_options=pa_csv.ReadOptions(column_names=header, skip_rows=1,
@@ -408,15 +485,11 @@ def _check_regular(path: Path, header: list[str], name: str, product_layout: Pro
                 column_types={c: pa.string() for c in header}, null_values=[],
                 strings_can_be_null=False, quoted_strings_can_be_null=False))
         for batch in reader:
-            frame = batch.to_pandas()
-            frame.index += rows
-            checks.add(frame, rows)
-            rows += len(frame)
-            if note is not None and rows // NOTE_ROWS > (rows - len(frame)) // NOTE_ROWS:
-                note(f"checked {rows:,} rows of {name}")
+            check.add(pa.Table.from_batches([batch]))
+        problems = check.problems()
     except (pa.ArrowInvalid, UnicodeDecodeError):
         return None
-    return rows, checks.problems()
+    return check.rows, problems
 
 
 class _FileChecks:

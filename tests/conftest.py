@@ -19,8 +19,15 @@ def _session_seed_key() -> str:
 os.environ.setdefault("PSEO_DAS_SEED_KEY", _session_seed_key())
 # A Prefect server the developer keeps running (`pseo-das server start`) is not the tests'
 # (they start their own), and the validated reference files of the session are its own.
+# Each pytest-xdist worker (PYTEST_XDIST_WORKER, `make test`) has a home and a cache of its
+# own: the workers inherit the controller's environment, so its folders are not taken.
+# The seed key is shared: it is only read.
+WORKER = os.environ.get("PYTEST_XDIST_WORKER")
 os.environ["PSEO_DAS_SERVER_HOME"] = tempfile.mkdtemp(prefix="pseo-das-server-")
-os.environ.setdefault("PSEO_DAS_CACHE_DIR", tempfile.mkdtemp(prefix="pseo-das-cache-"))
+if WORKER:
+    os.environ["PSEO_DAS_CACHE_DIR"] = tempfile.mkdtemp(prefix=f"pseo-das-cache-{WORKER}-")
+else:
+    os.environ.setdefault("PSEO_DAS_CACHE_DIR", tempfile.mkdtemp(prefix="pseo-das-cache-"))
 
 SEED_A = "a1" * 32
 SEED_B = "b2" * 32
@@ -31,10 +38,55 @@ SEED_B = "b2" * 32
 RELEASE_FIXTURES = {"releases"}
 
 
-def pytest_collection_modifyitems(items):
+# Module fixtures that cost nothing to make again (a no-op, a path): they do not bind a
+# module's tests to one worker.
+CHEAP_FIXTURES = {"prefect_server", "audit_store"}
+
+
+@pytest.hookimpl(wrapper=True)      # around pytest-xdist's own hook, which reads the groups
+def pytest_collection_modifyitems(config, items):
     for item in items:
-        if RELEASE_FIXTURES & set(getattr(item, "fixturenames", ())):
+        group = xdist_group(item)
+        if group == "releases":
             item.add_marker(pytest.mark.slow)
+        if group:
+            item.add_marker(pytest.mark.xdist_group(group))
+    yield
+    if getattr(config.option, "loadgroup", False):       # an xdist worker, --dist loadgroup
+        for item in items:
+            keep_group(item)
+
+
+def keep_group(item) -> None:
+    """pytest-xdist (3.8) sends a test's group to its scheduler as a suffix of the test's node
+    id, `...::test_x@releases`, which it writes where pytest 9.2 no longer reads it: the
+    groups were silently ignored (pytest-xdist issue 1386). Written here where pytest 9.2
+    reads it, as the fix proposed there does; a pytest where neither takes stops the run."""
+    groups = sorted({str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+                     for mark in item.iter_markers("xdist_group")})
+    suffix = "@" + "_".join(groups)
+    if not groups or item.nodeid.endswith(suffix):
+        return
+    from _pytest.nodeid import NodeId
+    item._id = NodeId.parse(item.nodeid + suffix)
+    if not item.nodeid.endswith(suffix):
+        raise pytest.UsageError(f"{item.nodeid}: cannot give it its pytest-xdist group "
+                                f"{suffix[1:]}; run with WORKERS=0 (one process)")
+
+
+def xdist_group(item) -> str | None:
+    """The pytest-xdist group of a test (`--dist loadgroup`: a group runs on one worker, so
+    its shared fixtures are made once): "releases" for the users of the session's releases,
+    the module for a test using a module-scoped fixture of its own (the releases and data
+    sets a module makes once), else none (any worker, test by test)."""
+    names = set(getattr(item, "fixturenames", ()))
+    if RELEASE_FIXTURES & names:
+        return "releases"
+    info = getattr(item, "_fixtureinfo", None)
+    shared = [name for name, defs in (info.name2fixturedefs.items() if info else ())
+              if name not in CHEAP_FIXTURES and defs[-1].scope != "function"
+              and ".py" in defs[-1].baseid]          # defined in a test module, not here
+    return item.module.__name__ if shared and hasattr(item, "module") else None
 
 
 @pytest.fixture(scope="session", autouse=True)

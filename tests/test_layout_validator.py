@@ -1,16 +1,21 @@
 """The layout validator of the official PSEO public-use files (LEHD Public Use Schema V4.14):
-a small valid folder passes; each corruption fails with a problem naming the file and column."""
+a small valid folder passes; each corruption fails with a problem naming the file and column,
+the same problems from the files (`pseo-das validate-layout`) and from their tables checked
+as a release writes them (`in_stream`, TableCheck)."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
 
-from pseo_das.schemas.pseo_layout import (LayoutInputMissing, LayoutProblem, Product,
-                                          aggregation_levels, check_public_folder, code_lists,
-                                          expected_columns, layout)
+from pseo_das.schemas.distribution import table_path
+from pseo_das.schemas.pseo_layout import (LayoutInputMissing, LayoutProblem, LayoutReport,
+                                          Product, TableCheck, aggregation_levels,
+                                          check_public_folder, code_lists, expected_columns,
+                                          layout, layout_report)
 
 IDENTIFIERS = ["agg_level_pseo", "inst_level", "institution", "degree_level", "cip_level",
                "cipcode", "grad_cohort", "grad_cohort_years", "geo_level", "geography",
@@ -103,10 +108,31 @@ def _write(frame: pd.DataFrame, folder: Path, name: str) -> None:
     frame.to_csv(folder / name, index=False)
 
 
+STREAM_BLOCK_ROWS = 50       # the valid files' tables are fed in blocks of this many rows
+
+
+def in_stream(folder: Path) -> LayoutReport:
+    """The folder's official files read as text tables and checked as a release checks the
+    tables it writes: fed to TableCheck block by block."""
+    checks = []
+    for product in Product:
+        path = table_path(folder, product.file_name)
+        table = pa.Table.from_pandas(pd.read_csv(path, dtype=str, keep_default_na=False),
+                                     preserve_index=False)
+        check = TableCheck(path.name, product, table.column_names)
+        for start in range(0, table.num_rows, STREAM_BLOCK_ROWS):
+            check.add(table.slice(start, STREAM_BLOCK_ROWS))
+        checks.append(check)
+    return layout_report(folder, checks)
+
+
 def _only(folder: Path, file: str, column: str, words: str) -> LayoutProblem:
     """The problems of the folder: at least one, all in `file`; returns the one that names
-    `column` and whose rule says `words`."""
+    `column` and whose rule says `words`. The tables checked in-stream give the same
+    problems (but for a ragged row: a table has none)."""
     report = check_public_folder(folder)
+    if not any(p.columns == ("*",) for p in report.problems):
+        assert list(map(str, in_stream(folder).problems)) == list(map(str, report.problems))
     assert not report.ok
     assert {p.file for p in report.problems} == {file}, report.problems
     found = [p for p in report.problems if column in p.columns and words in p.rule]
@@ -149,6 +175,7 @@ def test_aggregation_levels_and_code_lists():
 def test_the_valid_folder_passes(valid):
     report = check_public_folder(valid)
     assert report.problems == []
+    assert in_stream(valid) == report
     assert report.rows == {PSEOE: 12 * 4, PSEOF: 32 * 4}
     pseoe = _read(valid, PSEOE)
     restricted = (pseoe["cip_level"] == "4") & (pseoe["degree_level"] == "07")
@@ -416,6 +443,7 @@ def test_the_check_in_small_blocks_finds_what_the_whole_file_check_finds(valid, 
     assert (valid / PSEOF).stat().st_size > 8 * 1024
     whole = check_public_folder(valid).problems
     monkeypatch.setattr(pseo_layout, "BATCH_BYTES", 1024)
+    monkeypatch.setattr(pseo_layout, "CHECK_ROWS", 1)
     blocks = check_public_folder(valid).problems
     assert sorted(map(str, blocks)) == sorted(map(str, whole))
     found = {p.rule.split(" (")[0].split(";")[0]: p for p in blocks}

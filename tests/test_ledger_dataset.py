@@ -16,9 +16,11 @@ def ledger_frame(n_cells: int):
         derived_entry("earnings.A.cipA.y1", "earnings", 3, 14, "earnings.I.cip4.y1")]).to_frame()
 
 
-def test_the_ledger_is_a_dataset_input_of_the_run(tracking_uri):
+def test_the_ledger_is_a_dataset_input_of_the_run(tracking_uri, tmp_path):
     client = MlflowClient(tracking_uri)
-    experiment = client.create_experiment("ledger dataset")
+    # artifacts in tmp_path too (MLflow's default is ./mlruns, in the checkout)
+    experiment = client.create_experiment("ledger dataset",
+                                          artifact_location=(tmp_path / "artifacts").as_uri())
     logged, bare = (client.create_run(experiment).info.run_id for _ in range(2))
     ledger = ledger_frame(120)
     log_ledger(client, logged, ledger)

@@ -17,7 +17,7 @@ from pseo_das.errors import EXIT_CHECK_FAILED, PseoDasError
 from pseo_das.config import ReleaseConfig
 from pseo_das.schemas.distribution import (ALL_FOLDER, TableFormat, published_name,
                                            published_table)
-from pseo_das.schemas.pseo_layout import SCHEMA_VERSION, Product, check_public_folder
+from pseo_das.schemas.pseo_layout import SCHEMA_VERSION, Product, TableCheck, layout_report
 from pseo_das.tasks.earnings.earnings_tables import institution_states
 from pseo_das.tasks.inputs.cells import CIP_2020
 from pseo_das.tasks.inputs.frame_check import frame_check_of
@@ -96,18 +96,17 @@ def metadata_summary(files: dict[str, pd.DataFrame | str]) -> dict:
             "institutions": len(files[ALL_INSTITUTIONS])}
 
 
-def official_layout_check(public: Path, cip_vintage: str) -> dict:
-    """The official files of `public` checked against the schema's label files, as
-    `pseo-das validate-layout` does; not when the CIP codes are published as measured (a
-    release of an earlier version republished as it was: CIP-2010 codes for the cohorts
-    coded in them, which the schema does not have)."""
+def official_layout_check(public: Path, checked: list[TableCheck], cip_vintage: str) -> dict:
+    """The official files of `public`, checked against the schema's label files as they
+    were written (`checked`, in `Product` order), by the rules of `pseo-das
+    validate-layout`; not when the CIP codes are published as measured (a release of an
+    earlier version republished as it was: CIP-2010 codes for the cohorts coded in them,
+    which the schema does not have)."""
     if cip_vintage != CIP_2020:
         return {"name": f"official layout (LEHD Public Use Schema {SCHEMA_VERSION})",
                 "result": "not checked: the CIP codes are published as measured; "
                           "republish with --cip-vintage 2020 for files that follow the schema"}
-    started = time.perf_counter()
-    report = check_public_folder(public, lambda message: progress(
-        f"LEHD schema check: {message} ({time.perf_counter() - started:.1f} s)"))
+    report = layout_report(public / ALL_FOLDER, checked)
     rows = ", ".join(f"{name} {n:,} rows" for name, n in report.rows.items())
     if report.ok:
         return {"name": f"{' and '.join(report.rows)} follow the LEHD Public Use Schema "
@@ -282,7 +281,9 @@ def _write_release(beside, staging: Path, content: ReleaseContent,
         progress(f"{what} ({time.perf_counter() - started:.1f} s into writing the release)")
 
     table_format = cfg.publication.table_format
-    write_code_table(pseoe, published_table(public, Product.PSEOE.file_name, table_format))
+    pseoe_path = published_table(public, Product.PSEOE.file_name, table_format)
+    pseoe_check = TableCheck(pseoe_path.name, Product.PSEOE, list(pseoe.columns))
+    write_code_table(pseoe, pseoe_path, check=pseoe_check)
     write_code_table(pseoh, published_table(public, HISTOGRAMS_FILE, table_format))
     done(f"wrote {Product.PSEOE.file_name} ({len(pseoe):,} rows) and {HISTOGRAMS_FILE}")
     pseof = flows_files.pseof
@@ -291,8 +292,8 @@ def _write_release(beside, staging: Path, content: ReleaseContent,
                                      cfg.publication.data_providers)
     write_folder_files(public, metadata, table_format)
     done(f"wrote the institutions, version and {len(metadata) - 1} other state folder files")
-    # the files are read back and checked on the other core while the documents are made
-    layout_check = beside(official_layout_check, public, facts.cip_recast["published_vintage"])
+    layout_check = official_layout_check(public, [pseoe_check, pseof.layout_check],
+                                         facts.cip_recast["published_vintage"])
     workbook = beside(write_release_workbook, public, identity.release_id) \
         if cfg.publication.xlsx else None
     parquet = beside(write_table_package, public) if cfg.publication.parquet else None
@@ -335,7 +336,7 @@ def _write_release(beside, staging: Path, content: ReleaseContent,
         done(f"wrote all/{DATAPACKAGE_FILE} and {len(parquet.result())} Parquet copies")
     written = fingerprints(staging)      # every file but the DRB report and the manifest
     accuracy = release_accuracy(cfg, tables)
-    checks = stop_on_failed_checks(checks + [layout_check.result()] + flows.checks
+    checks = stop_on_failed_checks(checks + [layout_check] + flows.checks
                                    + flows_files.checks + ledger_checks(
                                        ledger, tables, flows.drawn,
                                        sum(side_table.drawn for side_table in content.side_tables)))

@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from pseo_das.schemas.codes import STATE_POSTAL
 from pseo_das.schemas.distribution import ALL_FOLDER, TableFormat, published_name
-from pseo_das.schemas.pseo_layout import Product, layout
+from pseo_das.schemas.pseo_layout import Product, TableCheck, layout
 from pseo_das.tasks import progress
 from pseo_das.tasks.employment_flows.division_flows import (FLOWS_STATE_CSV, FLOWS_STATE_FILE,
                                                             FLOWS_STATE_SCHEMA, FlowsRelease,
@@ -37,6 +37,7 @@ class PseofWritten:
     rows: dict[str, int]                 # file path relative to public/ -> rows written
     cohorts: dict[str, pd.DataFrame]     # ALL_STATES or state FIPS -> grad_cohort values
     national_rows: pd.DataFrame          # all-fields institution cells by cohort, nation, all industries
+    layout_check: TableCheck             # pseof_all's official layout, checked as written
 
     @property
     def all_rows(self) -> int:
@@ -80,13 +81,16 @@ def write_pseof(public: Path, flows: FlowsRelease, institution_state: Mapping[st
     """`all/pseof_all.csv` and `[st]/pseof_[st].csv` for each state FIPS code in `states`
     (the states with a folder), in `table_format` (gzipped: `.csv.gz`), chunk by chunk; a
     state's file holds its rows in the order of pseof_all (`metadata_files.row_states`).
-    Every chunk goes through `checks`."""
+    Every chunk goes through `checks`, and pseof_all's rows through the official layout
+    check (`PseofWritten.layout_check`)."""
     columns = list(layout(Product.PSEOF).columns)
     all_name = f"{ALL_FOLDER}/{published_name(Product.PSEOF.file_name, table_format)}"
     cohorts: dict[str, set[str]] = {ALL_STATES: set()}
     national = []
     with ExitStack() as files:
-        writers = {ALL_STATES: files.enter_context(CodeTableWriter(public / all_name, columns))}
+        layout_check = TableCheck(Path(all_name).name, Product.PSEOF, columns)
+        writers = {ALL_STATES: files.enter_context(CodeTableWriter(public / all_name, columns,
+                                                                   layout_check))}
         names = {ALL_STATES: all_name}
         progress(f"writing {all_name} ({flows.n_pseof_rows:,} rows) and its state copies")
         last_note = time.monotonic()
@@ -116,7 +120,8 @@ def write_pseof(public: Path, flows: FlowsRelease, institution_state: Mapping[st
         written = {names[key]: writer.rows for key, writer in writers.items()}
     return PseofWritten(
         written, {key: pd.DataFrame({"grad_cohort": sorted(values)}) for key, values in cohorts.items()},
-        pd.concat(national, ignore_index=True) if national else pd.DataFrame(columns=columns))
+        pd.concat(national, ignore_index=True) if national else pd.DataFrame(columns=columns),
+        layout_check)
 
 
 def _national_all_fields(part) -> bool:

@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import uuid
+from collections.abc import Iterable
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -17,8 +18,9 @@ import pyarrow.parquet as pq
 
 from pseo_das.errors import PseoDasError
 from pseo_das.schemas.distribution import ALL_FOLDER, open_output
+from pseo_das.schemas.pseo_layout import TableCheck
 from pseo_das.tasks import progress
-from pseo_das.tasks.inputs.ingest import sha256_file
+from pseo_das.schemas.written_hashes import HashingFile, file_sha256
 from pseo_das.tasks.publication.earlier_copies import link_earlier_copies
 from pseo_das.tasks.privacy.store import exclusive_lock
 
@@ -130,11 +132,13 @@ class CodeTableWriter:
     missing; the bytes do not depend on how the rows are split; gzipped (deterministic
     bytes, schemas/distribution.py) when `path` ends in .gz. Only for tables whose text
     columns are codes that passed the output schemas (digits and letters, never a comma or
-    a quote)."""
+    a quote). `check`: the official layout check (schemas/pseo_layout.TableCheck) the
+    rows go through as they are written."""
 
-    def __init__(self, path: Path, columns: list[str]):
+    def __init__(self, path: Path, columns: list[str], check: TableCheck | None = None):
         self.columns = list(columns)
         self.rows = 0
+        self.check = check
         self._out = open_output(path)
         self._out.write((",".join(self.columns) + "\n").encode())
 
@@ -142,6 +146,8 @@ class CodeTableWriter:
         table = rows if isinstance(rows, pa.Table) else pa.Table.from_pandas(rows, preserve_index=False)
         if table.column_names != self.columns:
             raise ValueError(f"columns {table.column_names} differ from {self.columns}")
+        if self.check is not None:
+            self.check.add(table)
         pa_csv.write_csv(table, self._out, pa_csv.WriteOptions(include_header=False,
                                                                 quoting_style="none"))
         self.rows += table.num_rows
@@ -173,7 +179,8 @@ class ParquetTableWriter:
         self.schema = schema
         self.rows = 0
         self._pending: list[pa.Table] = []
-        self._writer = pq.ParquetWriter(path, schema, **PARQUET_OPTIONS)
+        self._file = HashingFile(path)
+        self._writer = pq.ParquetWriter(self._file, schema, **PARQUET_OPTIONS)
 
     def write(self, rows: pa.Table) -> None:
         self._pending.append(rows.cast(self.schema))
@@ -193,6 +200,7 @@ class ParquetTableWriter:
         if self._pending:
             self._flush(final=True)
         self._writer.close()
+        self._file.close()
 
     def __enter__(self) -> "ParquetTableWriter":
         return self
@@ -201,20 +209,33 @@ class ParquetTableWriter:
         self.close()
 
 
-def write_code_table(frame: pd.DataFrame, path: Path) -> None:
-    """`frame` as one plain CSV file (CodeTableWriter)."""
-    with CodeTableWriter(path, list(frame.columns)) as writer:
-        writer.write(frame)
+def write_code_table(rows: pd.DataFrame | pa.Table | Iterable[pd.DataFrame | pa.Table],
+                     path: Path, columns: list[str] | None = None,
+                     check: TableCheck | None = None) -> int:
+    """A table, or its blocks one after the other, as one plain CSV file (CodeTableWriter;
+    `columns`: those of the blocks, by default those of the table); returns the rows."""
+    blocks: Iterable[pd.DataFrame | pa.Table] = rows
+    if isinstance(rows, pd.DataFrame):
+        blocks, columns = [rows], columns or list(rows.columns)
+    elif isinstance(rows, pa.Table):
+        blocks, columns = [rows], columns or rows.column_names
+    elif columns is None:
+        raise TypeError("write_code_table: blocks of a table need their `columns`")
+    with CodeTableWriter(path, columns, check) as writer:
+        for block in blocks:
+            writer.write(block)
+        return writer.rows
 
 
 def fingerprints(root: Path, folder: str | None = None,
                  known: dict[str, str] | None = None) -> dict[str, str]:
     """SHA-256 of every file under root (or root/folder), by relative path, sorted; those
-    of `known` (files hashed earlier and not written since) are taken from it."""
+    of `known` (files hashed earlier and not written since) are taken from it, those this
+    process wrote from the hashes of their bytes as written (written_hashes.py)."""
     base = root / folder if folder else root
     known = known or {}
     names = [str(p.relative_to(root)) for p in sorted(base.rglob("*")) if p.is_file()]
-    return {name: known[name] if name in known else sha256_file(root / name)
+    return {name: known[name] if name in known else file_sha256(root / name)
             for name in names if name != MANIFEST}
 
 
