@@ -62,22 +62,21 @@ def completions_of(programs, year: int) -> list[tuple]:
                 keys.append(((uid, code, 2, awlevel), n // SECOND_MAJOR_PER))
             for key, m in keys:
                 counts[key] = counts.get(key, 0) + m
-                total = (key[0], TOTAL_CIPCODE, key[2], key[3])
-                counts[total] = counts.get(total, 0) + m
-    rows = []
-    for (uid, cip, majornum, awlevel), total in sorted(counts.items()):
-        men = (round(total * MEN_SHARE.get(cip[:2], DEFAULT_MEN_SHARE))
-               if cip != TOTAL_CIPCODE else None)
-        rows.append([uid, cip, majornum, awlevel, total, men])
-    # A total's men and women are the sums over its programs.
-    men_total = Counter()
-    for uid, cip, majornum, awlevel, _, men in rows:
+                total_key = (key[0], TOTAL_CIPCODE, key[2], key[3])
+                counts[total_key] = counts.get(total_key, 0) + m
+    # A program's men by its field's share; a total's men and women are the sums over its
+    # programs.
+    men_of: dict[tuple[str, str, int, int], int] = {}
+    men_total: Counter[tuple[str, int, int]] = Counter()
+    for key, total in counts.items():
+        uid, cip, majornum, awlevel = key
         if cip != TOTAL_CIPCODE:
-            men_total[uid, majornum, awlevel] += men
+            men_of[key] = round(total * MEN_SHARE.get(cip[:2], DEFAULT_MEN_SHARE))
+            men_total[uid, majornum, awlevel] += men_of[key]
     out = []
-    for uid, cip, majornum, awlevel, total, men in rows:
-        if cip == TOTAL_CIPCODE:
-            men = men_total[uid, majornum, awlevel]
+    for key, total in sorted(counts.items()):
+        uid, cip, majornum, awlevel = key
+        men = men_of[key] if cip != TOTAL_CIPCODE else men_total[uid, majornum, awlevel]
         women = total - men
         out.append((uid, cip, majornum, awlevel, _flag(total), total, _flag(men), men,
                     _flag(women), women))
