@@ -6,6 +6,7 @@ institution, refused before any noise over the lifetime cap."""
 from __future__ import annotations
 
 import json
+import shutil
 from fractions import Fraction
 from pathlib import Path
 
@@ -160,6 +161,7 @@ def _without_early_graduates(source: Path, target: Path, institution: str) -> Pa
     outcomes = pd.read_parquet(source / "outcomes.parquet")
     gone = (graduates["institution"].astype(str) == institution) & (graduates["grad_year"] < 2004)
     target.mkdir(parents=True)
+    shutil.copytree(source / "ipeds", target / "ipeds")   # the same public IPEDS files
     graduates[~gone].to_parquet(target / "graduates.parquet", index=False)
     outcomes[~outcomes["person_id"].isin(graduates.loc[gone, "person_id"])] \
         .to_parquet(target / "outcomes.parquet", index=False)

@@ -11,7 +11,7 @@ import pytest
 
 from pseo_das.config import FrameNotInIpeds, load_config
 from pseo_das.tasks.inputs.cells import CellFrame, observable_populations
-from pseo_das.tasks.inputs.frame_check import (COVERAGE_NAME, MISSING_NAMED,
+from pseo_das.tasks.inputs.frame_check import (COVERAGE_NAME, MISSING_NAMED, FrameWithheldEntirely,
                                                check_frame_against_ipeds, checked_frame,
                                                frame_check_of, shown_cells)
 from pseo_das.tasks.inputs.ipeds_counts import IpedsAwards
@@ -112,6 +112,17 @@ def test_withheld_cells_leave_the_counts_before_the_plan():
     assert {"frame": "4-digit CIP cells", "years_after": "1", "cells": 5, "of": 9} \
         in figures["not_shown"]
     assert kept.checks[0] == {"name": "inputs", "result": "passed"}
+
+
+def test_withholding_every_cell_is_refused_with_the_way_out():
+    """Files of other institutions (the packaged demo files for other data) would withhold
+    the whole frame and publish nothing: refused before any noise, naming both ways out."""
+    counts = true_counts([row for row in FOUR_DIGIT if not row[-1]])
+    with pytest.raises(FrameWithheldEntirely, match='withhold every cell.*ipeds/ in the data '
+                       'folder.*frame_not_in_ipeds = "flag"'):
+        checked_frame(counts, AWARDS, with_choice(FrameNotInIpeds.WITHHOLD))
+    kept, _ = checked_frame(counts, AWARDS, with_choice(FrameNotInIpeds.FLAG))
+    assert kept.levels == counts.levels
 
 
 def test_flag_keeps_every_cell_and_counts_those_ipeds_does_not_show():

@@ -82,8 +82,12 @@ def test_a_new_release_of_the_same_inputs_and_seed_is_54c8b3e_s_byte_for_byte(tm
     from pseo_das.synth import write_synthetic
     inputs = tmp_path / "inputs"   # `pseo-das synth --graduates 1500`, as the README there says
     write_synthetic(inputs, graduates=1500, progress=lambda _: None)
+    shutil.rmtree(inputs / "ipeds")   # 54c8b3e read the packaged IPEDS files, and flagged
+    as_then = tmp_path / "as_then.toml"
+    as_then.write_text('[cells]\nframe_not_in_ipeds = "flag"\n')
     assert run_release(inputs, tmp_path / "release", "c3" * 32,
-                       f"sqlite:///{tmp_path / 'audit' / 'mlflow.db'}", RELEASE_ID) == 0
+                       f"sqlite:///{tmp_path / 'audit' / 'mlflow.db'}", RELEASE_ID,
+                       ("--config", str(as_then))) == 0
     expected = {name: sha for name, sha in published_sha256().items()
                 if is_data_file(name) and not name.endswith("version_pseo.txt")}
     assert len(expected) == 17

@@ -304,6 +304,7 @@ def test_an_added_cohort_is_the_only_thing_measured(synthetic_dir, tmp_path, tra
     added = (graduates["degree_level"] == "05") & (graduates["grad_year"] >= 2019)
     earlier = tmp_path / "earlier"
     earlier.mkdir()
+    shutil.copytree(synthetic_dir / "ipeds", earlier / "ipeds")   # the same public IPEDS files
     graduates[~added].to_parquet(earlier / "graduates.parquet", index=False)
     outcomes[outcomes["person_id"].isin(graduates.loc[~added, "person_id"])] \
         .to_parquet(earlier / "outcomes.parquet", index=False)

@@ -44,6 +44,7 @@ import numpy as np
 import pandas as pd
 
 from pseo_das.config import CellsConfig, FrameNotInIpeds, ReleaseConfig
+from pseo_das.errors import PseoDasError
 from pseo_das.tasks import progress, release_task
 from pseo_das.tasks.inputs.cell_moments import CellMoments
 from pseo_das.tasks.inputs.cells import (CIP_2010, CIP_2020, MEASURED_CELL_KEYS, CellFrame,
@@ -81,6 +82,10 @@ def shown_cells(cells: pd.DataFrame, cip_level: str, awards: pd.DataFrame,
         {c: str for c in MEASURED_CELL_KEYS if c != "grad_cohort"}).astype({"grad_cohort": np.int64})
     return pd.MultiIndex.from_frame(keys).isin(
         pd.MultiIndex.from_frame(shown[MEASURED_CELL_KEYS])).astype(bool)
+
+
+class FrameWithheldEntirely(PseoDasError, ValueError):
+    """"withhold" would withhold every cell of the frame: the release would publish nothing."""
 
 
 @dataclass(frozen=True)
@@ -202,6 +207,15 @@ def checked_frame(counts: TrueCounts, awards: pd.DataFrame, cfg: ReleaseConfig
                        coverage(institutions, awards))
     counts = replace(counts, checks=counts.checks + check.checks())
     if cfg.cells.frame_not_in_ipeds == FrameNotInIpeds.WITHHOLD:
+        if any(len(shown[level]) for level in counts.levels) and \
+                not any(shown[level].any() for level in counts.levels):
+            raise FrameWithheldEntirely(
+                "the frame check would withhold every cell (cells.frame_not_in_ipeds = "
+                f"\"withhold\"): the IPEDS completions show none of them; {check.coverage.text()}"
+                ". Give the release the IPEDS files of its institutions (ipeds/ in the data "
+                "folder or in --reference DIR; `pseo-das synth` writes them for synthetic data), "
+                "or set cells.frame_not_in_ipeds = \"flag\" to publish the cells with their "
+                "IPEDS counts flagged.")
         counts = replace(
             counts, levels={level: _level_restricted(c, shown[level])
                             for level, c in counts.levels.items()},
