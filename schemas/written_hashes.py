@@ -66,8 +66,11 @@ def recorded_sha256(path: Path) -> str | None:
 def file_sha256(path: Path) -> str:
     """SHA-256 of the file's bytes: as recorded when written (`recorded_sha256`), else read."""
     found = recorded_sha256(path)
-    if found is not None:
-        return found
+    return found if found is not None else read_sha256(path)
+
+
+def read_sha256(path: Path) -> str:
+    """SHA-256 of the file's bytes, read in blocks."""
     digest = hashlib.sha256()
     with open(path, "rb") as fh:
         for block in iter(lambda: fh.read(READ_BYTES), b""):

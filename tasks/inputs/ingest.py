@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import bisect
 import csv
-import hashlib
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -33,6 +32,7 @@ import pyarrow.parquet as pq
 from pandera.errors import SchemaErrors
 
 from pseo_das.errors import PseoDasError
+from pseo_das.schemas.written_hashes import read_sha256
 from pseo_das.tasks import file_task, progress
 from pseo_das.schemas.inputs import (CODE_COLUMNS, GRADUATE_COLUMNS, OUTCOME_COLUMNS,
                             TABLE_CHECK_COLUMNS, CipVintages, graduates_schema,
@@ -85,12 +85,7 @@ class ValidatedInputs:
     checks: list[dict]            # the input checks that ran, for the audit report
 
 
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 22), b""):
-            digest.update(block)
-    return digest.hexdigest()
+sha256_file = read_sha256   # the inputs' fingerprints
 
 
 CHUNK_ROWS = 1_000_000  # rows per chunk of the streaming readers (bounded memory)
