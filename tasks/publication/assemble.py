@@ -42,7 +42,7 @@ from pseo_das.tasks.measurements.release_plan import (ReleasePlan, lifetime_budg
 from pseo_das.tasks.privacy.store import PrivacyStore, epsilon_text
 from pseo_das.tasks.publication.explorer import write_release_explorers
 from pseo_das.tasks.publication.side_tables import SECTIONS, SideTable
-from pseo_das.tasks.publication.labelled_workbook import write_release_workbook
+from pseo_das.tasks.publication.labelled_workbook import WORKBOOK_NAME, write_release_workbook
 from pseo_das.tasks.publication.parquet_files import DATAPACKAGE_FILE, write_table_package
 from pseo_das.tasks.publication.second_process import second_process
 from pseo_das.tasks.publication.review_request import ReviewRequest, decision_request
@@ -333,7 +333,8 @@ def _write_release(beside, apart, staging: Path, content: ReleaseContent,
         json.dumps(lifetime.release_summary, indent=2) + "\n")
     (internal / "config.json").write_text(json.dumps(cfg.model_dump(mode="json"), indent=2) + "\n")
     if workbook is not None:
-        done(f"wrote {workbook.result().relative_to(public)}")
+        workbook.result()
+        done(f"wrote {ALL_FOLDER}/{WORKBOOK_NAME}")
     if parquet is not None:
         done(f"wrote all/{DATAPACKAGE_FILE} and {len(parquet.result())} Parquet copies")
     written = fingerprints(staging)      # every file but the DRB report and the manifest
