@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from bench_release import RESULTS
-from pseo_das.schemas.distribution import table_path
+from pseo_das.schemas.distribution import open_table, table_path
 from release_runs import pseo_das, release, session_env
 from result_file import Run, table
 
@@ -65,17 +65,14 @@ def mean_y1_errors(study: Path) -> tuple[list[str], list[list]]:
     errors = errors[errors["statistic"] == "mean_y1"]
     classes = list(dict.fromkeys(errors["size_class"]))
     cells = errors.groupby("size_class")["cells"].max()
-    rows, published = [], False
+    rows, published = [], []
     for (epsilon, method, extra), group in errors.groupby(
             ["epsilon", "method", "extra_epsilon"], sort=False):
-        if extra == 0:
-            if published:
-                continue
-            published = True
         by_class = group.set_index("size_class")["median_abs_error"]
-        rows.append([epsilon if extra else "0 extra", method,
-                     *(round(by_class[c]) if c in by_class else None for c in classes)])
-    return [f"{c} ({cells[c]} cells)" for c in classes], rows
+        row = [f"{epsilon:g}" if extra else "0 extra", method,
+               *(round(by_class[c]) if c in by_class else None for c in classes)]
+        (rows if extra else published).append(row)
+    return [f"{c} ({cells[c]} cells)" for c in classes], rows + published[:1]
 
 
 def main() -> None:
@@ -95,9 +92,12 @@ def main() -> None:
         def read(r: str, name: str) -> bytes:
             return table_path(tmp / "rel" / r / "public", name).read_bytes() \
                 if name.startswith("pseo") else (tmp / "rel" / r / "internal" / name).read_bytes()
+
+        def rows(r: str) -> set[str]:
+            with open_table(table_path(tmp / "rel" / r / "public", "pseom_all.csv")) as text:
+                return set(text.read().splitlines())
         same = all(read("B", f) == read("C", f) for f in ("pseom_all.csv", "ledger.csv"))
-        a_rows = set(read("A", "pseom_all.csv").decode().splitlines())
-        a_in_b = a_rows <= set(read("B", "pseom_all.csv").decode().splitlines())
+        a_in_b = rows("A") <= rows("B")
         pseo_das(["store", "verify", str(tmp / "store")], "store-verify", env)   # or fails
     rows = []
     for r, measured in releases.items():
