@@ -75,11 +75,9 @@ def measure_flows(pending: dict[int, list["PendingMeasurement"]], counts: "TrueC
     for years_after, mine in pending.items():
         for measurement in mine:
             question = measurement.question
-            cells, true_counts = counts.flows(question.cip_level, years_after,
-                                              cfg.cells.last_earnings_year,
-                                              measurement.populations)
-            if question.product == TOTAL_PRODUCT:
-                true_counts = true_counts.sum(axis=1, keepdims=True)
+            of = counts.origin_counts if question.product == TOTAL_PRODUCT else counts.flows
+            cells, true_counts = of(question.cip_level, years_after,
+                                    cfg.cells.last_earnings_year, measurement.populations)
             (statement,) = question.statements(measurement.measurement_id)
             if statement.employer is None:
                 measured.append(measure_with_geometric_noise(

@@ -365,6 +365,9 @@ class LevelCounts:
     employed_at_employer: dict[int, pd.DataFrame] = field(default_factory=dict)
 
 
+FLOWS_BLOCK_CELLS = 8192   # origin cells of the true flows copied at a time
+
+
 @dataclass
 class TrueCounts:
     """Every true count a release measures, by CIP level; what the aggregation read."""
@@ -395,10 +398,25 @@ class TrueCounts:
               populations: pd.DataFrame | None = None) -> tuple[pd.DataFrame, np.ndarray]:
         """Cells and cells x N_DESTINATIONS flows, the non-employed destination last."""
         counts = self.levels[level]
-        selected = counts.frame.measured_cells(years_after, last_earnings_year, populations)
-        flows = counts.employed[years_after][selected].astype(np.int64)
+        selected = np.flatnonzero(counts.frame.measured_cells(years_after, last_earnings_year,
+                                                              populations))
+        employed = counts.employed[years_after]
+        flows = np.empty((len(selected), N_DESTINATIONS), np.int64)
+        for start in range(0, len(selected), FLOWS_BLOCK_CELLS):   # no int32 copy of all cells
+            rows = selected[start:start + FLOWS_BLOCK_CELLS]
+            flows[start:start + len(rows)] = employed[rows]
         flows[:, NONEMPLOYED] = counts.graduates[selected] - flows.sum(axis=1)
-        return counts.frame.cells[selected].reset_index(drop=True), flows
+        return counts.frame.cells.iloc[selected].reset_index(drop=True), flows
+
+    def origin_counts(self, level: str, years_after: int, last_earnings_year: int,
+                      populations: pd.DataFrame | None = None
+                      ) -> tuple[pd.DataFrame, np.ndarray]:
+        """The cells of `flows` and their graduates (cells x 1): each flows row's sum, every
+        graduate of a cell being in one destination, without the cells x destinations."""
+        counts = self.levels[level]
+        selected = counts.frame.measured_cells(years_after, last_earnings_year, populations)
+        return (counts.frame.cells[selected].reset_index(drop=True),
+                counts.graduates[selected].astype(np.int64)[:, None])
 
     def employer_side_table(self, level: str, years_after: int,
                             last_earnings_year: int) -> tuple[np.ndarray, np.ndarray]:

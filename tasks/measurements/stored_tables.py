@@ -5,6 +5,7 @@ they are retried on failure.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 
@@ -37,9 +38,10 @@ from pseo_das.tasks.privacy.question import Question
 from pseo_das.tasks.privacy.store import PrivacyStore
 
 @file_task("keep measurements in the privacy store")
-def keep_measurements(store_path: Path, measured: list[NoisyMeasurement]) -> dict[str, str]:
-    """Store every new measurement's noisy values (content-addressed); returns measurement
-    id -> object SHA-256. Storing one again (a retry) is a no-op. Privacy cost: none."""
+def keep_measurements(store_path: Path, measured: Iterable[NoisyMeasurement]) -> dict[str, str]:
+    """Store every new measurement's noisy values (content-addressed) as it comes
+    (`measured` may be drawn lazily: `products.measure_pending`); returns measurement id ->
+    object SHA-256. Storing one again (a retry) is a no-op. Privacy cost: none."""
     with PrivacyStore.open(store_path) as store:
         stored = {m.measurement_id: store.store_measurement(m.measurement_id, m.cells, m.values)
                   for m in measured}

@@ -49,8 +49,8 @@ def discrete_laplace_noise(release_seed: bytes, measurement_id: str,
     table = inversion_table(exact_epsilon(epsilon))
     stream = NoiseStream(release_seed, measurement_id)
     size = int(np.prod(shape, dtype=np.int64))
-    noise = draw(table, stream.words(size), stream.word)
-    return noise.reshape(shape)
+    words = stream.words(size)
+    return draw(table, words, stream.word, out=words.view(np.int64)).reshape(shape)
 
 
 def geometric_noise_epsilon(epsilon: float | str | Fraction, sensitivity: int) -> Fraction:
@@ -83,5 +83,5 @@ def measure_with_geometric_noise(release_seed: bytes, statement: PrivacyStatemen
     noise = discrete_laplace_noise(release_seed, statement.stream_id,
                                    geometric_noise_epsilon(statement.epsilon, sensitivity),
                                    true_counts.shape)
-    return NoisyMeasurement(statement.stream_id, cells, true_counts.astype(np.int64) + noise,
-                            entry)
+    noise += np.asarray(true_counts).astype(np.int64, copy=False)   # in place: one array, not three
+    return NoisyMeasurement(statement.stream_id, cells, noise, entry)
