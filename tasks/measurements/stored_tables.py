@@ -38,17 +38,25 @@ from pseo_das.tasks.measurements.publication_record import (PublicationRecord,
 from pseo_das.tasks.privacy.question import Question
 from pseo_das.tasks.privacy.store import PrivacyStore
 
-@file_task("keep measurements in the privacy store")
-def keep_measurements(store_path: Path, measured: Iterable[NoisyMeasurement]) -> dict[str, str]:
-    """Store every new measurement's noisy values (content-addressed) as it comes
-    (`measured` may be drawn lazily: `products.measure_pending`); returns measurement id ->
-    object SHA-256. Storing one again (a retry) is a no-op. Privacy cost: none."""
-    stored = {}
+@file_task("keep measurements in the privacy store")   # one run per measurement
+def keep_measurement(store_path: Path, measured: NoisyMeasurement) -> str:
+    """Store one new measurement's noisy values (content-addressed); returns the object's
+    SHA-256. Storing it again (a retry) is a no-op. Privacy cost: none."""
     with PrivacyStore.open(store_path) as store:
-        for m in measured:
-            stored[m.measurement_id] = store.store_measurement(m.measurement_id, m.cells, m.values)
-            del m
-            release_arrow_memory()
+        return store.store_measurement(measured.measurement_id, measured.cells, measured.values)
+
+
+def keep_measurements(store_path: Path, measured: Iterable[NoisyMeasurement]) -> dict[str, str]:
+    """Store every new measurement as it comes (`measured` may be drawn lazily:
+    `products.measure_pending`), each by its own task, retried alone on a transient I/O
+    error; returns measurement id -> object SHA-256. Not a task itself: the measurements
+    drawn inside a task would stay in memory until it ended (Prefect keeps the results
+    of the task runs nested in one with it). Privacy cost: none."""
+    stored = {}
+    for m in measured:
+        stored[m.measurement_id] = keep_measurement(store_path, m)
+        del m
+        release_arrow_memory()
     if stored:
         progress(f"kept {len(stored)} new measurement(s) in the privacy store {store_path}")
     return stored
