@@ -24,3 +24,20 @@ def test_repeats_are_added_up_and_rows_taken_as_dense_indexing_takes_them():
     empty = SparseCounts.summed(3, width, np.zeros(0, np.int64), np.zeros(0, np.int64))
     assert np.array_equal(empty.toarray(), np.zeros((3, width), np.int64))
     assert empty[np.array([2, 0])].shape == (2, width)
+
+
+def test_the_noise_added_to_the_entries_is_the_noise_added_to_the_dense_counts():
+    """The geometric mechanism takes the true flows as their non-zero entries: the same
+    noisy values as from the dense array, same stream and statement."""
+    from pseo_das.tasks.privacy.geometric import measure_with_geometric_noise
+    from pseo_das.tasks.privacy.statement import geometric_statement
+    rng = np.random.default_rng(9)
+    n, width = 40, 11
+    sparse = SparseCounts.summed(n, width, rng.integers(0, n * width, 60), rng.integers(1, 5, 60))
+    statement = geometric_statement("t", "test", "flows.I.cip2.y1@R1/1", "1", width)
+    seed = bytes(range(32))
+    from_dense = measure_with_geometric_noise(seed, statement, None, sparse.toarray())
+    from_entries = measure_with_geometric_noise(seed, statement, None, sparse)
+    assert from_entries.values.dtype == np.int64
+    assert np.array_equal(from_entries.values, from_dense.values)
+    assert from_entries.entry == from_dense.entry

@@ -75,10 +75,12 @@ def measure_flows(pending: dict[int, list["PendingMeasurement"]], counts: "TrueC
     for years_after, mine in pending.items():
         for measurement in mine:
             question = measurement.question
-            of = counts.origin_counts if question.product == TOTAL_PRODUCT else counts.flows
+            (statement,) = question.statements(measurement.measurement_id)
+            of = (counts.origin_counts if question.product == TOTAL_PRODUCT
+                  else counts.flows if statement.employer is not None
+                  else counts.flow_entries)   # the geometric noise adds the non-zero counts
             cells, true_counts = of(question.cip_level, years_after,
                                     cfg.cells.last_earnings_year, measurement.populations)
-            (statement,) = question.statements(measurement.measurement_id)
             if statement.employer is None:
                 measured.append(measure_with_geometric_noise(
                     measurement.seed.bits, statement, cells, true_counts,

@@ -409,12 +409,26 @@ class TrueCounts:
     def flows(self, level: str, years_after: int, last_earnings_year: int,
               populations: pd.DataFrame | None = None) -> tuple[pd.DataFrame, np.ndarray]:
         """Cells and cells x N_DESTINATIONS flows, the non-employed destination last."""
+        cells, entries = self.flow_entries(level, years_after, last_earnings_year, populations)
+        return cells, entries.toarray()
+
+    def flow_entries(self, level: str, years_after: int, last_earnings_year: int,
+                     populations: pd.DataFrame | None = None
+                     ) -> tuple[pd.DataFrame, SparseCounts]:
+        """`flows` as their non-zero entries (a national table is never held dense)."""
         counts = self.levels[level]
         selected = np.flatnonzero(counts.frame.measured_cells(years_after, last_earnings_year,
                                                               populations))
-        flows = counts.employed[years_after][selected].toarray()
-        flows[:, NONEMPLOYED] = counts.graduates[selected] - flows.sum(axis=1)
-        return counts.frame.cells.iloc[selected].reset_index(drop=True), flows
+        employed = counts.employed[years_after][selected]
+        n = len(selected)
+        row = employed.flat // N_DESTINATIONS
+        nonemployed = counts.graduates[selected] - np.bincount(
+            row, weights=employed.count, minlength=n).round().astype(np.int64)
+        entries = SparseCounts.summed(
+            n, N_DESTINATIONS,
+            np.concatenate([employed.flat, np.arange(n) * N_DESTINATIONS + NONEMPLOYED]),
+            np.concatenate([employed.count, nonemployed]))
+        return counts.frame.cells.iloc[selected].reset_index(drop=True), entries
 
     def origin_counts(self, level: str, years_after: int, last_earnings_year: int,
                       populations: pd.DataFrame | None = None
