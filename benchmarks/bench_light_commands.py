@@ -5,7 +5,9 @@
 Each command runs --repeat times (default 5) in a fresh temporary folder; the median wall
 time is reported beside two baselines measured in the same run: a bare interpreter
 (`python -c pass`) and `import pandas` (what a command that reads a table cannot avoid).
-Target (issue 36): every light command under 2 s on the 2-core machine. For each command
+Target (issue 36): every light command under 2 s on the 2-core machine. Also timed: a
+release refused for its configuration (`percentiles = [10, 50, 90]`, exit 2), which is
+refused before it starts Prefect, opens MLflow or touches the store. For each command
 the 3 slowest imports of one `python -X importtime` run are listed as evidence of what
 its time is spent on. Results: benchmarks/results/light-commands-<date>.json (the schema of
 result_file.py), rendered in docs/develop/benchmarks.md.
@@ -33,7 +35,11 @@ COMMANDS = {
     "store init": ["store", "init", "{tmp}/store"],
     "store show": ["store", "show", "{tmp}/store"],
     "validate-layout": ["validate-layout", "{tmp}"],
+    # refused before Prefect, MLflow or the store (exit 2): docs/operate/troubleshooting.md
+    "release, refused configuration": ["release", "--data", "{tmp}", "--out", "{tmp}/out",
+                                       "--config", "{tmp}/p.toml"],
 }
+REFUSED_TOML = "[earnings]\npercentiles = [10, 50, 90]\n"
 BASELINES = {"python -c pass": "pass", "import pandas": "import pandas"}
 
 
@@ -62,6 +68,7 @@ def main() -> None:
     run = Run("light-commands")
     results: dict[str, dict] = {}
     with tempfile.TemporaryDirectory() as tmp:
+        Path(tmp, "p.toml").write_text(REFUSED_TOML)
         for name, code in BASELINES.items():
             argv = [sys.executable, "-c", code]
             results[name] = {"median_s": statistics.median(timed(argv, tmp)

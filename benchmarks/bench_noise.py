@@ -11,19 +11,25 @@ For epsilon 1 and 1.5, the time of `--draws` two-sided geometric draws, in one p
                X - Y with X, Y = Generator.geometric(1 - exp(-epsilon)) (float inversion)
   pcg64-float  the same float path on numpy's default PCG64, for reference
 
-Target: exact <= 2 x float. Results: benchmarks/results/noise-<date>.json (result_file.py),
+Target: exact <= 2 x float. Also, at the smallest and largest epsilon a configuration
+accepts (pseo_das/epsilon.py): the exact sampler's table (thresholds, memory, time to build
+it) and the time of 200,000 draws (docs/operate/troubleshooting.md, "Epsilon range").
+Results: benchmarks/results/noise-<date>.json (result_file.py),
 rendered in docs/develop/benchmarks.md.
 """
 from __future__ import annotations
 
 import argparse
 import math
+import sys
 import time
 from fractions import Fraction
 
 import numpy as np
 from randomgen import ChaCha
 
+from pseo_das.epsilon import MAX_EPSILON, MIN_EPSILON
+from pseo_das.tasks.privacy.discrete_laplace import inversion_table
 from pseo_das.tasks.privacy.geometric import discrete_laplace_noise
 from pseo_das.tasks.privacy.streams import stream_key
 from result_file import Run, table
@@ -48,6 +54,23 @@ def best_ns_per_draw(run, draws: int, repeat: int) -> float:
         run()
         times.append(time.perf_counter() - started)
     return min(times) / draws * 1e9
+
+
+def range_bounds(draws: int = 200_000) -> list[list]:
+    """The exact sampler at the accepted range's bounds: epsilon, thresholds, table MB, seconds
+    to build the table (not the cached one) and to draw `draws`."""
+    rows = []
+    for epsilon in (MIN_EPSILON, MAX_EPSILON):
+        started = time.perf_counter()
+        built = inversion_table.__wrapped__(epsilon)
+        build = time.perf_counter() - started
+        size = (sum(map(sys.getsizeof, built.thresholds)) + sys.getsizeof(built.thresholds)
+                + built.ascending.nbytes)
+        started = time.perf_counter()
+        discrete_laplace_noise(SEED, "bounds", epsilon, (draws,))
+        rows.append([f"{float(epsilon):g}", len(built.thresholds), round(size / 1e6, 1),
+                     round(build, 2), round(time.perf_counter() - started, 2)])
+    return rows
 
 
 def main() -> None:
@@ -77,7 +100,10 @@ def main() -> None:
                            ["epsilon", "exact (ns/draw)", "float, ChaCha20 (ns/draw)",
                             "float, PCG64 (ns/draw)", "exact / float"],
                            [[row["epsilon"], *(round(row[c], 2 if c == "exact / float" else 1)
-                                               for c in columns)] for row in rows])],
+                                               for c in columns)] for row in rows]),
+                     table("The exact sampler at the bounds of the accepted epsilon range",
+                           ["epsilon", "thresholds", "table MB", "table built in s",
+                            "200,000 draws in s"], range_bounds())],
                     details={"draws": n, "repeat": args.repeat, "rows": rows})
     print(f"results: {out}")
 

@@ -29,22 +29,21 @@ from pseo_das.tasks.privacy.establishment import (INVERSE_QUARTIC_MEAN_ABSOLUTE,
 from pseo_das.tasks.inputs.cells import observable_populations
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, required=True)
-    parser.add_argument("--release", type=Path, required=True)
-    parser.add_argument("--config", type=Path, required=True)
-    args = parser.parse_args()
-    cfg = load_config(args.config)
+def table_error(data: Path, release: Path, config: Path) -> list[dict]:
+    """Per years after: cohorts, the cohort cells' mean absolute error and its closed form
+    (None for log-Laplace), mean true count, share of cells with S* > 1, and the all-cohort
+    cells' mean absolute error and mean true count."""
+    cfg = load_config(config)
     table_cfg = cfg.employer_table
-    counts = read_counts(args.data, cfg, None, read_cpi(find_cpi(default_reference_dir())))
+    counts = read_counts(data, cfg, None, read_cpi(find_cpi(default_reference_dir())))
     level, last = cfg.flows.measured_levels()[0], cfg.cells.last_earnings_year
     places = destinations().iloc[:NONEMPLOYED]
     key = pd.MultiIndex.from_arrays([places["state"], places["industry"]])
-    published = pd.read_csv(table_path(args.release / "public", "pseoemp_all.csv"), dtype=str)
+    published = pd.read_csv(table_path(release / "public", "pseoemp_all.csv"), dtype=str)
     factor = {"smooth-laplace": SMOOTH_LAPLACE_FACTOR,
               "smooth-gamma": SMOOTH_GAMMA_FACTOR * INVERSE_QUARTIC_MEAN_ABSOLUTE
               }.get(table_cfg.mechanism)
+    rows = []
     for k in cfg.cells.years_after:
         populations = observable_populations(counts.frames[level], k, last)
         errors, truths, expected, above = [], [], [], []
@@ -64,15 +63,30 @@ def main() -> None:
         everything = published[published["grad_cohort"] == "0000"] \
             .set_index(["geography", "industry"]).reindex(key)[f"y{k}_grads_emp"] \
             .astype(np.int64).to_numpy()
-        line = (f"y{k}: {len(errors)} cohorts x {NONEMPLOYED} cells: mean absolute error "
-                f"{np.mean(np.concatenate(errors)):.2f} (mean true count "
-                f"{np.mean(np.concatenate(truths)):.2f}; S* > 1 in "
-                f"{100 * np.mean(np.concatenate(above)):.1f}% of cells)")
-        if expected:
-            line += f", expected {np.mean(np.concatenate(expected)):.2f}"
-        line += (f"; all cohorts: mean absolute error {np.mean(np.abs(everything - all_truth)):.2f}"
-                 f" (mean true count {np.mean(all_truth):.1f})")
-        print(line)
+        rows.append({"years_after": k, "cohorts": len(errors),
+                     "cohort_error": float(np.mean(np.concatenate(errors))),
+                     "expected": float(np.mean(np.concatenate(expected))) if expected else None,
+                     "cohort_truth": float(np.mean(np.concatenate(truths))),
+                     "above_share": float(np.mean(np.concatenate(above))),
+                     "all_error": float(np.mean(np.abs(everything - all_truth))),
+                     "all_truth": float(np.mean(all_truth))})
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, required=True)
+    parser.add_argument("--release", type=Path, required=True)
+    parser.add_argument("--config", type=Path, required=True)
+    args = parser.parse_args()
+    for r in table_error(args.data, args.release, args.config):
+        line = (f"y{r['years_after']}: {r['cohorts']} cohorts x {NONEMPLOYED} cells: mean "
+                f"absolute error {r['cohort_error']:.2f} (mean true count "
+                f"{r['cohort_truth']:.2f}; S* > 1 in {100 * r['above_share']:.1f}% of cells)")
+        if r["expected"] is not None:
+            line += f", expected {r['expected']:.2f}"
+        print(line + f"; all cohorts: mean absolute error {r['all_error']:.2f} (mean true "
+              f"count {r['all_truth']:.1f})")
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ import hashlib
 import io
 import os
 from pathlib import Path
+from typing import BinaryIO
 
 READ_BYTES = 1 << 22
 _recorded: dict[str, tuple[tuple[int, int, int, int], str]] = {}   # path -> (stat, digest)
@@ -71,8 +72,13 @@ def file_sha256(path: Path) -> str:
 
 def read_sha256(path: Path) -> str:
     """SHA-256 of the file's bytes, read in blocks."""
-    digest = hashlib.sha256()
     with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(READ_BYTES), b""):
-            digest.update(block)
+        return stream_sha256(fh)
+
+
+def stream_sha256(stream: BinaryIO) -> str:
+    """SHA-256 of what a binary stream reads (a file, or a gzip file's decompressed bytes)."""
+    digest = hashlib.sha256()
+    for block in iter(lambda: stream.read(READ_BYTES), b""):
+        digest.update(block)
     return digest.hexdigest()

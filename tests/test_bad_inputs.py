@@ -20,8 +20,7 @@ import pandas as pd
 import pytest
 
 from conftest import run_release, store_beside
-from pseo_das.synth_ipeds import write_synthetic_ipeds
-from test_ingest import valid_graduates, valid_outcomes, write
+from test_ingest import valid_graduates, valid_outcomes, write, write_releasable
 from pseo_das.tasks.privacy.store import PrivacyStore
 from pseo_das.tasks.inputs.reference_inputs import COVERAGE_FILE, J2J_FILE, default_reference_dir
 
@@ -479,9 +478,7 @@ def test_bad_input_is_refused_and_nothing_is_published_or_spent(make: Make, expe
                                                                 tmp_path, audit_store, capsys,
                                                                 request):
     release_id = f"bad-{request.node.callspec.id}"
-    valid = tmp_path / "valid-data"
-    valid.mkdir()
-    write_synthetic_ipeds(write(valid, valid_graduates(), valid_outcomes()))   # its own IPEDS
+    valid = write_releasable(tmp_path / "valid-data")
     options = {"--data": valid, **make(tmp_path)}
     out = tmp_path / "release"
     extra = tuple(str(v) for key, path in options.items() if key != "--data" for v in (key, path))

@@ -147,9 +147,10 @@ def test_sectors_and_divisions_add_up_to_the_all_industries_row(public):
             total = national[national[flag] == "1"].set_index(ORIGIN)[value].astype(int)
             for rows in (detail[(detail["geo_level"] == "N") & (detail["ind_level"] == "S")],
                          detail[(detail["geo_level"] == "D") & (detail["ind_level"] == "A")]):
-                complete = rows.groupby(ORIGIN)[flag].agg(lambda s: (s == "1").all())
-                sums = rows[rows[flag] == "1"].groupby(ORIGIN)[value].agg(
-                    lambda s: s.astype(int).sum())
+                published = rows[flag] == "1"
+                keys = [rows[column] for column in ORIGIN]
+                complete = published.groupby(keys).all()
+                sums = rows[value].where(published, "0").astype(int).groupby(keys).sum()
                 both = total.index.intersection(complete[complete].index)
                 assert len(both) > 0
                 assert (sums.reindex(both) == total.reindex(both)).all(), (value, len(both))

@@ -42,6 +42,15 @@ def write(tmp_path: Path, graduates: pd.DataFrame, outcomes: pd.DataFrame, fmt="
     return tmp_path
 
 
+def write_releasable(folder: Path) -> Path:
+    """The valid tiny data set in a new `folder`, with the IPEDS files of its own graduates
+    (synth_ipeds.py), so that a release of it withholds no cell; returns `folder`."""
+    from pseo_das.synth_ipeds import write_synthetic_ipeds
+    folder.mkdir()
+    write_synthetic_ipeds(write(folder, valid_graduates(), valid_outcomes()))
+    return folder
+
+
 @pytest.mark.parametrize("dtype", ["int64", "Int64", "float32"])
 def test_whole_dollar_and_float32_earnings_are_valid(tmp_path, dtype):
     outcomes = valid_outcomes()

@@ -90,12 +90,8 @@ def flow_runs(api_url: str) -> list[dict]:
 def test_start_a_release_against_it_then_stop(home, tmp_path):
     """One start (over a stale record), one release that reports to the kept server
     instead of starting its own, status, stop."""
-    from pseo_das.synth_ipeds import write_synthetic_ipeds
-    from test_ingest import valid_graduates, valid_outcomes, write
-    data = tmp_path / "data"
-    data.mkdir()
-    write(data, valid_graduates(), valid_outcomes())
-    write_synthetic_ipeds(data)   # the IPEDS files of its own graduates
+    from test_ingest import write_releasable
+    data = write_releasable(tmp_path / "data")
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
     write_record(home, dead_pid())
 

@@ -11,6 +11,8 @@ from pathlib import Path
 import mlflow
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.csv as csv
 import pyarrow.parquet as pq
 import pytest
 
@@ -46,7 +48,9 @@ def readable_bytes(path: Path) -> bytes:
     """A file's content as a reader sees it: gunzipped, every member of a workbook, a
     Parquet table as CSV text."""
     if path.suffix == ".parquet":
-        return pq.read_table(path).to_pandas().to_csv(index=False).encode()
+        text = pa.BufferOutputStream()
+        csv.write_csv(pq.read_table(path), text)
+        return text.getvalue().to_pybytes()
     if path.suffix == ".gz":
         return gzip.decompress(path.read_bytes())
     if path.suffix == ".xlsx":

@@ -15,8 +15,7 @@ from conftest import run_release, store_beside, public_table
 from pseo_das.cli import main
 from pseo_das.tasks.inputs.ingest import sha256_file
 from pseo_das.tasks.publication.release_files import fingerprints
-from pseo_das.synth_ipeds import write_synthetic_ipeds
-from test_ingest import valid_graduates, valid_outcomes, write
+from test_ingest import write_releasable
 
 SEED = "7c" * 32
 
@@ -37,10 +36,7 @@ def tree(folder: Path) -> dict[str, str]:
 def tiny(tmp_path_factory):
     """A tiny confidential data set, an MLflow store and a privacy store beside it."""
     root = tmp_path_factory.mktemp("review")
-    data = root / "data"
-    data.mkdir()
-    write(data, valid_graduates(), valid_outcomes())
-    write_synthetic_ipeds(data)   # the IPEDS files of its own graduates
+    data = write_releasable(root / "data")
     uri = f"sqlite:///{root / 'audit' / 'mlflow.db'}"
     return root, data, uri, store_beside(uri)
 

@@ -17,8 +17,7 @@ from pseo_das.cli import main
 from pseo_das.tasks.privacy.store import (GENESIS, PrivacyStore, StorePolicyError, chain_sha256,
                                           exclusive_lock, init_store, row_content, store_lock)
 from pseo_das.tasks.privacy.store_integrity import verify_store
-from pseo_das.synth_ipeds import write_synthetic_ipeds
-from test_ingest import valid_graduates, valid_outcomes, write
+from test_ingest import write_releasable
 
 pytestmark = pytest.mark.slow  # system tests: real releases, real MLflow store
 
@@ -34,10 +33,7 @@ def cli(*args: str) -> int:
 @pytest.fixture
 def published(tmp_path):
     """Release R1 of a tiny data set, published; returns (data, tracking URI, store, R1)."""
-    data = tmp_path / "data"
-    data.mkdir()
-    write(data, valid_graduates(), valid_outcomes())
-    write_synthetic_ipeds(data)   # the IPEDS files of its own graduates
+    data = write_releasable(tmp_path / "data")
     uri = f"sqlite:///{tmp_path / 'audit' / 'mlflow.db'}"
     assert run_release(data, tmp_path / "R1", SEED, uri, "R1") == 0
     return data, uri, store_beside(uri), tmp_path / "R1"

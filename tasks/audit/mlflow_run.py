@@ -30,6 +30,7 @@ from pseo_das.tasks.privacy.ledger import PrivacyLedger
 from pseo_das.tasks.privacy.release_seed import ReleaseSeed
 from pseo_das.tasks.measurements.release_plan import ReleasePlan
 from pseo_das.tasks.audit.ledger_dataset import log_ledger
+from pseo_das.tasks.inputs.reference_cache import cache_root
 from pseo_das.tasks.audit.run_fingerprints import RunFingerprints, log_fingerprints
 from pseo_das.tasks.publication.explorer import EXPLORER
 from pseo_das.tasks.publication.release_files import MANIFEST
@@ -80,7 +81,8 @@ def absolute_tracking_uri(tracking_uri: str) -> str:
 
 def initialise_sqlite_store(tracking_uri: str) -> None:
     """Create a new SQLite tracking store in a temporary file and link it into place: a
-    kill leaves either no store or a complete one, never a half-created schema."""
+    kill leaves either no store or a complete one, never a half-created schema. The new
+    store is a copy of this MLflow version's empty store (`empty_store`)."""
     if not tracking_uri.startswith("sqlite:///"):
         return
     path = Path(tracking_uri.removeprefix("sqlite:///"))
@@ -91,8 +93,10 @@ def initialise_sqlite_store(tracking_uri: str) -> None:
             return
         temporary = path.with_name(f".{path.name}.{os.getpid()}.init")
         temporary.unlink(missing_ok=True)
-        write_private(temporary, b"")     # run logs hold seeds and parameters: owner only
-        MlflowClient(tracking_uri=f"sqlite:///{temporary}").search_experiments()
+        empty = empty_store()
+        write_private(temporary, empty or b"")   # run logs hold seeds and parameters: owner only
+        if empty is None:
+            build_empty_store(temporary)
         try:
             os.link(temporary, path)          # never replaces a store created meanwhile
         except FileExistsError:
@@ -136,6 +140,40 @@ def existing_runs_of_store(tracking_uri: str, store_path: Path, store_id: str) -
                                  f"{str(exc).splitlines()[0]}") from exc
     return None if experiment is None else runs_of_store(client, experiment.experiment_id,
                                                          store_path, store_id)
+
+
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def empty_store() -> bytes | None:
+    """The bytes of a new SQLite tracking store of this MLflow version, as MLflow creates it
+    (its schema and the Default experiment). MLflow builds a new store by running every
+    migration of its schema, seconds of CPU; it is done once per MLflow version and kept in
+    the cache folder (reference_cache.cache_root() / "mlflow"), and every new store is a
+    copy. Made again when the kept one is missing or not a SQLite file; None when the cache
+    folder cannot be written (the store is then built in place)."""
+    kept = cache_root() / "mlflow" / f"empty-store-{MLFLOW_VERSION}.db"
+    try:
+        empty = kept.read_bytes()
+        if empty.startswith(SQLITE_HEADER):
+            return empty
+    except OSError:
+        pass
+    try:
+        private_folder(kept.parent)
+        temporary = kept.with_name(f".{kept.name}.{os.getpid()}.init")
+        temporary.unlink(missing_ok=True)
+        write_private(temporary, b"")
+        build_empty_store(temporary)
+        os.replace(temporary, kept)       # whole or not at all, whoever finishes first
+        return kept.read_bytes()
+    except OSError:
+        return None
+
+
+def build_empty_store(path: Path) -> None:
+    """MLflow's own creation of a SQLite tracking store in the (empty) file `path`."""
+    MlflowClient(tracking_uri=f"sqlite:///{path}").search_experiments()
 
 
 # MLflow 3's UI shows an experiment tagged this way as runs with their parameters, metrics

@@ -34,10 +34,16 @@ FORMAT = 1   # bump when the layout of an entry changes
 T = TypeVar("T")
 
 
-def cache_dir() -> Path:
+def cache_root() -> Path:
+    """pseo-das's cache folder: $PSEO_DAS_CACHE_DIR, else $XDG_CACHE_HOME/pseo-das (default
+    ~/.cache/pseo-das). Everything in it can be made again: deleting it is always safe."""
     root = os.environ.get(CACHE_ENV) or Path(os.environ.get("XDG_CACHE_HOME")
                                              or Path.home() / ".cache") / "pseo-das"
-    return Path(root).expanduser() / "reference"
+    return Path(root).expanduser()
+
+
+def cache_dir() -> Path:
+    return cache_root() / "reference"
 
 
 def cached(kind: str, sources: Iterable[Path], params: dict, load: Callable[[], T]) -> T:
