@@ -63,9 +63,14 @@ def geometric_noise_epsilon(epsilon: float | str | Fraction, sensitivity: int) -
 class CountEntries(Protocol):
     """True counts held as their non-zero entries (tasks/inputs/sparse_counts.SparseCounts):
     `flat` (row * columns + column, distinct) and `count`."""
-    shape: tuple[int, int]
-    flat: np.ndarray
-    count: np.ndarray
+    @property
+    def shape(self) -> tuple[int, int]: ...
+
+    @property
+    def flat(self) -> np.ndarray: ...
+
+    @property
+    def count(self) -> np.ndarray: ...
 
 
 def measure_with_geometric_noise(release_seed: bytes, statement: PrivacyStatement,
@@ -84,7 +89,9 @@ def measure_with_geometric_noise(release_seed: bytes, statement: PrivacyStatemen
     parallel composition across cells). The ledger entry is returned with the noise: no
     noise leaves this function without its entry.
     """
-    statement.check_calibration(Mechanism.GEOMETRIC, true_counts, sensitivity)
+    shaped = (true_counts if isinstance(true_counts, np.ndarray)     # entries: a view, no copy
+              else np.broadcast_to(np.int8(0), true_counts.shape))
+    statement.check_calibration(Mechanism.GEOMETRIC, shaped, sensitivity)
     n_cells, n_bins = true_counts.shape
     entry = measured_entry(statement, n_cells, n_bins,
                            geometric_composition(sensitivity),
