@@ -50,10 +50,24 @@ def prefect_api() -> Iterator[Callable[[], None]]:
     if server is None or PREFECT_API_URL.value():
         if server is not None:
             server.stop()
-        yield lambda: None
+        with temporary_settings(heartbeats_unless_configured()):
+            yield lambda: None
         return
-    with temporary_settings({PREFECT_API_URL: server.api_url}):
+    with temporary_settings({PREFECT_API_URL: server.api_url} | heartbeats_unless_configured()):
         yield server.wait_until_ready
+
+
+def heartbeats_unless_configured() -> dict:
+    """Prefect's settings for the command's flow runs: no flow-run heartbeats unless a
+    Prefect settings source (PREFECT_FLOWS_HEARTBEAT_FREQUENCY, a profile, prefect.toml)
+    asks for them. Heartbeats let a server automation mark a run whose process died as
+    crashed; Prefect sends them by default, from a thread that sleeps in 1-second steps and
+    is joined when the flow ends, which held every release up to a second at its end. A
+    site that watches its runs that way sets the frequency and gets them."""
+    from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, get_current_settings
+    if "heartbeat_frequency" in get_current_settings().flows.model_fields_set:
+        return {}
+    return {PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}
 
 
 class _LocalServer:

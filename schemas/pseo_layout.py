@@ -425,7 +425,11 @@ class TableCheck:
         self._running: Future | None = None     # the block being checked
 
     def add(self, table: pa.Table) -> None:
-        self._pending.append(text_table(table))
+        self.add_text(text_table(table))
+
+    def add_text(self, table: pa.Table) -> None:
+        """`add` for a table already as text (`text_table`: what a writer writes)."""
+        self._pending.append(table)
         self.rows += table.num_rows
         if self.rows - self._handed >= CHECK_ROWS:
             self._check_pending()

@@ -121,3 +121,22 @@ def test_start_a_release_against_it_then_stop(home, tmp_path):
         os.kill(record.pid, 0)
     status = pseo_das("server", "status", env=env)
     assert status.returncode == 3 and "no Prefect server kept" in status.stdout
+
+
+HEARTBEAT_PROBE = ("from pseo_das.prefect_runtime import prefect_api\n"
+                   "from prefect.settings import get_current_settings\n"
+                   "with prefect_api():\n"
+                   "    print(get_current_settings().flows.heartbeat_frequency)\n")
+
+
+@pytest.mark.parametrize("configured, expected", [(None, "None"), ("60", "60")])
+def test_flow_heartbeats_only_when_a_settings_source_asks_for_them(configured, expected):
+    """The command's flow runs send no heartbeats (whose thread held the end of every flow
+    up to a second) unless PREFECT_FLOWS_HEARTBEAT_FREQUENCY (or a profile) sets them."""
+    env = {k: v for k, v in os.environ.items() if "HEARTBEAT" not in k}
+    env["PREFECT_API_URL"] = "http://127.0.0.1:9/api"    # named: no server is started
+    if configured:
+        env["PREFECT_FLOWS_HEARTBEAT_FREQUENCY"] = configured
+    shown = subprocess.run([sys.executable, "-c", HEARTBEAT_PROBE], env=env, check=True,
+                           capture_output=True, text=True).stdout.split()
+    assert shown[-1] == expected

@@ -42,8 +42,9 @@ from pseo_das.tasks.measurements.release_plan import (ReleasePlan, lifetime_budg
 from pseo_das.tasks.privacy.store import PrivacyStore, epsilon_text
 from pseo_das.tasks.publication.explorer import write_release_explorers
 from pseo_das.tasks.publication.side_tables import SECTIONS, SideTable
-from pseo_das.tasks.publication.labelled_workbook import write_release_workbook
+from pseo_das.tasks.publication.labelled_workbook import WORKBOOK_NAME, write_release_workbook
 from pseo_das.tasks.publication.parquet_files import DATAPACKAGE_FILE, write_table_package
+from pseo_das.tasks.publication.second_process import second_process
 from pseo_das.tasks.publication.review_request import ReviewRequest, decision_request
 from pseo_das.tasks.publication.release_files import fingerprints, write_code_table, write_csv, write_manifest
 
@@ -262,13 +263,14 @@ class ReleaseFacts:
 @file_task("write release files")
 def write_release(staging: Path, content: ReleaseContent, facts: ReleaseFacts) -> dict[str, str]:
     """Write every file of the release but the flows files into `staging`; return the
-    manifest. The official files are checked in a second thread while the documents are
-    made; it has finished when this returns or raises."""
-    with second_thread() as beside:
-        return _write_release(beside, staging, content, facts)
+    manifest. The official files are checked and their Parquet copies written in a second
+    thread, the workbook in a second process (second_process.py), while the documents are
+    made; they have finished when this returns or raises."""
+    with second_thread() as beside, second_process() as apart:
+        return _write_release(beside, apart, staging, content, facts)
 
 
-def _write_release(beside, staging: Path, content: ReleaseContent,
+def _write_release(beside, apart, staging: Path, content: ReleaseContent,
                    facts: ReleaseFacts) -> dict[str, str]:
     public, internal = staging / "public", staging / "internal"
     identity, cfg, ledger, lifetime = facts.identity, facts.cfg, facts.ledger, facts.lifetime
@@ -284,6 +286,8 @@ def _write_release(beside, staging: Path, content: ReleaseContent,
     pseoe_path = published_table(public, Product.PSEOE.file_name, table_format)
     pseoe_check = TableCheck(pseoe_path.name, Product.PSEOE, list(pseoe.columns))
     write_code_table(pseoe, pseoe_path, check=pseoe_check)
+    workbook = apart(write_release_workbook, public, identity.release_id) \
+        if cfg.publication.xlsx else None
     write_code_table(pseoh, published_table(public, HISTOGRAMS_FILE, table_format))
     done(f"wrote {Product.PSEOE.file_name} ({len(pseoe):,} rows) and {HISTOGRAMS_FILE}")
     pseof = flows_files.pseof
@@ -294,8 +298,6 @@ def _write_release(beside, staging: Path, content: ReleaseContent,
     done(f"wrote the institutions, version and {len(metadata) - 1} other state folder files")
     layout_check = official_layout_check(public, [pseoe_check, pseof.layout_check],
                                          facts.cip_recast["published_vintage"])
-    workbook = beside(write_release_workbook, public, identity.release_id) \
-        if cfg.publication.xlsx else None
     parquet = beside(write_table_package, public) if cfg.publication.parquet else None
     context = release_context(cfg, ledger, tables, cells, release_id=identity.release_id,
                               code_version=identity.code_version,
@@ -331,7 +333,8 @@ def _write_release(beside, staging: Path, content: ReleaseContent,
         json.dumps(lifetime.release_summary, indent=2) + "\n")
     (internal / "config.json").write_text(json.dumps(cfg.model_dump(mode="json"), indent=2) + "\n")
     if workbook is not None:
-        done(f"wrote {workbook.result().relative_to(public)}")
+        workbook.result()
+        done(f"wrote {ALL_FOLDER}/{WORKBOOK_NAME}")
     if parquet is not None:
         done(f"wrote all/{DATAPACKAGE_FILE} and {len(parquet.result())} Parquet copies")
     written = fingerprints(staging)      # every file but the DRB report and the manifest

@@ -113,9 +113,11 @@ WORKBOOK_NAME = "pseoe_all.xlsx"
 NO_PRODUCTION_TIME = datetime(1980, 1, 1)    # a release id that names no time (the zip's epoch)
 
 
-def write_release_workbook(public: Path, release_id: str) -> Path:
+def write_release_workbook(public: Path | str, release_id: str) -> Path:
     """all/pseoe_all.xlsx of a release's public folder, from its pseoe_all as written (read
-    back as text: the workbook holds what the file publishes)."""
+    back as text: the workbook holds what the file publishes). A release writes it in its
+    second process (second_process.py)."""
+    public = Path(public)
     frame = pd.read_csv(table_path(public, Product.PSEOE.file_name), dtype=str,
                         keep_default_na=False)
     production = release_production(release_id)

@@ -72,7 +72,8 @@ def institutions_table(institutions: pd.DataFrame) -> pd.DataFrame:
     _refuse(given["institution"], given["institution"].duplicated(keep=False),
             "institution given more than one statefips")
     labels = institution_labels().set_index("institution")
-    known = given["institution"].isin(labels.index)
+    # by the index's hash table (as the maps below): isin against 57,629 labels took 0.3 s
+    known = pd.Series(labels.index.get_indexer(given["institution"]) >= 0, index=given.index)
     postal = given["statefips"].map(STATE_POSTAL)
     listed = given["institution"].map(labels["institution_state"]).fillna("")
     agrees = known & ((listed == "") | (listed == postal))

@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 
 from pseo_das.errors import PseoDasError
 from pseo_das.schemas.distribution import ALL_FOLDER, open_output
-from pseo_das.schemas.pseo_layout import TableCheck
+from pseo_das.schemas.pseo_layout import TableCheck, text_table
 from pseo_das.tasks import progress
 from pseo_das.schemas.written_hashes import HashingFile, file_sha256
 from pseo_das.tasks.publication.earlier_copies import link_earlier_copies
@@ -146,8 +146,9 @@ class CodeTableWriter:
         table = rows if isinstance(rows, pa.Table) else pa.Table.from_pandas(rows, preserve_index=False)
         if table.column_names != self.columns:
             raise ValueError(f"columns {table.column_names} differ from {self.columns}")
-        if self.check is not None:
-            self.check.add(table)
+        if self.check is not None:   # checked and written as text: each column cast once
+            table = text_table(table)
+            self.check.add_text(table)
         pa_csv.write_csv(table, self._out, pa_csv.WriteOptions(include_header=False,
                                                                 quoting_style="none"))
         self.rows += table.num_rows
