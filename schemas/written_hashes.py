@@ -76,7 +76,7 @@ def read_sha256(path: Path) -> str:
         return stream_sha256(fh)
 
 
-def stream_sha256(stream: BinaryIO) -> str:
+def stream_sha256(stream: BinaryIO | io.BufferedIOBase) -> str:
     """SHA-256 of what a binary stream reads (a file, or a gzip file's decompressed bytes)."""
     digest = hashlib.sha256()
     for block in iter(lambda: stream.read(READ_BYTES), b""):

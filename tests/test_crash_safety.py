@@ -55,6 +55,15 @@ def store_rows(store: Path) -> tuple[list, list, list]:
         db.close()
 
 
+def session_server_env() -> dict[str, str]:
+    """This process's environment with the session's Prefect server (conftest.prefect_server)
+    as the API: the killed and the resumed releases report to it instead of each booting a
+    server of its own, and the kill (of the release's process group) leaves it running.
+    (A release killed with the server it started: the test of no server left behind.)"""
+    from prefect.settings import PREFECT_API_URL
+    return os.environ | {"PREFECT_API_URL": PREFECT_API_URL.value()}
+
+
 def assert_absent_or_complete(out: Path) -> None:
     if out.exists():
         manifest = json.loads((out / "internal" / "manifest.json").read_text())
@@ -71,12 +80,13 @@ def test_killed_release_resumes_to_the_same_bytes_without_spending_twice(
         marker, releases, synthetic_dir, tmp_path):
     root, _ = releases
     out, store = tmp_path / "release", tmp_path / "audit"
-    assert run_until(release_command(synthetic_dir, out, store), marker), "never reached " + marker
+    env = session_server_env()
+    assert run_until(release_command(synthetic_dir, out, store), marker, env), \
+        "never reached " + marker
     assert_absent_or_complete(out)
     spent_before = store_rows(store)
     assert all(spent_before)  # the plan and its spend were recorded before any noise
 
-    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
     rerun = subprocess.run(release_command(synthetic_dir, out, store), capture_output=True,
                            text=True, env=env, timeout=600)
     assert rerun.returncode == 0, rerun.stdout[-3000:] + rerun.stderr[-3000:]

@@ -145,6 +145,28 @@ def test_the_vectorised_path_equals_the_scalar_path_including_threshold_hits():
     assert vectorised.tolist() == scalar
 
 
+def test_drawing_over_the_words_themselves_gives_the_same_values():
+    """`out` = the words viewed as int64 (a national table's noise held once): the same
+    values as a separate array, threshold hits and the tail included, over several chunks,
+    and the undecided words' following words taken in the same order."""
+    from pseo_das.tasks.privacy import discrete_laplace
+    table = inversion_table(Fraction(1, 3))
+    rng = np.random.default_rng(11)
+    words = rng.integers(0, 2 ** 64, size=3 * discrete_laplace.CHUNK + 17, dtype=np.uint64)
+    hits = np.array(table.thresholds, dtype=np.uint64)
+    for at in (0, discrete_laplace.CHUNK - 2, 2 * discrete_laplace.CHUNK + 5):
+        words[at:at + 3] = hits[:3]
+    words[-2:] = [0, 1]
+    extra = rng.integers(0, 2 ** 64, size=1000, dtype=np.uint64).tolist()
+    separate_extra, in_place_extra = iter(extra), iter(extra)
+    separate = draw(table, words, lambda: next(separate_extra))
+    in_place = words.copy()
+    result = draw(table, in_place, lambda: next(in_place_extra), out=in_place.view(np.int64))
+    assert np.shares_memory(result, in_place)
+    assert np.array_equal(result, separate)
+    assert next(separate_extra) == next(in_place_extra)   # as many following words taken
+
+
 def test_the_sampler_is_bounded_at_the_smallest_and_largest_accepted_epsilon():
     """Every epsilon a configuration accepts (pseo_das/epsilon.py; sensitivity is 1 for
     every geometric measurement) builds its table in bounded time and memory, and its

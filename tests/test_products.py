@@ -146,7 +146,7 @@ def test_a_product_plugged_into_the_registry_is_planned_measured_and_read_back(d
         with PrivacyStore.open(store_path) as store:
             plan = plan_release(store, "R1", SEED, "inputs", "config", cfg,
                                 planning_frames(counts), products=products)
-            measured = measure_pending(plan.pending, counts, cfg, products)
+            measured = list(measure_pending(plan.pending, counts, cfg, products))
             for m in measured:
                 store.store_measurement(m.measurement_id, m.cells, m.values)
         drawn[name] = {m.measurement_id: m.values for m in measured}

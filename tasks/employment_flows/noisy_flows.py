@@ -75,25 +75,23 @@ def measure_flows(pending: dict[int, list["PendingMeasurement"]], counts: "TrueC
     for years_after, mine in pending.items():
         for measurement in mine:
             question = measurement.question
-            cells, true_counts = counts.flows(question.cip_level, years_after,
-                                              cfg.cells.last_earnings_year,
-                                              measurement.populations)
-            if question.product == TOTAL_PRODUCT:
-                true_counts = true_counts.sum(axis=1, keepdims=True)
             (statement,) = question.statements(measurement.measurement_id)
-            if statement.employer is None:
+            of = (question.cip_level, years_after, cfg.cells.last_earnings_year,
+                  measurement.populations)
+            if statement.employer is None:   # the geometric noise adds the non-zero counts
+                cells, entries = (counts.origin_counts(*of) if question.product == TOTAL_PRODUCT
+                                  else counts.flow_entries(*of))
                 measured.append(measure_with_geometric_noise(
-                    measurement.seed.bits, statement, cells, true_counts,
+                    measurement.seed.bits, statement, cells, entries,
                     counts.max_degrees_per_person))
+                del entries
             else:   # flows with graduate attributes: the weak employer notion
-                largest = counts.largest_at_one_employer(
-                    question.cip_level, years_after, cfg.cells.last_earnings_year,
-                    measurement.populations)
+                cells, true_counts = counts.flows(*of)
+                largest = counts.largest_at_one_employer(*of)
                 measured.append(measure_with_employer_protection(
                     measurement.seed.bits, statement, cells, true_counts,
                     largest))
-                del largest
-            del true_counts
+                del largest, true_counts
     progress("measured flows: " + (", ".join(
         f"{m.measurement_id} ({len(m.cells):,} cells x {m.values.shape[1]:,} "
         f"{'destinations' if m.values.shape[1] == N_DESTINATIONS else 'count'})"

@@ -44,6 +44,7 @@ from pseo_das.tasks.inputs.ingest import (CHUNK_ROWS, InputFiles, InputLayout,
                                           InputValidationError, find_input_files, find_inputs,
                                           input_layout)
 from pseo_das.tasks.inputs.person_chunks import PersonChunk, Validator, person_chunks
+from pseo_das.tasks.inputs.sparse_counts import SparseCounts
 
 
 @dataclass(frozen=True)
@@ -199,6 +200,7 @@ def _at_employer(flat: np.ndarray, employer: np.ndarray, n_employers: int
 
 # Rows of (flow, employer) counts kept before they are added up (bounded memory).
 EMPLOYER_ROWS_BEFORE_SUM = 2_000_000
+EMPLOYED_PARTS_BEFORE_SUM = 8   # chunks' employed counts kept before they are summed
 
 
 class LevelTotals:
@@ -212,7 +214,9 @@ class LevelTotals:
         self.rows: list[pd.DataFrame] = []                 # the cells, as first seen
         self.graduates = np.zeros(0, np.int64)
         self.histograms: dict[int, np.ndarray] = {}
-        self.employed: dict[int, np.ndarray] = {}
+        # years_after -> (flat cell * N_DESTINATIONS + destination, count) of each chunk added,
+        # cells numbered as first seen (summed every EMPLOYED_PARTS_BEFORE_SUM parts)
+        self.employed: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
         self.employer_ids: dict[str, int] = {}             # employer_id -> number
         self.at_employer: dict[int, list[pd.DataFrame]] = {}
 
@@ -247,7 +251,6 @@ class LevelTotals:
             return b
         self.graduates = grown(self.graduates)
         self.histograms = {k: grown(a) for k, a in self.histograms.items()}
-        self.employed = {k: grown(a) for k, a in self.employed.items()}
 
     def add(self, part: LevelChunkCounts) -> None:
         keys = self._composite(part.cells)
@@ -261,12 +264,17 @@ class LevelTotals:
                 {c: object for c in CODED_KEYS + ["inst_state"]}))
         self._grow(len(self.keys))
         self.graduates[ids] += part.graduates
-        for store, sparse, width, dtype in ((self.histograms, part.histograms, self.n_bins, np.int64),
-                                            (self.employed, part.employed, N_DESTINATIONS, np.int32)):
-            for k, (flat, count) in sparse.items():
-                if k not in store:
-                    store[k] = np.zeros((len(self.graduates), width), dtype)
-                store[k][ids[flat // width], flat % width] += count.astype(dtype)
+        for k, (flat, count) in part.histograms.items():
+            if k not in self.histograms:
+                self.histograms[k] = np.zeros((len(self.graduates), self.n_bins), np.int64)
+            self.histograms[k][ids[flat // self.n_bins], flat % self.n_bins] += count
+        for k, (flat, count) in part.employed.items():   # sparse: cells x 1,021 mostly zeros
+            parts = self.employed.setdefault(k, [])
+            parts.append((ids[flat // N_DESTINATIONS] * N_DESTINATIONS + flat % N_DESTINATIONS,
+                          count.astype(np.int64)))
+            if len(parts) > EMPLOYED_PARTS_BEFORE_SUM:
+                summed = self.employed_counts(k, len(self.keys))
+                self.employed[k] = [(summed.flat, summed.count)]
         for k, (flat, employer, count) in part.at_employer.items():
             number = np.array([self.employer_ids.setdefault(str(e), len(self.employer_ids))
                                for e in part.employer_names] + [-1], dtype=np.int64)
@@ -276,6 +284,13 @@ class LevelTotals:
                 "employer": number[employer], "graduates": count}))
             if sum(len(p) for p in parts) > EMPLOYER_ROWS_BEFORE_SUM:
                 self.at_employer[k] = [_summed(parts)]
+
+    def employed_counts(self, years_after: int, n: int) -> SparseCounts:
+        """The employed graduates of every flow (cells as numbered here x N_DESTINATIONS)."""
+        parts = self.employed.get(years_after, [])
+        return SparseCounts.summed(
+            n, N_DESTINATIONS, np.concatenate([p[0] for p in parts] or [np.zeros(0, np.int64)]),
+            np.concatenate([p[1] for p in parts] or [np.zeros(0, np.int64)]))
 
     def largest_at_one_employer(self, years_after: int, n: int) -> np.ndarray:
         """x_v of every flow (cells as numbered here x N_DESTINATIONS), int64: the largest
@@ -356,7 +371,7 @@ class LevelCounts:
     frame: CellFrame
     graduates: np.ndarray                  # per cell
     histograms: dict[int, np.ndarray]      # years_after -> cells x bins
-    employed: dict[int, np.ndarray]        # years_after -> cells x destinations (no ZZ/Z)
+    employed: dict[int, SparseCounts]      # years_after -> cells x destinations (no ZZ/Z)
     # years_after -> cells x destinations: x_v (employer-side protection only)
     largest_at_one_employer: dict[int, np.ndarray] = field(default_factory=dict)
     # years_after -> x_v of each state x sector over every cell (the employer-side table)
@@ -394,11 +409,36 @@ class TrueCounts:
     def flows(self, level: str, years_after: int, last_earnings_year: int,
               populations: pd.DataFrame | None = None) -> tuple[pd.DataFrame, np.ndarray]:
         """Cells and cells x N_DESTINATIONS flows, the non-employed destination last."""
+        cells, entries = self.flow_entries(level, years_after, last_earnings_year, populations)
+        return cells, entries.toarray()
+
+    def flow_entries(self, level: str, years_after: int, last_earnings_year: int,
+                     populations: pd.DataFrame | None = None
+                     ) -> tuple[pd.DataFrame, SparseCounts]:
+        """`flows` as their non-zero entries (a national table is never held dense)."""
+        counts = self.levels[level]
+        selected = np.flatnonzero(counts.frame.measured_cells(years_after, last_earnings_year,
+                                                              populations))
+        employed = counts.employed[years_after][selected]
+        n = len(selected)
+        row = employed.flat // N_DESTINATIONS
+        nonemployed = counts.graduates[selected] - np.bincount(
+            row, weights=employed.count, minlength=n).round().astype(np.int64)
+        entries = SparseCounts.summed(
+            n, N_DESTINATIONS,
+            np.concatenate([employed.flat, np.arange(n) * N_DESTINATIONS + NONEMPLOYED]),
+            np.concatenate([employed.count, nonemployed]))
+        return counts.frame.cells.iloc[selected].reset_index(drop=True), entries
+
+    def origin_counts(self, level: str, years_after: int, last_earnings_year: int,
+                      populations: pd.DataFrame | None = None
+                      ) -> tuple[pd.DataFrame, np.ndarray]:
+        """The cells of `flows` and their graduates (cells x 1): each flows row's sum, every
+        graduate of a cell being in one destination, without the cells x destinations."""
         counts = self.levels[level]
         selected = counts.frame.measured_cells(years_after, last_earnings_year, populations)
-        flows = counts.employed[years_after][selected].astype(np.int64)
-        flows[:, NONEMPLOYED] = counts.graduates[selected] - flows.sum(axis=1)
-        return counts.frame.cells[selected].reset_index(drop=True), flows
+        return (counts.frame.cells[selected].reset_index(drop=True),
+                counts.graduates[selected].astype(np.int64)[:, None])
 
     def employer_side_table(self, level: str, years_after: int,
                             last_earnings_year: int) -> tuple[np.ndarray, np.ndarray]:
@@ -478,7 +518,7 @@ class CountsAccumulator:
                 frame, totals.graduates[:n][order],
                 {k: _full(totals.histograms.get(k), n, totals.n_bins, np.int64)[order]
                  for k in years if level in self.rules.earnings_levels},
-                {k: _full(totals.employed.get(k), n, N_DESTINATIONS, np.int32)[order]
+                {k: totals.employed_counts(k, n)[order]
                  for k in years if level in self.rules.flows_levels},
                 {k: totals.largest_at_one_employer(k, n)[order]
                  for k in years if level in self.rules.flows_levels and self.rules.employers},

@@ -18,7 +18,7 @@ plug-ins delegate to their products' tasks, which state theirs).
 """
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -86,7 +86,7 @@ class Product(Protocol[Read]):
         ...
 
     def measure(self, pending: Pending, counts: TrueCounts, cfg: ReleaseConfig
-                ) -> list[NoisyMeasurement]:
+                ) -> Iterable[NoisyMeasurement]:
         """Its pending measurements, from the one counting pass's true counts."""
         ...
 
@@ -184,8 +184,11 @@ class EmploymentFlows:
         return flows_questions(cfg)
 
     def measure(self, pending: Pending, counts: TrueCounts, cfg: ReleaseConfig
-                ) -> list[NoisyMeasurement]:
-        return measure_flows(pending, counts, cfg)
+                ) -> Iterator[NoisyMeasurement]:
+        """One years-after at a time: a national table is kept in the store before the
+        next is drawn (`measure_pending`)."""
+        for years_after, mine in pending.items():
+            yield from measure_flows({years_after: mine}, counts, cfg)
 
     def read(self, reading: StoreReading) -> StoredTables:
         return stored_flows(reading.store_path, reading.plan, reading.recast,
@@ -263,10 +266,13 @@ def by_years_after(pending: Iterable[PendingMeasurement], names: Collection[str]
 
 def measure_pending(pending: Iterable[PendingMeasurement], counts: TrueCounts,
                     cfg: ReleaseConfig, products: Sequence[Product[Any]] = PRODUCTS
-                    ) -> list[NoisyMeasurement]:
+                    ) -> Iterator[NoisyMeasurement]:
     """Every pending measurement of a plan, measured by its product from the one counting
-    pass, product by product in ledger order. Privacy cost: each product's (its questions'
-    epsilon on the populations measured)."""
+    pass, product by product in ledger order, as they are drawn: whoever keeps them
+    (`stored_tables.keep_measurements`) holds one product's (the flows: one years-after's)
+    at a time. Privacy cost: each product's (its questions' epsilon on the populations
+    measured)."""
     pending = tuple(pending)
-    return [measured for product in products if product.enabled(cfg)
-            for measured in product.measure(by_years_after(pending, product.names), counts, cfg)]
+    for product in products:
+        if product.enabled(cfg):
+            yield from product.measure(by_years_after(pending, product.names), counts, cfg)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -49,8 +49,8 @@ def discrete_laplace_noise(release_seed: bytes, measurement_id: str,
     table = inversion_table(exact_epsilon(epsilon))
     stream = NoiseStream(release_seed, measurement_id)
     size = int(np.prod(shape, dtype=np.int64))
-    noise = draw(table, stream.words(size), stream.word)
-    return noise.reshape(shape)
+    words = stream.words(size)
+    return draw(table, words, stream.word, out=words.view(np.int64)).reshape(shape)
 
 
 def geometric_noise_epsilon(epsilon: float | str | Fraction, sensitivity: int) -> Fraction:
@@ -60,12 +60,26 @@ def geometric_noise_epsilon(epsilon: float | str | Fraction, sensitivity: int) -
     return exact_epsilon(epsilon) / sensitivity
 
 
+class CountEntries(Protocol):
+    """True counts held as their non-zero entries (tasks/inputs/sparse_counts.SparseCounts):
+    `flat` (row * columns + column, distinct) and `count`."""
+    @property
+    def shape(self) -> tuple[int, int]: ...
+
+    @property
+    def flat(self) -> np.ndarray: ...
+
+    @property
+    def count(self) -> np.ndarray: ...
+
+
 def measure_with_geometric_noise(release_seed: bytes, statement: PrivacyStatement,
-                                 cells: pd.DataFrame, true_counts: np.ndarray,
+                                 cells: pd.DataFrame, true_counts: np.ndarray | CountEntries,
                                  sensitivity: int = 1) -> NoisyMeasurement:
     """Noisy counts = true counts + two-sided geometric noise (discrete Laplace, P(x) =
     (1-q)/(1+q) q^|x|, q = exp(-epsilon / k)), one draw per entry of `true_counts` (cells
-    x the statement's columns, canonical order), zeros included, drawn exactly (no floating
+    x the statement's columns, canonical order; dense, or as its non-zero entries:
+    `CountEntries`), zeros included, drawn exactly (no floating
     point; unbounded support) from the stream SHA-256(domain, seed, statement's stream id).
     `sensitivity` k: what the counts were bounded to (each person adds at most k in all:
     the contribution bound of the counting pass); the statement must declare the same.
@@ -75,7 +89,9 @@ def measure_with_geometric_noise(release_seed: bytes, statement: PrivacyStatemen
     parallel composition across cells). The ledger entry is returned with the noise: no
     noise leaves this function without its entry.
     """
-    statement.check_calibration(Mechanism.GEOMETRIC, true_counts, sensitivity)
+    shaped = (true_counts if isinstance(true_counts, np.ndarray)     # entries: a view, no copy
+              else np.broadcast_to(np.int8(0), true_counts.shape))
+    statement.check_calibration(Mechanism.GEOMETRIC, shaped, sensitivity)
     n_cells, n_bins = true_counts.shape
     entry = measured_entry(statement, n_cells, n_bins,
                            geometric_composition(sensitivity),
@@ -83,5 +99,8 @@ def measure_with_geometric_noise(release_seed: bytes, statement: PrivacyStatemen
     noise = discrete_laplace_noise(release_seed, statement.stream_id,
                                    geometric_noise_epsilon(statement.epsilon, sensitivity),
                                    true_counts.shape)
-    return NoisyMeasurement(statement.stream_id, cells, true_counts.astype(np.int64) + noise,
-                            entry)
+    if isinstance(true_counts, np.ndarray):   # in place: one array, not three
+        noise += true_counts.astype(np.int64, copy=False)
+    else:   # counts held as their non-zero entries (tasks/inputs/sparse_counts.py)
+        noise.reshape(-1)[true_counts.flat] += true_counts.count
+    return NoisyMeasurement(statement.stream_id, cells, noise, entry)

@@ -24,6 +24,7 @@ from pseo_das.tasks.employment_flows.division_flows import (FLOWS_STATE_CSV, FLO
                                                             FLOWS_STATE_SCHEMA, FlowsRelease,
                                                             PublishedFlowsChecks,
                                                             flows_state_rows, pseof_chunks)
+from pseo_das.tasks.measurements.stored_tables import release_arrow_memory
 from pseo_das.tasks.publication.metadata_files import ALL_STATES, row_states, state_file_name
 from pseo_das.tasks.publication.release_files import CodeTableWriter, ParquetTableWriter
 
@@ -58,6 +59,7 @@ def write_flows_state(path: Path, flows: FlowsRelease, checks: PublishedFlowsChe
                                                           start + STATE_ROWS_BLOCK_CELLS)
                 checks.expect_divisions(table, state_rows, rows, cols)
                 writer.write(state_rows)
+            release_arrow_memory()
         return writer.rows
 
 
@@ -99,6 +101,7 @@ def write_pseof(public: Path, flows: FlowsRelease, institution_state: Mapping[st
                 progress(f"writing {all_name}: {writers[ALL_STATES].rows:,} of "
                          f"{flows.n_pseof_rows:,} rows")
                 last_note = time.monotonic()
+                release_arrow_memory()   # the written chunks' buffers, kept by Arrow's pool
             checks.add(part, start, rows)
             if _national_all_fields(part):
                 national.append(rows)
