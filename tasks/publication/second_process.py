@@ -19,11 +19,16 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+from pseo_das.errors import EXIT_CHECK_FAILED, PseoDasError
+
 ERROR_TAIL_CHARS = 3000
 
 
-class SecondProcessFailed(RuntimeError):
-    """The work handed to the second process failed (its message: the process's own)."""
+class SecondProcessFailed(PseoDasError, RuntimeError):
+    """The work handed to the second process failed (its message: the process's own): the
+    release's files could not be written, so nothing is published."""
+
+    exit_code = EXIT_CHECK_FAILED
 
 
 class Apart:
