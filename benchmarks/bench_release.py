@@ -83,6 +83,16 @@ def seconds_of_day(epoch: float) -> float:
     return local.tm_hour * 3600 + local.tm_min * 60 + local.tm_sec + epoch % 1
 
 
+def with_seed_key(env: dict[str, str], folder: Path) -> dict[str, str]:
+    """`env` with a new seed key in `folder` unless PSEO_DAS_SEED_KEY names one (releases
+    seal their seeds with the agency's key)."""
+    if "PSEO_DAS_SEED_KEY" in env:
+        return env
+    subprocess.run([str(BIN / "pseo-das"), "key", "new", f"{folder}/seed.key"], check=True,
+                   stdout=subprocess.DEVNULL)
+    return env | {"PSEO_DAS_SEED_KEY": f"{folder}/seed.key"}
+
+
 def measure(command: list[str], log: Path, env: dict[str, str] | None = None) -> dict:
     """Run one child process, output to `log`; its wall seconds, peak RSS (MB) and start."""
     with open(log, "wb") as out:
@@ -313,10 +323,7 @@ def bench_fixed_cost(repeat: int, logs: Path) -> dict:
     with tempfile.TemporaryDirectory(prefix="pseo-bench-fixed-") as tmp:
         env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
         env |= {"PSEO_DAS_CACHE_DIR": f"{tmp}/cache", "PSEO_DAS_SERVER_HOME": f"{tmp}/server"}
-        if "PSEO_DAS_SEED_KEY" not in env:   # releases seal their seeds with the agency's key
-            subprocess.run([str(BIN / "pseo-das"), "key", "new", f"{tmp}/seed.key"], check=True,
-                           stdout=subprocess.DEVNULL)
-            env["PSEO_DAS_SEED_KEY"] = f"{tmp}/seed.key"
+        env = with_seed_key(env, Path(tmp))
         tracking_uri = f"sqlite:///{tmp}/mlflow.db"
         imports = summarize([measure([sys.executable, "-c",
                                       "import prefect, mlflow, pandas, pandera"],

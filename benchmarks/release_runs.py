@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from pathlib import Path
 
-from bench_release import BIN, RESULTS, measure
+from bench_release import BIN, RESULTS, measure, with_seed_key
 
 SEED = "ab" * 32
 LOGS = RESULTS / "logs"
@@ -19,12 +18,7 @@ LOGS = RESULTS / "logs"
 def session_env(folder: Path) -> dict[str, str]:
     """The environment of a session's commands: the caller's, with a seed key of `folder`
     unless PSEO_DAS_SEED_KEY names one (releases seal their seeds with the agency's key)."""
-    env = dict(os.environ)
-    if "PSEO_DAS_SEED_KEY" not in env:
-        subprocess.run([str(BIN / "pseo-das"), "key", "new", f"{folder}/seed.key"], check=True,
-                       stdout=subprocess.DEVNULL)
-        env["PSEO_DAS_SEED_KEY"] = f"{folder}/seed.key"
-    return env
+    return with_seed_key(dict(os.environ), folder)
 
 
 def pseo_das(args: list[str], log: str, env: dict[str, str] | None = None) -> dict:
