@@ -148,7 +148,7 @@ SQLITE_HEADER = b"SQLite format 3\x00"
 def empty_store() -> bytes | None:
     """The bytes of a new SQLite tracking store of this MLflow version, as MLflow creates it
     (its schema and the Default experiment). MLflow builds a new store by running every
-    migration of its schema, seconds of CPU; it is done once per MLflow version and kept in
+    migration of its schema, seconds; it is done once per MLflow version and kept in
     the cache folder (reference_cache.cache_root() / "mlflow"), and every new store is a
     copy. Made again when the kept one is missing or not a SQLite file; None when the cache
     folder cannot be written (the store is then built in place)."""
