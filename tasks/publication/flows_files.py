@@ -1,7 +1,8 @@
 """The employment flows files of a release, written in chunks so that memory holds one
 chunk of rows, never a whole file: internal/flows_state.parquet (zstd; `read_flows_state`
 also reads the flows_state.csv of earlier releases), public pseof_all.csv and each
-state folder's pseof_[st].csv (the same rows split by institution state), with the
+state folder's pseof_[st].csv (the same rows split by institution state: their lines
+of pseof_all's text, formatted once), with the
 published flows' checks computed as the rows go by. Privacy cost: none (post-processing of
 noisy flows)."""
 from __future__ import annotations
@@ -26,7 +27,8 @@ from pseo_das.tasks.employment_flows.division_flows import (FLOWS_STATE_CSV, FLO
                                                             flows_state_rows, pseof_chunks)
 from pseo_das.tasks.measurements.stored_tables import release_arrow_memory
 from pseo_das.tasks.publication.metadata_files import ALL_STATES, row_states, state_file_name
-from pseo_das.tasks.publication.release_files import CodeTableWriter, ParquetTableWriter
+from pseo_das.tasks.publication.release_files import (CodeTableWriter, ParquetTableWriter,
+                                                      row_offsets, rows_text)
 
 
 PROGRESS_EVERY_S = 5.0
@@ -106,7 +108,8 @@ def write_pseof(public: Path, flows: FlowsRelease, institution_state: Mapping[st
             if _national_all_fields(part):
                 national.append(rows)
             table = pa.Table.from_pandas(rows, preserve_index=False)
-            writers[ALL_STATES].write(table)
+            text = writers[ALL_STATES].write(table)      # formatted once: the states' rows too
+            cell_offsets = row_offsets(text, table.num_rows)[::part.rows_per_cell]
             cells = part.origin.ids.iloc[start:start + len(rows) // part.rows_per_cell]
             cohorts[ALL_STATES].update(cells["grad_cohort"].unique())
             cell_state = row_states(cells, institution_state).to_numpy()
@@ -119,7 +122,8 @@ def write_pseof(public: Path, flows: FlowsRelease, institution_state: Mapping[st
                     cohorts[fips] = set()
                 mine = cell_state == fips
                 cohorts[fips].update(cells["grad_cohort"][mine].unique())
-                writers[fips].write(table.take(np.flatnonzero(np.repeat(mine, part.rows_per_cell))))
+                writers[fips].write_text(rows_text(text, cell_offsets, mine),
+                                         int(mine.sum()) * part.rows_per_cell)
         written = {names[key]: writer.rows for key, writer in writers.items()}
     return PseofWritten(
         written, {key: pd.DataFrame({"grad_cohort": sorted(values)}) for key, values in cohorts.items()},

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from contextlib import contextmanager
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.csv as pa_csv
@@ -127,6 +128,33 @@ def write_csv(frame: pd.DataFrame, path: Path) -> None:
     frame.to_csv(path, index=False, lineterminator="\n")
 
 
+def csv_text(table: pa.Table) -> pa.Buffer:
+    """The table's rows as CodeTableWriter writes them: plain CSV lines, no header."""
+    sink = pa.BufferOutputStream()
+    pa_csv.write_csv(table, sink, pa_csv.WriteOptions(include_header=False, quoting_style="none"))
+    return sink.getvalue()
+
+
+def row_offsets(text, rows: int) -> np.ndarray:
+    """Where each of the `rows` lines of CSV text (`csv_text`: codes and numbers, no
+    newline inside a line) starts, and where the last one ends: rows + 1 byte offsets.
+    ValueError if the text does not hold `rows` lines, each ending in a newline."""
+    ends = np.flatnonzero(np.frombuffer(text, np.uint8) == ord("\n")) + 1
+    if len(ends) != rows or (rows and ends[-1] != len(text)) or (not rows and len(text)):
+        raise ValueError(f"CSV text of {len(text):,} bytes holds {len(ends):,} complete "
+                         f"lines, not the {rows:,} rows it was written from")
+    return np.concatenate(([0], ends))
+
+
+def rows_text(text, offsets: np.ndarray, keep: np.ndarray) -> bytes:
+    """The lines of `text` where `keep` (one bool per line; `offsets`: `row_offsets`, or
+    every k-th of them with one bool per k lines) is true, in order: the text the kept
+    rows alone would be written as. Consecutive kept lines are copied as one piece."""
+    edges = np.flatnonzero(np.diff(np.concatenate(([0], keep.astype(np.int8), [0]))))
+    view = memoryview(text)
+    return b"".join(view[offsets[a]:offsets[b]] for a, b in zip(edges[::2], edges[1::2]))
+
+
 class CodeTableWriter:
     """Fast plain CSV for the public tables, written in pieces: nothing quoted, empty for
     missing; the bytes do not depend on how the rows are split; gzipped (deterministic
@@ -142,16 +170,24 @@ class CodeTableWriter:
         self._out = open_output(path)
         self._out.write((",".join(self.columns) + "\n").encode())
 
-    def write(self, rows: pd.DataFrame | pa.Table) -> None:
+    def write(self, rows: pd.DataFrame | pa.Table) -> pa.Buffer:
+        """Write the rows; returns their CSV text as written (one line per row, each
+        ending in a newline), which `write_text` can write again in part (`rows_text`)."""
         table = rows if isinstance(rows, pa.Table) else pa.Table.from_pandas(rows, preserve_index=False)
         if table.column_names != self.columns:
             raise ValueError(f"columns {table.column_names} differ from {self.columns}")
         if self.check is not None:   # checked and written as text: each column cast once
             table = text_table(table)
             self.check.add_text(table)
-        pa_csv.write_csv(table, self._out, pa_csv.WriteOptions(include_header=False,
-                                                                quoting_style="none"))
-        self.rows += table.num_rows
+        text = csv_text(table)
+        self.write_text(text, table.num_rows)
+        return text
+
+    def write_text(self, text, rows: int) -> None:
+        """Rows already formatted as this file's CSV lines (`write`'s text, or rows of it:
+        `rows_text`), `rows` of them; not checked."""
+        self._out.write(text)
+        self.rows += rows
 
     def close(self) -> None:
         self._out.close()
