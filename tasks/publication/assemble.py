@@ -356,7 +356,7 @@ def _write_release(beside, apart, staging: Path, content: ReleaseContent,
     (internal / "drb_report.md").write_text(drb)
     (internal / "drb_report.html").write_text(
         to_html(drb, f"DRB report: PSEO release {identity.release_id}"))
-    write_release_explorers(staging)     # from the files above: public/ and internal/explorer
+    write_release_explorers(staging, flows_files.pseof.explorer_flows)   # public/, internal/
     manifest = write_manifest(staging, identity.release_id, identity.mlflow_run_id,
                               identity.tracking_uri, lifetime.release_summary["store_chain"],
                               known=written)

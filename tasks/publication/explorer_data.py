@@ -1,7 +1,8 @@
 """The release explorer's data: a release's public tables (pseoe_all, pseoh_all, pseof_all,
 pseo_all_institutions.csv, release_notes.md) rearranged into small JavaScript files the page
 loads from disk, one per institution or state (`units`) and one of the release's facts and
-labels (`release_facts`). Read from the public files only, so nothing internal reaches it.
+labels (`release_facts`). Read from the public files only, so nothing internal reaches it
+(a release hands over pseof_all's rows as it writes them instead: `FlowCells`).
 
 A published value is its number; a value whose status flag is not 1 is the flag's word
 (`SUPPRESSED` for 5, null for -1, "not available"): the page shows words, never flag codes.
@@ -187,43 +188,112 @@ def flow_cells(pseof: pd.DataFrame, columns: FlowColumns) -> dict[str, dict[str,
     """unit -> cell key -> {"y1": {"emp": [value per national destination and per division
     (all industries)], "sectors": [destination index, value, ...] for the division x sector
     flows that are not 0, "instate": [value per national destination], "nme": value}, ...},
-    values encoded (`encoded`)."""
-    status = _status_of(Product.PSEOF)
-    industries = [ALL_INDUSTRIES] + columns.sectors
-    geographies = [NATION] + [("D", d) for d in columns.divisions]
-    where = _positions(pseof["geography"], [g for _, g in geographies]) * len(industries) \
-        + _positions(pseof["industry"], industries)
+    values encoded (`encoded`): of pseof_all as read (`FlowCells` gathers the same from its
+    rows as they are written)."""
+    cells = FlowCells(columns)
     codes, origins = _origins(pseof, ("institution",) + CELL)
-    width = len(industries)
-    totals = [width * g for g in range(len(geographies))]          # all industries
-    sector_columns = np.array([c for c in range(width, width * len(geographies))
-                               if c % width])                       # division x sector
+    cells.add(origins, codes, cells.where(pseof["geography"], pseof["industry"]), pseof)
+    return cells.units()
 
-    def matrix(measure: str) -> np.ndarray:
-        out = np.full((len(origins), width * len(geographies)), NOT_AVAILABLE_CODE, np.int64)
-        out[codes, where] = flagged(pseof[measure], pseof[status[measure]])
-        return out
 
-    def sparse(block: np.ndarray) -> list[list[int]]:
-        rows, cols = np.nonzero(block)
-        bounds = np.searchsorted(rows, np.arange(len(block) + 1))
-        flat = np.stack([sector_columns[cols], block[rows, cols]], axis=1)
-        return [decoded(flat[a:b].ravel().tolist()) for a, b in zip(bounds[:-1], bounds[1:])]
+def _text(column: pd.Series) -> list[str]:
+    """The values as a CSV file of them holds them (`pseo_layout.text_table`)."""
+    return pa.array(column).cast(pa.string()).to_pylist()
 
-    per_year = {}
-    for k in YEARS_AFTER:
-        emp = matrix(f"y{k}_grads_emp")
-        per_year[k] = (emp[:, totals[:1] + list(range(1, width)) + totals[1:]].tolist(),
-                       sparse(emp[:, sector_columns]),
-                       matrix(f"y{k}_grads_emp_instate")[:, :width].tolist(),
-                       matrix(f"y{k}_grads_nme")[:, 0].tolist())
-    units: dict[str, dict[str, dict]] = {}
-    for n, (unit, *cell) in enumerate(origins):
-        units.setdefault(unit, {})["|".join(cell)] = {
-            f"y{k}": {"emp": decoded(emp[n]), "sectors": sectors[n],
-                      "instate": decoded(instate[n]), "nme": decoded([nme[n]])[0]}
-            for k, (emp, sectors, instate, nme) in per_year.items()}
-    return units
+
+class FlowCells:
+    """The explorer's flows (`flow_cells`) gathered block by block from pseof_all's rows:
+    each origin cell's values by destination (`columns`), as `flagged` integers. A
+    release hands it the rows as it writes them (`add_rows`), so the explorer does not
+    read pseof_all back; `cipcodes` and `rows` are what the release facts say of it."""
+
+    def __init__(self, columns: FlowColumns):
+        self.columns = columns
+        self.industries = [ALL_INDUSTRIES] + columns.sectors
+        self.geographies = [NATION[1]] + columns.divisions
+        self.width = len(self.industries)
+        self.n_destinations = self.width * len(self.geographies)
+        self.cipcodes: set[str] = set()
+        self.rows = 0
+        self._origin_row: dict[tuple, int] = {}
+        # per origin, per years after: emp by destination, instate by national
+        # destination, nme; NOT_AVAILABLE_CODE where pseof_all has no row
+        self._values = np.full((0, len(YEARS_AFTER), self.n_destinations + self.width + 1),
+                               NOT_AVAILABLE_CODE, np.int64)
+
+    def where(self, geography: pd.Series, industry: pd.Series) -> np.ndarray:
+        """The destination index (`FlowColumns.destinations`) of each row's geography and
+        industry (categorical columns)."""
+        return _positions(geography, self.geographies) * self.width \
+            + _positions(industry, self.industries)
+
+    def add_rows(self, rows: pd.DataFrame, per_cell: int) -> None:
+        """pseof rows of whole origin cells, `per_cell` rows each, every cell's rows to the
+        same destinations in the same order (`division_flows.pseof_chunks`). The codes are
+        taken as the CSV file holds them (Arrow's text of each value)."""
+        if not len(rows):
+            return
+        first = rows.iloc[::per_cell]
+        keys = [_text(first[c]) for c in ("institution",) + CELL]
+        self.cipcodes.update(keys[2])
+        pattern = self.where(*(pd.Series(pd.Categorical(_text(rows[c].iloc[:per_cell])), name=c)
+                               for c in ("geography", "industry")))
+        self.add(list(zip(*keys)), np.repeat(np.arange(len(first)), per_cell),
+                 np.tile(pattern, len(first)), rows)
+
+    def add(self, origins: list[tuple], of_row: np.ndarray, where: np.ndarray,
+            rows: pd.DataFrame) -> None:
+        """Rows of pseof_all: `origins` (institution and CELL codes), each row's origin
+        (index in `origins`) and destination (`where`)."""
+        self.rows += len(rows)
+        at = np.array([self._row(origin) for origin in origins], np.int64)[of_row]
+        status = _status_of(Product.PSEOF)
+        national = where < self.width
+        total = where == 0
+        for j, k in enumerate(YEARS_AFTER):
+            values = {m: flagged(rows[f"y{k}_{m}"], rows[status[f"y{k}_{m}"]])
+                      for m in ("grads_emp", "grads_emp_instate", "grads_nme")}
+            self._values[at, j, where] = values["grads_emp"]
+            self._values[at[national], j, self.n_destinations + where[national]] = \
+                values["grads_emp_instate"][national]
+            self._values[at[total], j, -1] = values["grads_nme"][total]
+
+    def _row(self, origin: tuple) -> int:
+        row = self._origin_row.get(origin)
+        if row is None:
+            row = self._origin_row[origin] = len(self._origin_row)
+            if row == len(self._values):          # room for twice as many origins
+                more = np.full_like(self._values, NOT_AVAILABLE_CODE,
+                                    shape=(max(row, 64),) + self._values.shape[1:])
+                self._values = np.concatenate([self._values, more])
+        return row
+
+    def units(self) -> dict[str, dict[str, dict]]:
+        """unit -> cell key -> the cell's flows (`flow_cells`)."""
+        width, n_destinations = self.width, self.n_destinations
+        totals = list(range(0, n_destinations, width))                  # all industries
+        sector_columns = np.array([c for c in range(width, n_destinations) if c % width])
+        values = self._values[:len(self._origin_row)]
+
+        def sparse(block: np.ndarray) -> list[list[int]]:
+            rows, cols = np.nonzero(block)
+            bounds = np.searchsorted(rows, np.arange(len(block) + 1))
+            flat = np.stack([sector_columns[cols], block[rows, cols]], axis=1)
+            return [decoded(flat[a:b].ravel().tolist()) for a, b in zip(bounds[:-1], bounds[1:])]
+
+        per_year = {}
+        for j, k in enumerate(YEARS_AFTER):
+            emp = values[:, j, :n_destinations]
+            per_year[k] = (emp[:, totals[:1] + list(range(1, width)) + totals[1:]].tolist(),
+                           sparse(emp[:, sector_columns]),
+                           values[:, j, n_destinations:-1].tolist(), values[:, j, -1].tolist())
+        units: dict[str, dict[str, dict]] = {}
+        for n, (unit, *cell) in enumerate(self._origin_row):
+            units.setdefault(unit, {})["|".join(cell)] = {
+                f"y{k}": {"emp": decoded(emp[n]), "sectors": sectors[n],
+                          "instate": decoded(instate[n]), "nme": decoded([nme[n]])[0]}
+                for k, (emp, sectors, instate, nme) in per_year.items()}
+        return units
 
 
 def labels(name: str, code: str = "", keep=None) -> dict[str, str]:
@@ -257,13 +327,24 @@ class ExplorerData:
     units: dict[str, dict]
 
 
-def explorer_data(public: Path) -> ExplorerData:
-    """Read a release's public folder and arrange it for the explorer."""
+def explorer_data(public: Path, pseof_flows: FlowCells | None = None) -> ExplorerData:
+    """Read a release's public folder and arrange it for the explorer. `pseof_flows`:
+    pseof_all's flows as the release gathered them while writing it (then pseof_all is
+    not read)."""
     public = Path(public)
     identifiers = list(layout(Product.PSEOE).identifiers)
     pseoe = _read_codes(_find(public, Product.PSEOE.file_name), identifiers)
     pseoh = _read_codes(_find(public, HISTOGRAMS_FILE), identifiers)
-    pseof = _read_codes(_find(public, Product.PSEOF.file_name), identifiers)
+    if pseof_flows is None:
+        pseof = _read_codes(_find(public, Product.PSEOF.file_name), identifiers)
+        columns = FlowColumns(sorted(set(pseof["industry"].cat.categories) - {ALL_INDUSTRIES}),
+                              sorted(set(pseof["geography"].cat.categories) - {NATION[1]}))
+        flows = flow_cells(pseof, columns)
+        pseof_cipcodes, pseof_rows = set(pseof["cipcode"].cat.categories), len(pseof)
+    else:
+        columns, flows = pseof_flows.columns, pseof_flows.units()
+        pseof_cipcodes, pseof_rows = pseof_flows.cipcodes, pseof_flows.rows
+    sectors, divisions = columns.sectors, columns.divisions
     institutions = pd.read_csv(_find(public, INSTITUTIONS), dtype=str, keep_default_na=False)
     notes_path = public / NOTES
     notes = notes_path.read_text() if notes_path.is_file() else ""
@@ -271,11 +352,7 @@ def explorer_data(public: Path) -> ExplorerData:
     if (public / ALL_FOLDER / VERSION).is_file():
         with open_table(_find(public, VERSION)) as versions:
             version_lines = versions.read().splitlines()
-    sectors = sorted(set(pseof["industry"].cat.categories) - {ALL_INDUSTRIES})
-    divisions = sorted(set(pseof["geography"].cat.categories) - {NATION[1]})
-    columns = FlowColumns(sectors, divisions)
     earnings, histograms = earnings_cells(pseoe), histogram_cells(pseoh)
-    flows = flow_cells(pseof, columns)
     state_rows = pseoe[pseoe["inst_level"] == "S"]
     states = sorted(set(state_rows["institution"].astype(str)) | set(institutions["statefips"]))
     fips = labels("label_fipsnum.csv", keep=states)
@@ -299,13 +376,13 @@ def explorer_data(public: Path) -> ExplorerData:
         "labels": {
             "degree": labels("label_degree_level.csv"),
             "cip": labels("label_cipcode.csv", keep=set(pseoe["cipcode"].cat.categories)
-                          | set(pseof["cipcode"].cat.categories)),
+                          | pseof_cipcodes),
             "industry": labels("label_industry.csv", keep=[ALL_INDUSTRIES] + sectors),
             "division": labels("label_geography_division.csv", keep=divisions),
             "flag": labels("label_flags.csv"),
             "ipeds_flag": labels("label_flags_ipeds_count.csv"),
         },
-        "rows": {"pseoe": len(pseoe), "pseoh": len(pseoh), "pseof": len(pseof)},
+        "rows": {"pseoe": len(pseoe), "pseoh": len(pseoh), "pseof": pseof_rows},
     }
     return ExplorerData(facts, {unit: {"earnings": earnings.get(unit, {}),
                                        "histograms": histograms.get(unit, {}),

@@ -19,13 +19,14 @@ import pyarrow as pa
 
 from pseo_das.schemas.codes import STATE_POSTAL
 from pseo_das.schemas.distribution import ALL_FOLDER, TableFormat, published_name
-from pseo_das.schemas.pseo_layout import Product, TableCheck, layout
+from pseo_das.schemas.pseo_layout import ALL_INDUSTRIES, Product, TableCheck, layout
 from pseo_das.tasks import progress
 from pseo_das.tasks.employment_flows.division_flows import (FLOWS_STATE_CSV, FLOWS_STATE_FILE,
                                                             FLOWS_STATE_SCHEMA, FlowsRelease,
-                                                            PublishedFlowsChecks,
+                                                            PseofPart, PublishedFlowsChecks,
                                                             flows_state_rows, pseof_chunks)
 from pseo_das.tasks.measurements.stored_tables import release_arrow_memory
+from pseo_das.tasks.publication.explorer_data import NATION, FlowCells, FlowColumns
 from pseo_das.tasks.publication.metadata_files import ALL_STATES, row_states, state_file_name
 from pseo_das.tasks.publication.release_files import (CodeTableWriter, ParquetTableWriter,
                                                       row_offsets, rows_text)
@@ -41,6 +42,7 @@ class PseofWritten:
     cohorts: dict[str, pd.DataFrame]     # ALL_STATES or state FIPS -> grad_cohort values
     national_rows: pd.DataFrame          # all-fields institution cells by cohort, nation, all industries
     layout_check: TableCheck             # pseof_all's official layout, checked as written
+    explorer_flows: FlowCells            # pseof_all's flows as the explorer shows them
 
     @property
     def all_rows(self) -> int:
@@ -91,6 +93,7 @@ def write_pseof(public: Path, flows: FlowsRelease, institution_state: Mapping[st
     all_name = f"{ALL_FOLDER}/{published_name(Product.PSEOF.file_name, table_format)}"
     cohorts: dict[str, set[str]] = {ALL_STATES: set()}
     national = []
+    explorer_flows = FlowCells(flow_columns(flows.pseof))
     with ExitStack() as files:
         layout_check = TableCheck(Path(all_name).name, Product.PSEOF, columns)
         writers = {ALL_STATES: files.enter_context(CodeTableWriter(public / all_name, columns,
@@ -109,6 +112,7 @@ def write_pseof(public: Path, flows: FlowsRelease, institution_state: Mapping[st
                 national.append(rows)
             table = pa.Table.from_pandas(rows, preserve_index=False)
             text = writers[ALL_STATES].write(table)      # formatted once: the states' rows too
+            explorer_flows.add_rows(rows, part.rows_per_cell)
             cell_offsets = row_offsets(text, table.num_rows)[::part.rows_per_cell]
             cells = part.origin.ids.iloc[start:start + len(rows) // part.rows_per_cell]
             cohorts[ALL_STATES].update(cells["grad_cohort"].unique())
@@ -128,7 +132,14 @@ def write_pseof(public: Path, flows: FlowsRelease, institution_state: Mapping[st
     return PseofWritten(
         written, {key: pd.DataFrame({"grad_cohort": sorted(values)}) for key, values in cohorts.items()},
         pd.concat(national, ignore_index=True) if national else pd.DataFrame(columns=columns),
-        layout_check)
+        layout_check, explorer_flows)
+
+
+def flow_columns(parts: list[PseofPart]) -> FlowColumns:
+    """The sectors and divisions of pseof_all's rows: those of its parts that have rows."""
+    geographies = {g for part in parts if part.n_cells for g in part.geographies}
+    industries = {i for part in parts if part.n_cells for i in part.industries}
+    return FlowColumns(sorted(industries - {ALL_INDUSTRIES}), sorted(geographies - {NATION[1]}))
 
 
 def _national_all_fields(part) -> bool:
