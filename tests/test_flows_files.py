@@ -16,6 +16,8 @@ from pseo_das.tasks.publication.explorer_data import (ALL_INDUSTRIES, NATION, Fl
 import pseo_das.tasks.publication.flows_files as flows_files
 from pseo_das.tasks.publication.flows_files import write_pseof
 from pseo_das.tasks.publication.metadata_files import row_states
+from pseo_das.tasks.publication.parquet_files import write_parquet_copy
+from pseo_das.schemas.table_package import public_table_fields
 from pseo_das.tasks.publication.release_files import write_code_table
 from tests.test_division_flows import FLOWS
 
@@ -37,7 +39,7 @@ def written(tmp_path, monkeypatch):
     public = tmp_path / "public"
     (public / "all").mkdir(parents=True)
     out = write_pseof(public, flows, STATES, {"08", "49", "06"}, PublishedFlowsChecks(),
-                      TableFormat.CSV_GZ)
+                      TableFormat.CSV_GZ, parquet=True)
     assert len(chunks) > len(parts)
     return public, out
 
@@ -95,3 +97,14 @@ def test_explorer_flows_hold_each_national_rows_values(written):
                                              getattr(row, f"status_y{k}_grads_nme"))
             checked += 1
     assert checked > 100
+
+
+def test_the_parquet_copy_written_as_the_rows_go_by_is_that_of_the_file(written, tmp_path):
+    """The same bytes as the copy converted from the CSV file (nulls, codes as text,
+    "0000" cohorts as integers)."""
+    public, out = written
+    assert out.parquet_rows == {"all/parquet/pseof_all.parquet": out.all_rows}
+    from_file = tmp_path / "from_file.parquet"
+    assert write_parquet_copy(public / "all" / "pseof_all.csv.gz", from_file,
+                              public_table_fields()["pseof_all.csv"]) == out.all_rows
+    assert (public / "all" / "parquet" / "pseof_all.parquet").read_bytes() == from_file.read_bytes()

@@ -204,7 +204,7 @@ def write_flows_files(staging: Path, cfg: ReleaseConfig, flows: FlowsRelease,
         institution_state = institution_states(tables)
         pseof = write_pseof(public, flows, institution_state,
                             set(row_states(pseoe, institution_state)), flows_checks,
-                            cfg.publication.table_format)
+                            cfg.publication.table_format, cfg.publication.parquet)
         progress(f"wrote {Product.PSEOF.file_name} ({pseof.all_rows:,} rows)"
                  f" and {len(pseof.rows) - 1} state copies, internal/{FLOWS_STATE_FILE} "
                  f"({state_rows.result():,} rows) ({time.perf_counter() - started:.1f} s)")
@@ -298,7 +298,8 @@ def _write_release(beside, apart, staging: Path, content: ReleaseContent,
     done(f"wrote the institutions, version and {len(metadata) - 1} other state folder files")
     layout_check = official_layout_check(public, [pseoe_check, pseof.layout_check],
                                          facts.cip_recast["published_vintage"])
-    parquet = beside(write_table_package, public) if cfg.publication.parquet else None
+    parquet = beside(write_table_package, public, pseof.parquet_rows) \
+        if cfg.publication.parquet else None
     context = release_context(cfg, ledger, tables, cells, release_id=identity.release_id,
                               code_version=identity.code_version,
                               seed_sha256=identity.seed_sha256,

@@ -27,6 +27,7 @@ from pseo_das.tasks.employment_flows.division_flows import (FLOWS_STATE_CSV, FLO
                                                             flows_state_rows, pseof_chunks)
 from pseo_das.tasks.measurements.stored_tables import release_arrow_memory
 from pseo_das.tasks.publication.explorer_data import NATION, FlowCells, FlowColumns
+from pseo_das.tasks.publication.parquet_files import ParquetCopyWriter
 from pseo_das.tasks.publication.metadata_files import ALL_STATES, row_states, state_file_name
 from pseo_das.tasks.publication.release_files import (CodeTableWriter, ParquetTableWriter,
                                                       row_offsets, rows_text)
@@ -43,6 +44,7 @@ class PseofWritten:
     national_rows: pd.DataFrame          # all-fields institution cells by cohort, nation, all industries
     layout_check: TableCheck             # pseof_all's official layout, checked as written
     explorer_flows: FlowCells            # pseof_all's flows as the explorer shows them
+    parquet_rows: dict[str, int]         # its Parquet copy (none or one): rows by path
 
     @property
     def all_rows(self) -> int:
@@ -83,12 +85,14 @@ def read_flows_state(internal: Path) -> pd.DataFrame:
 
 def write_pseof(public: Path, flows: FlowsRelease, institution_state: Mapping[str, str],
                 states: set[str], checks: PublishedFlowsChecks,
-                table_format: TableFormat = TableFormat.CSV_GZ) -> PseofWritten:
+                table_format: TableFormat = TableFormat.CSV_GZ,
+                parquet: bool = False) -> PseofWritten:
     """`all/pseof_all.csv` and `[st]/pseof_[st].csv` for each state FIPS code in `states`
     (the states with a folder), in `table_format` (gzipped: `.csv.gz`), chunk by chunk; a
     state's file holds its rows in the order of pseof_all (`metadata_files.row_states`).
     Every chunk goes through `checks`, and pseof_all's rows through the official layout
-    check (`PseofWritten.layout_check`)."""
+    check (`PseofWritten.layout_check`) and, with `parquet`, to its Parquet copy
+    (parquet_files.ParquetCopyWriter)."""
     columns = list(layout(Product.PSEOF).columns)
     all_name = f"{ALL_FOLDER}/{published_name(Product.PSEOF.file_name, table_format)}"
     cohorts: dict[str, set[str]] = {ALL_STATES: set()}
@@ -99,6 +103,8 @@ def write_pseof(public: Path, flows: FlowsRelease, institution_state: Mapping[st
         writers = {ALL_STATES: files.enter_context(CodeTableWriter(public / all_name, columns,
                                                                    layout_check))}
         names = {ALL_STATES: all_name}
+        copy = files.enter_context(ParquetCopyWriter(public, Product.PSEOF.file_name)) \
+            if parquet else None
         progress(f"writing {all_name} ({flows.n_pseof_rows:,} rows) and its state copies")
         last_note = time.monotonic()
         for part, start, rows in pseof_chunks(flows.pseof):
@@ -113,6 +119,8 @@ def write_pseof(public: Path, flows: FlowsRelease, institution_state: Mapping[st
             table = pa.Table.from_pandas(rows, preserve_index=False)
             text = writers[ALL_STATES].write(table)      # formatted once: the states' rows too
             explorer_flows.add_rows(rows, part.rows_per_cell)
+            if copy is not None:
+                copy.write(table)
             cell_offsets = row_offsets(text, table.num_rows)[::part.rows_per_cell]
             cells = part.origin.ids.iloc[start:start + len(rows) // part.rows_per_cell]
             cohorts[ALL_STATES].update(cells["grad_cohort"].unique())
@@ -129,10 +137,11 @@ def write_pseof(public: Path, flows: FlowsRelease, institution_state: Mapping[st
                 writers[fips].write_text(rows_text(text, cell_offsets, mine),
                                          int(mine.sum()) * part.rows_per_cell)
         written = {names[key]: writer.rows for key, writer in writers.items()}
+        parquet_rows = {} if copy is None else {copy.name: copy.rows}
     return PseofWritten(
         written, {key: pd.DataFrame({"grad_cohort": sorted(values)}) for key, values in cohorts.items()},
         pd.concat(national, ignore_index=True) if national else pd.DataFrame(columns=columns),
-        layout_check, explorer_flows)
+        layout_check, explorer_flows, parquet_rows)
 
 
 def flow_columns(parts: list[PseofPart]) -> FlowColumns:

@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 
 from pseo_das.schemas.distribution import ALL_FOLDER, table_path
@@ -47,16 +48,64 @@ def write_parquet_copy(source: Path, path: Path, fields: tuple[TableField, ...])
         return writer.rows
 
 
-def write_table_package(public: Path) -> dict[str, int]:
+def as_read(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """The rows of a table as `write_parquet_copy` reads them from the CSV file written
+    from it: each column as the text the file holds (a null: the empty text) for a text
+    field, as its integers (a null: empty) for an integer field."""
+    columns = []
+    for field in schema:
+        column = table.column(field.name)
+        if pa.types.is_string(field.type) or pa.types.is_string(column.type):
+            column = pc.fill_null(column.cast(pa.string()), "")      # the file's text
+            if not pa.types.is_string(field.type):                  # integers read from it
+                column = pc.if_else(pc.equal(column, ""), pa.scalar(None, pa.string()), column)
+        columns.append(column.cast(field.type))
+    return pa.table(columns, schema=schema)
+
+
+class ParquetCopyWriter:
+    """The Parquet copy of a national table (`csv_name`) written from the Arrow tables its
+    CSV file is written from, as they go by: the bytes of `write_parquet_copy` of the file,
+    without reading it back."""
+
+    def __init__(self, public: Path, csv_name: str):
+        folder = public / ALL_FOLDER / PARQUET_FOLDER
+        folder.mkdir(parents=True, exist_ok=True)
+        self.path = folder / parquet_name(csv_name)
+        self.name = str(self.path.relative_to(public))
+        self.schema = arrow_schema(public_table_fields()[csv_name])
+        self._writer = ParquetTableWriter(self.path, self.schema)
+
+    @property
+    def rows(self) -> int:
+        return self._writer.rows
+
+    def write(self, table: pa.Table) -> None:
+        self._writer.write(as_read(table, self.schema))
+
+    def close(self) -> None:
+        self._writer.close()
+
+    def __enter__(self) -> "ParquetCopyWriter":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def write_table_package(public: Path, copied: dict[str, int] | None = None) -> dict[str, int]:
     """all/parquet/ and all/datapackage.json of a public folder whose national tables are
-    written; returns each Parquet file's rows by its path relative to `public`."""
+    written; returns each Parquet file's rows by its path relative to `public`. `copied`:
+    the copies already written as their tables were (`ParquetCopyWriter`), their rows by
+    path."""
     folder = public / ALL_FOLDER / PARQUET_FOLDER
     folder.mkdir(exist_ok=True)
-    published, rows = {}, {}
+    published, rows, copied = {}, {}, copied or {}
     for csv_name, fields in public_table_fields().items():
         source = table_path(public, csv_name, ALL_FOLDER)
         target = folder / parquet_name(csv_name)
-        rows[str(target.relative_to(public))] = write_parquet_copy(source, target, fields)
+        name = str(target.relative_to(public))
+        rows[name] = copied[name] if name in copied else write_parquet_copy(source, target, fields)
         published[csv_name] = source.name
     (public / ALL_FOLDER / DATAPACKAGE_FILE).write_text(
         json.dumps(datapackage(published), indent=2, ensure_ascii=False) + "\n")
