@@ -12,6 +12,7 @@ time and no release), so a rerun's copies are identical and can be hard-linked."
 from __future__ import annotations
 
 import json
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pyarrow as pa
@@ -66,25 +67,45 @@ def as_read(table: pa.Table, schema: pa.Schema) -> pa.Table:
 class ParquetCopyWriter:
     """The Parquet copy of a national table (`csv_name`) written from the Arrow tables its
     CSV file is written from, as they go by: the bytes of `write_parquet_copy` of the file,
-    without reading it back."""
+    without reading it back. The copy is made in a thread of its own (Arrow converts and
+    compresses without the GIL), at most PENDING_TABLES tables behind the writes."""
+
+    PENDING_TABLES = 2
 
     def __init__(self, public: Path, csv_name: str):
         folder = public / ALL_FOLDER / PARQUET_FOLDER
         folder.mkdir(parents=True, exist_ok=True)
         self.path = folder / parquet_name(csv_name)
         self.name = str(self.path.relative_to(public))
-        self.schema = arrow_schema(public_table_fields()[csv_name])
-        self._writer = ParquetTableWriter(self.path, self.schema)
+        self.rows = 0
+        self._thread = ThreadPoolExecutor(1)
+        self._pending: list[Future] = []
+        self._writer = self._thread.submit(self._open, csv_name)
 
-    @property
-    def rows(self) -> int:
-        return self._writer.rows
+    def _open(self, csv_name: str) -> ParquetTableWriter:
+        return ParquetTableWriter(self.path, arrow_schema(public_table_fields()[csv_name]))
+
+    def _write(self, table: pa.Table) -> None:
+        writer = self._writer.result()
+        writer.write(as_read(table, writer.schema))
 
     def write(self, table: pa.Table) -> None:
-        self._writer.write(as_read(table, self.schema))
+        while self._pending and (self._pending[0].done()
+                                 or len(self._pending) >= self.PENDING_TABLES):
+            self._pending.pop(0).result()          # raises what went wrong in the thread
+        self._pending.append(self._thread.submit(self._write, table))
+        self.rows += table.num_rows
 
     def close(self) -> None:
-        self._writer.close()
+        try:
+            for future in self._pending:
+                future.result()
+            writer = self._writer.result()
+            writer.close()
+            if writer.rows != self.rows:
+                raise RuntimeError(f"{self.name}: {writer.rows:,} rows written of {self.rows:,}")
+        finally:
+            self._thread.shutdown()
 
     def __enter__(self) -> "ParquetCopyWriter":
         return self
