@@ -140,42 +140,45 @@ DESTINATION_LEVELS = (
 DESTINATION_BLOCK_CELLS = 8192   # origin cells whose destination levels are summed at a time
 
 
-def destination_blocks(table: OriginTable, rows: np.ndarray | None = None
-                       ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """Per employment geography x industry level of pseof (DESTINATION_LEVELS), for the
-    origin cells `rows` of `table` (None: all): (employed, employed in-state, suppressed),
-    the arrays cells x geographies x industries (geography-major, as the rows are written)."""
-    rows = np.arange(len(table.cells)) if rows is None else np.asarray(rows)
+def destination_level(table: OriginTable, rows: np.ndarray, block: int
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One employment geography x industry level of pseof (DESTINATION_LEVELS[block]) for
+    the origin cells `rows` of `table`: (employed, employed in-state, suppressed), the
+    arrays cells x geographies x industries (geography-major, as the rows are written).
+    Only what the level needs is summed (the divisions x sectors for the last alone)."""
+    rows = np.asarray(rows)
     by_state = state_flows(table.corrected[rows])                      # cells x sectors x states
     home = np.searchsorted(np.array(STATE_FIPS),
                            table.cells["inst_state"].astype(str).to_numpy()[rows])
     n = len(home)
     instate = by_state[np.arange(n), :, home]                          # cells x sectors
-    home_division = DIVISION_MEMBERSHIP[:, home].T                     # cells x divisions
-    by_division = by_state @ DIVISION_MEMBERSHIP.T.astype(np.int64)    # cells x sectors x divisions
     never = np.zeros((n, 1, 1), bool)
-    suppressed = table.suppressed[rows]
-    return [
-        (by_state.sum(axis=(1, 2))[:, None, None], instate.sum(axis=1)[:, None, None], never),
-        (by_state.sum(axis=2)[:, None, :], instate[:, None, :], never),
-        (by_division.sum(axis=1)[:, :, None],
-         (home_division * instate.sum(axis=1)[:, None])[:, :, None], suppressed[:, :, None]),
-        (by_division.transpose(0, 2, 1), home_division[:, :, None] * instate[:, None, :],
-         suppressed[:, :, None]),
-    ]
+    if block == 0:
+        return by_state.sum(axis=(1, 2))[:, None, None], instate.sum(axis=1)[:, None, None], never
+    if block == 1:
+        return by_state.sum(axis=2)[:, None, :], instate[:, None, :], never
+    home_division = DIVISION_MEMBERSHIP[:, home].T                     # cells x divisions
+    membership = DIVISION_MEMBERSHIP.T.astype(np.int64)                # states x divisions
+    suppressed = table.suppressed[rows][:, :, None]
+    if block == 2:
+        return ((by_state.sum(axis=1) @ membership)[:, :, None],
+                (home_division * instate.sum(axis=1)[:, None])[:, :, None], suppressed)
+    by_division = by_state @ membership                                # cells x sectors x divisions
+    return (by_division.transpose(0, 2, 1), home_division[:, :, None] * instate[:, None, :],
+            suppressed)
 
 
 def destination_block(table: OriginTable, rows: np.ndarray, block: int,
                       block_cells: int | None = None
                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """`destination_blocks(table, rows)[block]`, summed `block_cells` origin cells at a
+    """`destination_level(table, rows, block)`, summed `block_cells` origin cells at a
     time (None: DESTINATION_BLOCK_CELLS): memory holds one block of cells x destinations,
     never the table's."""
     block_cells = block_cells or DESTINATION_BLOCK_CELLS
-    pieces = [destination_blocks(table, rows[start:start + block_cells])[block]
+    pieces = [destination_level(table, rows[start:start + block_cells], block)
               for start in range(0, len(rows), block_cells)]
     if not pieces:
-        pieces = [destination_blocks(table, rows)[block]]
+        pieces = [destination_level(table, rows, block)]
     employed, in_state, suppressed = (np.concatenate([p[i] for p in pieces]) for i in range(3))
     return employed, in_state, suppressed
 
