@@ -267,10 +267,11 @@ def part_rows(part: PseofPart, start: int = 0, stop: int | None = None) -> pd.Da
     n = max(stop - start, 0)
     frame = origin.ids.iloc[np.repeat(np.arange(start, start + n), per_cell)].reset_index(drop=True)
     frame.insert(0, "agg_level_pseo", part.agg_level)
-    frame = frame.assign(geo_level=part.geo_level,
-                         geography=np.tile(np.repeat(part.geographies, len(part.industries)), n),
-                         ind_level=part.ind_level,
-                         industry=np.tile(part.industries, n * len(part.geographies)))
+    geographies = np.array(part.geographies, dtype=object)   # tiled as references to the codes
+    industries = np.array(part.industries, dtype=object)
+    columns = {"geo_level": part.geo_level,
+               "geography": np.tile(np.repeat(geographies, len(industries)), n),
+               "ind_level": part.ind_level, "industry": np.tile(industries, n * len(geographies))}
     for k in YEARS_AFTER:
         rows = origin.in_table[k][start:stop] if k in origin.in_table else None
         table, block, nonemployed = origin.tables.get(k), None, None
@@ -278,9 +279,9 @@ def part_rows(part: PseofPart, start: int = 0, stop: int | None = None) -> pd.Da
             at = rows[rows >= 0]
             block = destination_block(table, at, part.block)
             nonemployed = table.corrected[at, NONEMPLOYED]
-        frame = frame.assign(**_year_columns(
-            k, n, per_cell, rows, block, nonemployed,
-            carries_origin_measures(part.geo_level, part.ind_level)))
+        columns.update(_year_columns(k, n, per_cell, rows, block, nonemployed,
+                                     carries_origin_measures(part.geo_level, part.ind_level)))
+    frame = pd.concat([frame, pd.DataFrame(columns, index=frame.index)], axis=1)   # one copy
     return frame[list(layout(PRODUCT).columns)]
 
 
