@@ -207,7 +207,7 @@ class FlowCells:
     release hands it the rows as it writes them (`add_rows`), so the explorer does not
     read pseof_all back; `cipcodes` and `rows` are what the release facts say of it."""
 
-    def __init__(self, columns: FlowColumns):
+    def __init__(self, columns: FlowColumns, origins: int = 0):
         self.columns = columns
         self.industries = [ALL_INDUSTRIES] + columns.sectors
         self.geographies = [NATION[1]] + columns.divisions
@@ -217,8 +217,9 @@ class FlowCells:
         self.rows = 0
         self._origin_row: dict[tuple, int] = {}
         # per origin, per years after: emp by destination, instate by national
-        # destination, nme; NOT_AVAILABLE_CODE where pseof_all has no row
-        self._values = np.full((0, len(YEARS_AFTER), self.n_destinations + self.width + 1),
+        # destination, nme; NOT_AVAILABLE_CODE where pseof_all has no row. Room for
+        # `origins` origin cells at first (the number expected), more made as needed.
+        self._values = np.full((origins, len(YEARS_AFTER), self.n_destinations + self.width + 1),
                                NOT_AVAILABLE_CODE, np.int64)
 
     def where(self, geography: pd.Series, industry: pd.Series) -> np.ndarray:

@@ -97,7 +97,9 @@ def write_pseof(public: Path, flows: FlowsRelease, institution_state: Mapping[st
     all_name = f"{ALL_FOLDER}/{published_name(Product.PSEOF.file_name, table_format)}"
     cohorts: dict[str, set[str]] = {ALL_STATES: set()}
     national = []
-    explorer_flows = FlowCells(flow_columns(flows.pseof))
+    origin_cells = sum(len(origin.ids) for origin in {id(part.origin): part.origin
+                                                       for part in flows.pseof}.values())
+    explorer_flows = FlowCells(flow_columns(flows.pseof), origin_cells)
     with ExitStack() as files:
         layout_check = TableCheck(Path(all_name).name, Product.PSEOF, columns)
         writers = {ALL_STATES: files.enter_context(CodeTableWriter(public / all_name, columns,
