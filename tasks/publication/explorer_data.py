@@ -220,7 +220,7 @@ class FlowCells:
         # destination, nme; NOT_AVAILABLE_CODE where pseof_all has no row. Room for
         # `origins` origin cells at first (the number expected), more made as needed.
         self._values = np.full((origins, len(YEARS_AFTER), self.n_destinations + self.width + 1),
-                               NOT_AVAILABLE_CODE, np.int64)
+                               NOT_AVAILABLE_CODE, np.int32)   # counts of graduates
 
     def where(self, geography: pd.Series, industry: pd.Series) -> np.ndarray:
         """The destination index (`FlowColumns.destinations`) of each row's geography and
@@ -254,6 +254,8 @@ class FlowCells:
         for j, k in enumerate(YEARS_AFTER):
             values = {m: flagged(rows[f"y{k}_{m}"], rows[status[f"y{k}_{m}"]])
                       for m in ("grads_emp", "grads_emp_instate", "grads_nme")}
+            if any(len(v) and v.max() > np.iinfo(np.int32).max for v in values.values()):
+                raise ExplorerInputError(f"y{k}: a published flow is not a count of graduates")
             self._values[at, j, where] = values["grads_emp"]
             self._values[at[national], j, self.n_destinations + where[national]] = \
                 values["grads_emp_instate"][national]
