@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import run_release, store_beside, public_table
+from conftest import SMALL_INSTITUTIONS, public_table, run_release, small_data_set, store_beside
 from pseo_das.config import load_config
 from pseo_das.tasks.cip_recast.recast import RecastError, check_recastable, recast_context
 from pseo_das.tasks.cip_recast.recast_inputs import load_recast_inputs
@@ -154,7 +154,8 @@ def test_republish_recasts_a_release_published_as_measured(synthetic_dir, tmp_pa
                                                             tracking_uri, monkeypatch):
     """A release of an earlier version has no recast inputs in its record: republished as
     it was (codes as measured), or in CIP-2020 with --cip-vintage 2020, which gives the
-    files a release of this version publishes."""
+    files a release of this version publishes. Of the small data set and 02541200, whose
+    graduates before 2020 include 51.2501 (the 4-digit series 51.25 is not in CIP-2020)."""
     import pseo_das.flows.quarterly_release as release_flow
     from pseo_das.cli import main
     from pseo_das.tasks.measurements import stored_tables as kept
@@ -163,13 +164,14 @@ def test_republish_recasts_a_release_published_as_measured(synthetic_dir, tmp_pa
         full = kept.keep_publication_record.fn(store_path, fields, inputs)
         return full.model_copy(update={"recast": None, "ipeds": None})
     monkeypatch.setattr(release_flow, "keep_publication_record", legacy_record)
-    assert run_release(synthetic_dir, tmp_path / "legacy", "ab" * 32, tracking_uri,
+    data = small_data_set(synthetic_dir, tmp_path / "data", SMALL_INSTITUTIONS + ("02541200",))
+    assert run_release(data, tmp_path / "legacy", "ab" * 32, tracking_uri,
                        "2026Q4-legacy") == 0
     for vintage, out in ((None, "as-measured"), ("2020", "recast")):
         with pytest.raises(SystemExit) as stop:
             main(["republish", "--store", str(store_beside(tracking_uri)), "--release",
                   "2026Q4-legacy", "--out", str(tmp_path / out)]
-                 + (["--cip-vintage", vintage, "--reference", str(synthetic_dir)]   # its IPEDS
+                 + (["--cip-vintage", vintage, "--reference", str(data)]   # its IPEDS
                     if vintage else []))
         assert stop.value.code == 0
     public = {name: pd.read_csv(public_table(tmp_path / name, "pseoe_all.csv"), dtype=str)

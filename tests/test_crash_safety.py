@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SEED_A
+from conftest import SEED_A, run_release
 from pseo_das.tasks.publication.release_files import fingerprints
 
 pytestmark = pytest.mark.slow  # system tests: real releases (make test-fast leaves them out)
 
-RELEASE_ID = "2026Q4-test"  # as the shared release "a" (same seed, data and configuration)
+RELEASE_ID = "2026Q4-test"
 SCRIPT = Path(sys.executable).with_name("pseo-das")
 
 
@@ -70,6 +70,17 @@ def assert_absent_or_complete(out: Path) -> None:
         assert manifest["files"] == fingerprints(out)
 
 
+@pytest.fixture(scope="module")
+def uninterrupted(small_synthetic_dir, tmp_path_factory) -> Path:
+    """The release the killed ones resume to, made once without a kill: the same data (the
+    session's small data set: killing and resuming does not depend on its size), seed,
+    release id and configuration."""
+    root = tmp_path_factory.mktemp("uninterrupted")
+    assert run_release(small_synthetic_dir, root / "release", SEED_A,
+                       f"sqlite:///{root / 'audit' / 'mlflow.db'}", RELEASE_ID) == 0
+    return root / "release"
+
+
 @pytest.mark.parametrize("marker", [
     "measured flows",                 # noise drawn, not yet kept in the store
     "kept",                           # measurements stored, nothing published
@@ -77,24 +88,23 @@ def assert_absent_or_complete(out: Path) -> None:
     "record audit run",               # around the atomic rename into place
 ])
 def test_killed_release_resumes_to_the_same_bytes_without_spending_twice(
-        marker, releases, synthetic_dir, tmp_path):
-    root, _ = releases
+        marker, uninterrupted, small_synthetic_dir, tmp_path):
     out, store = tmp_path / "release", tmp_path / "audit"
     env = session_server_env()
-    assert run_until(release_command(synthetic_dir, out, store), marker, env), \
+    assert run_until(release_command(small_synthetic_dir, out, store), marker, env), \
         "never reached " + marker
     assert_absent_or_complete(out)
     spent_before = store_rows(store)
     assert all(spent_before)  # the plan and its spend were recorded before any noise
 
-    rerun = subprocess.run(release_command(synthetic_dir, out, store), capture_output=True,
+    rerun = subprocess.run(release_command(small_synthetic_dir, out, store), capture_output=True,
                            text=True, env=env, timeout=600)
     assert rerun.returncode == 0, rerun.stdout[-3000:] + rerun.stderr[-3000:]
     assert store_rows(store) == spent_before  # nothing spent twice
     assert_absent_or_complete(out)
     for name in ("all/pseoe_all.csv.gz", "all/pseoh_all.csv.gz", "all/pseof_all.csv.gz",
                  "release_notes.md"):
-        assert (out / "public" / name).read_bytes() == (root / "a" / "public" / name).read_bytes()
+        assert (out / "public" / name).read_bytes() == (uninterrupted / "public" / name).read_bytes()
     assert not list(tmp_path.glob(".release.staging-*"))
 
 

@@ -36,7 +36,7 @@ RAGGED_ROW = f"1,1,{CANARY},26,54,extra"
 
 def planted(folder: Path) -> Path:
     """Small synthetic microdata, one outcome's earnings the canary."""
-    write_synthetic(folder, graduates=5_000, seed=33, progress=lambda _: None)
+    write_synthetic(folder, graduates=2_000, seed=33, progress=lambda _: None)
     outcomes = pd.read_parquet(folder / "outcomes.parquet")
     outcomes.loc[outcomes["earnings"].first_valid_index(), "earnings"] = CANARY
     outcomes.to_parquet(folder / "outcomes.parquet")

@@ -229,7 +229,7 @@ def test_release_of_the_jobs_layout_says_sensitivity_k(tmp_path, tracking_uri):
     from pseo_das.cli import main
     data = tmp_path / "data"
     with pytest.raises(SystemExit):
-        main(["synth", "--out", str(data), "--graduates", "20000", "--jobs"])
+        main(["synth", "--out", str(data), "--graduates", "4000", "--jobs"])
     (tmp_path / "k2.toml").write_text("[privacy]\nmax_degrees_per_person = 2\n")
     assert run_release(data, tmp_path / "out", SEED_A, tracking_uri,
                        extra=("--config", str(tmp_path / "k2.toml"))) == 0

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import SEED_A, run_release, public_table
+from conftest import SEED_A, public_table, run_release, small_data_set
 from pseo_das.synth import write_synthetic
 from pseo_das.tasks.publication.flows_files import read_flows_state
 
@@ -17,8 +17,9 @@ pytestmark = pytest.mark.slow  # a real release
 
 
 def test_a_release_measures_the_flows_with_smooth_laplace(tmp_path, tracking_uri):
-    data = tmp_path / "data"
-    write_synthetic(data, graduates=30_000, seed=7, progress=lambda _: None, employers=True)
+    whole = tmp_path / "whole"
+    write_synthetic(whole, graduates=30_000, seed=7, progress=lambda _: None, employers=True)
+    data = small_data_set(whole, tmp_path / "data")     # the claims do not depend on its size
     config = tmp_path / "release.toml"
     config.write_text('[flows]\nmechanism = "smooth-laplace"\nemployer_alpha = 0.05\n'
                       'employer_delta = 1e-3\n')

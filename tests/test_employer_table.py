@@ -15,7 +15,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import SEED_A, run_release, store_beside, public_table
+from conftest import SEED_A, public_table, run_release, small_data_set, store_beside
 from pseo_das.config import ConfigError, load_config
 from pseo_das.synth import write_synthetic
 from pseo_das.tasks.employment_flows.employer_table import employer_table_questions
@@ -177,8 +177,9 @@ def _lifetime(out: Path) -> pd.DataFrame:
 
 @pytest.mark.slow
 def test_releases_publish_reuse_and_remeasure_the_table(tmp_path, tracking_uri):
-    full = tmp_path / "full"
-    write_synthetic(full, graduates=8_000, seed=11, progress=lambda _: None, employers=True)
+    whole = tmp_path / "whole"
+    write_synthetic(whole, graduates=30_000, seed=7, progress=lambda _: None, employers=True)
+    full = small_data_set(whole, tmp_path / "full")   # five institutions: the size is not tested
     newcomer = sorted(pd.read_parquet(full / "graduates.parquet")["institution"].astype(str))[-1]
     partial = _without_early_graduates(full, tmp_path / "partial", newcomer)
     settings = tmp_path / "table.toml"

@@ -298,18 +298,19 @@ def test_a_second_release_spends_nothing_and_publishes_the_same_numbers(releases
 
 
 @pytest.mark.slow
-def test_an_added_cohort_is_the_only_thing_measured(synthetic_dir, tmp_path, tracking_uri):
-    graduates = pd.read_parquet(synthetic_dir / "graduates.parquet")
-    outcomes = pd.read_parquet(synthetic_dir / "outcomes.parquet")
+def test_an_added_cohort_is_the_only_thing_measured(small_synthetic_dir, tmp_path,
+                                                   tracking_uri):
+    graduates = pd.read_parquet(small_synthetic_dir / "graduates.parquet")
+    outcomes = pd.read_parquet(small_synthetic_dir / "outcomes.parquet")
     added = (graduates["degree_level"] == "05") & (graduates["grad_year"] >= 2019)
     earlier = tmp_path / "earlier"
     earlier.mkdir()
-    shutil.copytree(synthetic_dir / "ipeds", earlier / "ipeds")   # the same public IPEDS files
+    shutil.copytree(small_synthetic_dir / "ipeds", earlier / "ipeds")   # the same IPEDS files
     graduates[~added].to_parquet(earlier / "graduates.parquet", index=False)
     outcomes[outcomes["person_id"].isin(graduates.loc[~added, "person_id"])] \
         .to_parquet(earlier / "outcomes.parquet", index=False)
     assert run_release(earlier, tmp_path / "r1", SEED_A, tracking_uri, "R1") == 0
-    assert run_release(synthetic_dir, tmp_path / "r2", None, tracking_uri, "R2") == 0
+    assert run_release(small_synthetic_dir, tmp_path / "r2", None, tracking_uri, "R2") == 0
     summary = _summary(tmp_path / "r2")
     # bachelor's cohort 2019-2021 reaches only 1 year after by 2022: earnings 1 + flows 1.2
     # + origin counts 0.3
@@ -352,11 +353,11 @@ def test_a_release_realigning_the_cohorts_is_refused_by_the_cli_and_spends_nothi
 
 
 @pytest.mark.slow
-def test_republish_without_microdata_gives_the_same_bytes(synthetic_dir, tmp_path, tracking_uri,
-                                                          capsys):
+def test_republish_without_microdata_gives_the_same_bytes(small_synthetic_dir, tmp_path,
+                                                          tracking_uri, capsys):
     from pseo_das.cli import main
     data = tmp_path / "data"
-    shutil.copytree(synthetic_dir, data)
+    shutil.copytree(small_synthetic_dir, data)
     assert run_release(data, tmp_path / "original", SEED_A, tracking_uri, "R1") == 0
     shutil.rmtree(data)
     with pytest.raises(SystemExit) as stop:

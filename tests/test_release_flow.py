@@ -262,10 +262,12 @@ def test_existing_destination_is_refused(releases, synthetic_dir):
     assert public_table(root / "a", "pseoe_all.csv").read_bytes() == before
 
 
-def test_configured_cip_levels_and_budget_cap(synthetic_dir, tmp_path, tracking_uri, capsys):
+def test_configured_cip_levels_and_budget_cap(small_synthetic_dir, tmp_path, tracking_uri,
+                                              capsys):
     config = tmp_path / "measure2.toml"
     config.write_text('[privacy]\nepsilon_per_tabulation = 0.5\ncip_levels = { "4" = "measure", "2" = "measure", "A" = "derive" }\n')
-    assert run_release(synthetic_dir, tmp_path / "r", SEED_A, tracking_uri, extra=("--config", str(config))) == 0
+    assert run_release(small_synthetic_dir, tmp_path / "r", SEED_A, tracking_uri,
+                       extra=("--config", str(config))) == 0
     ledger = pd.read_csv(tmp_path / "r" / "internal" / "ledger.csv")
     earnings = ledger[ledger["product"] == "earnings histograms"]
     assert earnings["epsilon"].sum() == pytest.approx(3.0)  # 3 years x 2 measured levels x 0.5
@@ -276,7 +278,8 @@ def test_configured_cip_levels_and_budget_cap(synthetic_dir, tmp_path, tracking_
 
     over = tmp_path / "over.toml"
     over.write_text("[privacy]\nepsilon_per_tabulation = 4.0\n")
-    assert run_release(synthetic_dir, tmp_path / "r2", SEED_A, tracking_uri, extra=("--config", str(over))) == 2
+    assert run_release(small_synthetic_dir, tmp_path / "r2", SEED_A, tracking_uri,
+                       extra=("--config", str(over))) == 2
     assert "exceeds privacy.epsilon_cap" in capsys.readouterr().err
     assert not (tmp_path / "r2").exists()
 
