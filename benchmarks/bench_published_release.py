@@ -1,0 +1,180 @@
+"""The demo release held, reviewed, published, checked and released again, as the docs describe
+it: the figures of docs/review/drb-report.md, docs/reference/distribution.md and
+docs/reference/outputs.md.
+
+    .venv/bin/python benchmarks/bench_published_release.py [--limit-rows N]
+
+On the default synthetic data (`pseo-das synth`, 200,000 graduates; cached by
+bench_cell_statistics.synthetic), into a temporary parent folder and a new store, each
+command as a user runs it in a fresh process, timed with its peak memory (release_runs.py):
+
+  release --hold-for-review, review approve, publish      (results/review-publish-<date>.json)
+  validate-layout OUT/public; all/pseoe_all.xlsx written again from the published
+  pseoe_all (write_release_workbook, in this process)   (results/output-checks-<date>.json)
+  frictionless validate of all/datapackage.json (every row, or the first --limit-rows);
+  the sizes the distribution page quotes; a second release of the same data, store and
+  parent folder under a new release id (nothing spent; identical files hard-linked)
+                                                          (results/distribution-<date>.json)
+"""
+from __future__ import annotations
+
+import argparse
+import resource
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from bench_cell_statistics import synthetic
+from bench_release import BIN
+from release_runs import LOGS, SEED, pseo_das, release, session_env
+from result_file import Run, table
+
+MB = 1e6
+FIRST, SECOND = "20261125T000000Z", "20261126T000000Z"
+
+
+def cpu_seconds() -> float:
+    """User + system seconds of this process's waited-for children so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def command_row(label: str, run: dict, cpu: float | None = None) -> list:
+    return [label, round(run["wall_s"], 1), None if cpu is None else round(cpu, 1),
+            round(run["peak_mb"])]
+
+
+COMMAND_COLUMNS = ["command", "wall s", "CPU s (user + sys)", "peak MB"]
+
+
+def timed(args: list[str], log: str, env: dict[str, str]) -> tuple[dict, float]:
+    """`pseo-das ARGS`: its run (wall s, peak MB) and its CPU seconds."""
+    before = cpu_seconds()
+    run = pseo_das(args, log, env)
+    return run, cpu_seconds() - before
+
+
+def review_and_publish(data: Path, parent: Path, store: Path, env: dict[str, str]) -> list:
+    held, held_cpu = timed(["release", "--data", str(data), "--out", str(parent / FIRST),
+                            "--seed", SEED, "--release-id", FIRST, "--store", str(store),
+                            "--init-store", "--tracking-uri", f"sqlite:///{parent}/mlflow.db",
+                            "--hold-for-review"], "review-held", env)
+    approve, approve_cpu = timed(["review", "approve", FIRST, "--by", "DRB chair",
+                                  "--clearance", "CBDRB-FY27-042", "--store", str(store)],
+                                 "review-approve", env)
+    publish, publish_cpu = timed(["publish", FIRST, "--out", str(parent / FIRST), "--store",
+                                  str(store)], "review-publish", env)
+    return [command_row("`release --hold-for-review` (new store)", held, held_cpu),
+            command_row("`review approve`", approve, approve_cpu),
+            command_row("`publish`", publish, publish_cpu)]
+
+
+def workbook_row(public: Path, work: Path) -> list:
+    """all/pseoe_all.xlsx written again from the published pseoe_all, in a copy of all/."""
+    from pseo_das.tasks.publication.labelled_workbook import write_release_workbook
+    (work / "all").mkdir(parents=True)
+    for path in (public / "all").glob("pseoe_all.csv*"):
+        shutil.copy(path, work / "all" / path.name)
+    started = time.perf_counter()
+    written = write_release_workbook(work, FIRST)
+    seconds = time.perf_counter() - started
+    same = written.read_bytes() == (public / "all" / written.name).read_bytes()
+    rows = pq.read_metadata(public / "all" / "pseoe_all.parquet").num_rows \
+        if (public / "all" / "pseoe_all.parquet").exists() else None
+    return ["`all/pseoe_all.xlsx` written again from the published `pseoe_all`", rows,
+            round(seconds, 1), round(written.stat().st_size / MB, 1), same]
+
+
+def frictionless(public: Path, limit_rows: int | None) -> list:
+    command = [str(BIN / "frictionless"), "validate",
+               *(["--limit-rows", str(limit_rows)] if limit_rows else []),
+               str(public / "all" / "datapackage.json")]
+    from bench_release import measure
+    before = cpu_seconds()
+    run = measure(command, LOGS / "frictionless.log")
+    cpu = cpu_seconds() - before
+    valid = "VALID" in (LOGS / "frictionless.log").read_text(errors="replace").upper()
+    label = "`frictionless validate " + (f"--limit-rows {limit_rows} " if limit_rows else "") \
+        + "OUT/public/all/datapackage.json`" + ("" if limit_rows else " (every row)")
+    return [label, round(run["wall_s"], 1), round(cpu, 1), round(run["peak_mb"]), valid]
+
+
+def size_rows(folder: Path) -> list[list]:
+    internal, public = folder / "internal", folder / "public"
+    state = internal / "flows_state.parquet"
+    parquet = sum(p.stat().st_size for p in (public / "all").glob("*.parquet"))
+    pseof_states = sorted(public.glob("*/pseof_*.csv.gz"))
+    pseof_states = [p for p in pseof_states if p.parent.name != "all"]
+
+    def mb(size: float) -> float:
+        return round(size / MB, 2)
+    return [["`internal/flows_state.parquet`", pq.read_metadata(state).num_rows,
+             mb(state.stat().st_size)],
+            ["`all/pseoe_all.xlsx`", None, mb((public / "all" / "pseoe_all.xlsx").stat().st_size)],
+            [f"the {len(pseof_states)} state `pseof_[st].csv.gz` together", None,
+             mb(sum(p.stat().st_size for p in pseof_states))],
+            ["the Parquet extension (`all/*.parquet`)", None, mb(parquet)],
+            ["`all/datapackage.json`", None,
+             mb((public / "all" / "datapackage.json").stat().st_size)]]
+
+
+def rerun_rows(data: Path, parent: Path, store: Path, env: dict[str, str]) -> list[list]:
+    """A second release of the same data, store and parent: what it adds on disk."""
+    second = release(data, parent / SECOND, store, SECOND, env)
+    first_inodes = {(s.st_dev, s.st_ino) for p in (parent / FIRST).rglob("*") if p.is_file()
+                    for s in [p.stat()]}
+    files = [(p, p.stat()) for p in (parent / SECOND).rglob("*") if p.is_file()]
+    own = {(s.st_dev, s.st_ino): (p, s.st_size) for p, s in files
+           if (s.st_dev, s.st_ino) not in first_inodes}
+    linked = len(files) - sum(1 for p, s in files if (s.st_dev, s.st_ino) in own)
+    largest = max(own.values(), key=lambda item: item[1])
+    return [["second release: wall s, new epsilon", second["wall_s"],
+             second["summary"]["new_epsilon"]],
+            ["its files, hard-linked to the first's", len(files), linked],
+            ["bytes it adds (files not linked to the first's), MB", len(own),
+             round(sum(size for _, size in own.values()) / MB, 2)],
+            [f"of which its largest, `{largest[0].relative_to(parent / SECOND)}`, MB", 1,
+             round(largest[1] / MB, 2)]]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--limit-rows", type=int, help="frictionless: the first N rows of each "
+                        "table only (default: every row)")
+    args = parser.parse_args()
+    review_run = Run("review-publish")
+    data = synthetic()
+    with tempfile.TemporaryDirectory(prefix="pseo-bench-published-") as name:
+        parent = Path(name) / "releases"
+        parent.mkdir()
+        env = session_env(Path(name))
+        store = Path(name) / "store"
+        commands = review_and_publish(data, parent, store, env)
+        path = review_run.write([table("Hold, approve, publish (the demo data)",
+                                       COMMAND_COLUMNS, commands)])
+        print(f"results: {path}")
+        public = parent / FIRST / "public"
+        checks_run = Run("output-checks")
+        layout, layout_cpu = timed(["validate-layout", str(public)], "validate-layout", env)
+        checks = [table("Checks of the published demo release", COMMAND_COLUMNS,
+                        [command_row("`validate-layout OUT/public`", layout, layout_cpu)]),
+                  table("The labelled workbook", ["file", "rows", "seconds", "MB",
+                                                  "same bytes as the release's"],
+                        [workbook_row(public, Path(name) / "workbook")])]
+        print(f"results: {checks_run.write(checks)}")
+        distribution_run = Run("distribution")
+        validation = frictionless(public, args.limit_rows)
+        sizes = size_rows(parent / FIRST)
+        rerun = rerun_rows(data, parent, store, env)
+    figures = [table("Validation of the descriptor", [*COMMAND_COLUMNS, "valid"], [validation]),
+               table("Sizes in the demo release", ["file", "rows", "MB"], sizes),
+               table(f"A second release (id {SECOND}) beside the first, same store",
+                     ["what", "count", "value"], rerun)]
+    print(f"results: {distribution_run.write(figures)}")
+
+
+if __name__ == "__main__":
+    main()
