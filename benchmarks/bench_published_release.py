@@ -28,7 +28,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from bench_cell_statistics import synthetic
-from bench_release import BIN
+from bench_release import BIN, measure
 from release_runs import LOGS, SEED, pseo_das, release, session_env
 from result_file import Run, table
 
@@ -50,7 +50,7 @@ def command_row(label: str, run: dict, cpu: float | None = None) -> list:
 COMMAND_COLUMNS = ["command", "wall s", "CPU s (user + sys)", "peak MB"]
 
 
-def timed(args: list[str], log: str, env: dict[str, str]) -> tuple[dict, float]:
+def timed(args: list[str], log: str, env: dict[str, str] | None) -> tuple[dict, float]:
     """`pseo-das ARGS`: its run (wall s, peak MB) and its CPU seconds."""
     before = cpu_seconds()
     run = pseo_das(args, log, env)
@@ -82,8 +82,7 @@ def workbook_row(public: Path, work: Path) -> list:
     written = write_release_workbook(work, FIRST)
     seconds = time.perf_counter() - started
     same = written.read_bytes() == (public / "all" / written.name).read_bytes()
-    rows = pq.read_metadata(public / "all" / "pseoe_all.parquet").num_rows \
-        if (public / "all" / "pseoe_all.parquet").exists() else None
+    rows = pq.read_metadata(public / "all" / "parquet" / "pseoe_all.parquet").num_rows
     return ["`all/pseoe_all.xlsx` written again from the published `pseoe_all`", rows,
             round(seconds, 1), round(written.stat().st_size / MB, 1), same]
 
@@ -92,7 +91,6 @@ def frictionless(public: Path, limit_rows: int | None) -> list:
     command = [str(BIN / "frictionless"), "validate",
                *(["--limit-rows", str(limit_rows)] if limit_rows else []),
                str(public / "all" / "datapackage.json")]
-    from bench_release import measure
     before = cpu_seconds()
     run = measure(command, LOGS / "frictionless.log")
     cpu = cpu_seconds() - before
@@ -105,7 +103,7 @@ def frictionless(public: Path, limit_rows: int | None) -> list:
 def size_rows(folder: Path) -> list[list]:
     internal, public = folder / "internal", folder / "public"
     state = internal / "flows_state.parquet"
-    parquet = sum(p.stat().st_size for p in (public / "all").glob("*.parquet"))
+    parquet = sum(p.stat().st_size for p in (public / "all" / "parquet").glob("*.parquet"))
     pseof_states = sorted(public.glob("*/pseof_*.csv.gz"))
     pseof_states = [p for p in pseof_states if p.parent.name != "all"]
 
@@ -116,28 +114,25 @@ def size_rows(folder: Path) -> list[list]:
             ["`all/pseoe_all.xlsx`", None, mb((public / "all" / "pseoe_all.xlsx").stat().st_size)],
             [f"the {len(pseof_states)} state `pseof_[st].csv.gz` together", None,
              mb(sum(p.stat().st_size for p in pseof_states))],
-            ["the Parquet extension (`all/*.parquet`)", None, mb(parquet)],
+            ["the Parquet extension (`all/parquet/`)", None, mb(parquet)],
             ["`all/datapackage.json`", None,
              mb((public / "all" / "datapackage.json").stat().st_size)]]
 
 
-def rerun_rows(data: Path, parent: Path, store: Path, env: dict[str, str]) -> list[list]:
-    """A second release of the same data, store and parent: what it adds on disk."""
+def rerun_row(data: Path, parent: Path, store: Path, env: dict[str, str]) -> list:
+    """A second release of the same data, store and parent: its time and what it adds on
+    disk (its files not hard-linked to the first's)."""
     second = release(data, parent / SECOND, store, SECOND, env)
     first_inodes = {(s.st_dev, s.st_ino) for p in (parent / FIRST).rglob("*") if p.is_file()
                     for s in [p.stat()]}
     files = [(p, p.stat()) for p in (parent / SECOND).rglob("*") if p.is_file()]
     own = {(s.st_dev, s.st_ino): (p, s.st_size) for p, s in files
            if (s.st_dev, s.st_ino) not in first_inodes}
-    linked = len(files) - sum(1 for p, s in files if (s.st_dev, s.st_ino) in own)
     largest = max(own.values(), key=lambda item: item[1])
-    return [["second release: wall s, new epsilon", second["wall_s"],
-             second["summary"]["new_epsilon"]],
-            ["its files, hard-linked to the first's", len(files), linked],
-            ["bytes it adds (files not linked to the first's), MB", len(own),
-             round(sum(size for _, size in own.values()) / MB, 2)],
-            [f"of which its largest, `{largest[0].relative_to(parent / SECOND)}`, MB", 1,
-             round(largest[1] / MB, 2)]]
+    return [second["wall_s"], second["summary"]["new_epsilon"], len(files),
+            sum(1 for _, s in files if (s.st_dev, s.st_ino) in first_inodes),
+            round(sum(size for _, size in own.values()) / MB, 2),
+            f"`{largest[0].relative_to(parent / SECOND)}` ({largest[1] / MB:.2f} MB)"]
 
 
 def main() -> None:
@@ -168,11 +163,12 @@ def main() -> None:
         distribution_run = Run("distribution")
         validation = frictionless(public, args.limit_rows)
         sizes = size_rows(parent / FIRST)
-        rerun = rerun_rows(data, parent, store, env)
+        rerun = rerun_row(data, parent, store, env)
     figures = [table("Validation of the descriptor", [*COMMAND_COLUMNS, "valid"], [validation]),
                table("Sizes in the demo release", ["file", "rows", "MB"], sizes),
-               table(f"A second release (id {SECOND}) beside the first, same store",
-                     ["what", "count", "value"], rerun)]
+               table(f"A second release (id {SECOND}) beside the first, same data and store",
+                     ["wall s", "new epsilon", "files", "hard-linked to the first's",
+                      "MB it adds", "the largest file it adds"], [rerun])]
     print(f"results: {distribution_run.write(figures)}")
 
 
