@@ -11,10 +11,11 @@ command as a user runs it in a fresh process, timed with its peak memory (releas
   release --hold-for-review, review approve, publish      (results/review-publish-<date>.json)
   validate-layout OUT/public; all/pseoe_all.xlsx written again from the published
   pseoe_all (write_release_workbook, in this process)   (results/output-checks-<date>.json)
-  frictionless validate of all/datapackage.json (every row, or the first --limit-rows);
-  the sizes the distribution page quotes; a second release of the same data, store and
-  parent folder under a new release id (nothing spent; identical files hard-linked)
-                                                          (results/distribution-<date>.json)
+  frictionless validate of all/datapackage.json (every row, or the first --limit-rows)
+                                                 (results/frictionless-validation-<date>.json)
+  the published folder's sizes (release_sizes.py)    (results/release-sizes-<date>.json)
+  a second release of the same data, store and parent folder under a new release id
+  (nothing spent; identical files hard-linked)       (results/release-rerun-<date>.json)
 """
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ import pyarrow.parquet as pq
 from bench_cell_statistics import synthetic
 from bench_release import BIN, measure
 from release_runs import LOGS, SEED, pseo_das, release, session_env
+from release_sizes import record as record_sizes
 from result_file import Run, table
 
 MB = 1e6
@@ -94,29 +96,11 @@ def frictionless(public: Path, limit_rows: int | None) -> list:
     before = cpu_seconds()
     run = measure(command, LOGS / "frictionless.log")
     cpu = cpu_seconds() - before
-    valid = "VALID" in (LOGS / "frictionless.log").read_text(errors="replace").upper()
+    report = (LOGS / "frictionless.log").read_text(errors="replace")
+    valid = "VALID" in report and "INVALID" not in report
     label = "`frictionless validate " + (f"--limit-rows {limit_rows} " if limit_rows else "") \
         + "OUT/public/all/datapackage.json`" + ("" if limit_rows else " (every row)")
     return [label, round(run["wall_s"], 1), round(cpu, 1), round(run["peak_mb"]), valid]
-
-
-def size_rows(folder: Path) -> list[list]:
-    internal, public = folder / "internal", folder / "public"
-    state = internal / "flows_state.parquet"
-    parquet = sum(p.stat().st_size for p in (public / "all" / "parquet").glob("*.parquet"))
-    pseof_states = sorted(public.glob("*/pseof_*.csv.gz"))
-    pseof_states = [p for p in pseof_states if p.parent.name != "all"]
-
-    def mb(size: float) -> float:
-        return round(size / MB, 2)
-    return [["`internal/flows_state.parquet`", pq.read_metadata(state).num_rows,
-             mb(state.stat().st_size)],
-            ["`all/pseoe_all.xlsx`", None, mb((public / "all" / "pseoe_all.xlsx").stat().st_size)],
-            [f"the {len(pseof_states)} state `pseof_[st].csv.gz` together", None,
-             mb(sum(p.stat().st_size for p in pseof_states))],
-            ["the Parquet extension (`all/parquet/`)", None, mb(parquet)],
-            ["`all/datapackage.json`", None,
-             mb((public / "all" / "datapackage.json").stat().st_size)]]
 
 
 def rerun_row(data: Path, parent: Path, store: Path, env: dict[str, str]) -> list:
@@ -160,16 +144,17 @@ def main() -> None:
                                                   "same bytes as the release's"],
                         [workbook_row(public, Path(name) / "workbook")])]
         print(f"results: {checks_run.write(checks)}")
-        distribution_run = Run("distribution")
-        validation = frictionless(public, args.limit_rows)
-        sizes = size_rows(parent / FIRST)
-        rerun = rerun_row(data, parent, store, env)
-    figures = [table("Validation of the descriptor", [*COMMAND_COLUMNS, "valid"], [validation]),
-               table("Sizes in the demo release", ["file", "rows", "MB"], sizes),
-               table(f"A second release (id {SECOND}) beside the first, same data and store",
-                     ["wall s", "new epsilon", "files", "hard-linked to the first's",
-                      "MB it adds", "the largest file it adds"], [rerun])]
-    print(f"results: {distribution_run.write(figures)}")
+        validation_run = Run("frictionless-validation")
+        validation = table("The demo release", [*COMMAND_COLUMNS, "valid"],
+                           [frictionless(public, args.limit_rows)])
+        print(f"results: {validation_run.write([validation])}")
+        print(f"results: {record_sizes(parent / FIRST, Run('release-sizes'))}")
+        rerun_run = Run("release-rerun")
+        rerun = table(f"A second release (id {SECOND}) beside the first, same data and store",
+                      ["wall s", "new epsilon", "files", "hard-linked to the first's",
+                       "MB it adds", "the largest file it adds"],
+                      [rerun_row(data, parent, store, env)])
+    print(f"results: {rerun_run.write([rerun])}")
 
 
 if __name__ == "__main__":
