@@ -1,21 +1,23 @@
-"""The demo release held, reviewed, published, checked and released again, as the docs describe
-it: the figures of docs/review/drb-report.md, docs/reference/distribution.md and
-docs/reference/outputs.md.
+"""The demo release held, reviewed and published; released, checked and released again, as the
+docs describe it: the figures of docs/review/drb-report.md, docs/reference/distribution.md
+and docs/reference/outputs.md.
 
     .venv/bin/python benchmarks/bench_published_release.py [--limit-rows N]
 
 On the default synthetic data (`pseo-das synth`, 200,000 graduates; cached by
-bench_cell_statistics.synthetic), into a temporary parent folder and a new store, each
-command as a user runs it in a fresh process, timed with its peak memory (release_runs.py):
+bench_cell_statistics.synthetic), into temporary folders, each command as a user runs it in a
+fresh process, timed with its peak memory (release_runs.py):
 
-  release --hold-for-review, review approve, publish      (results/review-publish-<date>.json)
+  release --hold-for-review (a new store), review approve, publish; the published folder's
+  size                                                (results/review-publish-<date>.json)
+  the release as `make release` makes it (another new store), then of it:
   validate-layout OUT/public; all/pseoe_all.xlsx written again from the published
   pseoe_all (write_release_workbook, in this process)   (results/output-checks-<date>.json)
   frictionless validate of all/datapackage.json (every row, or the first --limit-rows)
                                                  (results/frictionless-validation-<date>.json)
-  the published folder's sizes (release_sizes.py)    (results/release-sizes-<date>.json)
+  its sizes (release_sizes.py)                          (results/release-sizes-<date>.json)
   a second release of the same data, store and parent folder under a new release id
-  (nothing spent; identical files hard-linked)       (results/release-rerun-<date>.json)
+  (nothing spent; identical files hard-linked)          (results/release-rerun-<date>.json)
 """
 from __future__ import annotations
 
@@ -31,6 +33,7 @@ import pyarrow.parquet as pq
 from bench_cell_statistics import synthetic
 from bench_release import BIN, measure
 from release_runs import LOGS, SEED, pseo_das, release, session_env
+from release_sizes import file_sizes, summary
 from release_sizes import record as record_sizes
 from result_file import Run, table
 
@@ -60,6 +63,8 @@ def timed(args: list[str], log: str, env: dict[str, str] | None) -> tuple[dict, 
 
 
 def review_and_publish(data: Path, parent: Path, store: Path, env: dict[str, str]) -> list:
+    """The release held, approved and published into `parent` from a new `store`: the three
+    commands' rows, then the published folder's size."""
     held, held_cpu = timed(["release", "--data", str(data), "--out", str(parent / FIRST),
                             "--seed", SEED, "--release-id", FIRST, "--store", str(store),
                             "--init-store", "--tracking-uri", f"sqlite:///{parent}/mlflow.db",
@@ -69,9 +74,11 @@ def review_and_publish(data: Path, parent: Path, store: Path, env: dict[str, str
                                  "review-approve", env)
     publish, publish_cpu = timed(["publish", FIRST, "--out", str(parent / FIRST), "--store",
                                   str(store)], "review-publish", env)
+    _, whole = summary(file_sizes(parent / FIRST))
     return [command_row("`release --hold-for-review` (new store)", held, held_cpu),
             command_row("`review approve`", approve, approve_cpu),
-            command_row("`publish`", publish, publish_cpu)]
+            command_row("`publish`", publish, publish_cpu)], \
+        [[whole["files"], whole["distinct"], round(whole["bytes"] / MB, 1)]]
 
 
 def workbook_row(public: Path, work: Path) -> list:
@@ -124,17 +131,20 @@ def main() -> None:
     parser.add_argument("--limit-rows", type=int, help="frictionless: the first N rows of each "
                         "table only (default: every row)")
     args = parser.parse_args()
-    review_run = Run("review-publish")
     data = synthetic()
     with tempfile.TemporaryDirectory(prefix="pseo-bench-published-") as name:
-        parent = Path(name) / "releases"
-        parent.mkdir()
         env = session_env(Path(name))
-        store = Path(name) / "store"
-        commands = review_and_publish(data, parent, store, env)
-        path = review_run.write([table("Hold, approve, publish (the demo data)",
-                                       COMMAND_COLUMNS, commands)])
+        for folder in ("reviewed", "releases"):
+            (Path(name) / folder).mkdir()
+        review_run = Run("review-publish")
+        commands, published = review_and_publish(data, Path(name) / "reviewed",
+                                                 Path(name) / "review-store", env)
+        path = review_run.write([
+            table("Hold, approve, publish (the demo data)", COMMAND_COLUMNS, commands),
+            table("The published folder", ["files", "distinct files", "MB"], published)])
         print(f"results: {path}")
+        parent, store = Path(name) / "releases", Path(name) / "store"
+        release(data, parent / FIRST, store, FIRST, env)         # as `make release` does
         public = parent / FIRST / "public"
         checks_run = Run("output-checks")
         layout, layout_cpu = timed(["validate-layout", str(public)], "validate-layout", env)
