@@ -27,7 +27,7 @@ import pyarrow.csv as pa_csv
 
 from pseo_das.schemas.distribution import GZIP_LEVEL, open_output
 from pseo_das.schemas.pseo_layout import Product, TableCheck, check_file, layout
-from pseo_das.tasks.inputs.ingest import sha256_file
+from pseo_das.schemas.written_hashes import read_sha256
 
 ROWS_PER_BLOCK = 250_000     # as the release's flows chunks (division_flows.ROWS_PER_CHUNK)
 
@@ -79,7 +79,7 @@ def main(release: Path) -> None:
     print(f"  {rows:,} rows, {len(problems)} problems")
     files = [p for p in sorted(release.rglob("*")) if p.is_file()]
     timed(f"SHA-256 of the {len(files)} files read back (before)",
-          lambda: [sha256_file(p) for p in files])
+          lambda: [read_sha256(p) for p in files])
     print(f"  {sum(p.stat().st_size for p in files) / 1e6:.1f} MB")
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pseo_das.tasks.inputs.ingest import sha256_file
+from pseo_das.schemas.written_hashes import read_sha256
 from pseo_das.tasks.publication.earlier_copies import link_earlier_copies
 from pseo_das.tasks.publication.release_files import publish
 
@@ -26,7 +26,7 @@ def release_folder(folder: Path, files: dict[str, bytes]) -> Path:
         (folder / name).parent.mkdir(parents=True, exist_ok=True)
         (folder / name).write_bytes(content)
     manifest = {"release_id": folder.name,
-                "files": {name: sha256_file(folder / name) for name in sorted(files)}}
+                "files": {name: read_sha256(folder / name) for name in sorted(files)}}
     (folder / "internal" / "manifest.json").write_text(json.dumps(manifest))
     return folder
 

@@ -4,7 +4,9 @@ is a store MLflow uses as its own, private to its owner, and a kept file that is
 a cache folder that cannot be written never stops a store from being created."""
 from __future__ import annotations
 
+import sqlite3
 import stat
+from contextlib import closing
 from pathlib import Path
 
 from mlflow.tracking import MlflowClient
@@ -32,17 +34,42 @@ def test_new_stores_are_copies_of_the_empty_store_kept_once(tmp_path, monkeypatc
     cache = tmp_path / "cache"
     monkeypatch.setenv("PSEO_DAS_CACHE_DIR", str(cache))
     first, second = tmp_path / "a" / "mlflow.db", tmp_path / "b" / "mlflow.db"
+    here = Path.cwd()
     initialise_sqlite_store(f"sqlite:///{first}")
     empty = kept(cache).read_bytes()
     assert empty.startswith(SQLITE_HEADER)
     assert stat.S_IMODE(kept(cache).stat().st_mode) == 0o600
     made = kept(cache).stat().st_mtime_ns
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
     initialise_sqlite_store(f"sqlite:///{second}")
     assert kept(cache).stat().st_mtime_ns == made          # not made again
-    assert second.read_bytes() == empty                    # a copy
+    assert tables(second) == tables(first)                 # a copy: the same schema and rows
     assert stat.S_IMODE(second.stat().st_mode) == 0o600
+    # ... but for its Default experiment, as MLflow makes it in this process's folder
+    assert default_location(second) == str(elsewhere / "mlruns" / "0")
+    assert default_location(first) == str(here / "mlruns" / "0")
     a_store_mlflow_uses(f"sqlite:///{second}")
-    assert first.read_bytes() == empty                     # the first store was one too
+
+
+def tables(path: Path) -> dict[str, list]:
+    """Every table's schema and rows, the Default experiment's location and times aside."""
+    with closing(sqlite3.connect(path)) as db:
+        names = [n for (n,) in db.execute("SELECT name FROM sqlite_master ORDER BY name")]
+        out = {"schema": db.execute("SELECT sql FROM sqlite_master ORDER BY name").fetchall()}
+        for name in names:
+            if db.execute("SELECT type FROM sqlite_master WHERE name = ?", (name,)).fetchone()[0] == "table":
+                out[name] = sorted(map(repr, db.execute(f'SELECT * FROM "{name}"').fetchall()))
+        out["experiments"] = db.execute(
+            "SELECT experiment_id, name, lifecycle_stage FROM experiments").fetchall()
+    return out
+
+
+def default_location(path: Path) -> str:
+    with closing(sqlite3.connect(path)) as db:
+        return db.execute("SELECT artifact_location FROM experiments "
+                          "WHERE experiment_id = 0").fetchone()[0]
 
 
 def test_a_release_run_is_logged_in_a_copied_store(tmp_path, monkeypatch):

@@ -13,7 +13,7 @@ import pytest
 
 from conftest import run_release, store_beside, public_table
 from pseo_das.cli import main
-from pseo_das.tasks.inputs.ingest import sha256_file
+from pseo_das.schemas.written_hashes import read_sha256
 from pseo_das.tasks.publication.release_files import fingerprints
 from test_ingest import write_releasable
 
@@ -28,7 +28,7 @@ def cli(*args: object) -> int:
 
 def tree(folder: Path) -> dict[str, str]:
     """Every file under `folder` (the manifest too) by relative path -> SHA-256."""
-    return {str(p.relative_to(folder)): sha256_file(p)
+    return {str(p.relative_to(folder)): read_sha256(p)
             for p in sorted(folder.rglob("*")) if p.is_file()}
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from pseo_das.tasks.audit.audit_target import AuditedRelease
 from pseo_das.tasks.cip_recast.recast_inputs import is_recast_input
-from pseo_das.tasks.inputs.ingest import sha256_file
+from pseo_das.schemas.written_hashes import read_sha256
 from pseo_das.tasks.inputs.ipeds_location import IPEDS_FOLDER, locate_ipeds
 from pseo_das.tasks.inputs.reference_inputs import default_reference_dir, is_reference_input
 from pseo_das.tasks.publication.release_files import fingerprints
@@ -138,7 +138,7 @@ def check_inputs(release: AuditedRelease, locations: InputLocations,
         if not path.is_file():
             missing.append(str(path))
             continue
-        found = sha256_file(path)
+        found = read_sha256(path)
         if found != expected and name.startswith(f"{IPEDS_FOLDER}/") \
                 and folder == default_reference_dir() \
                 and not (locations.data_dir / IPEDS_FOLDER).is_dir():

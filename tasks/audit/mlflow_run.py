@@ -9,14 +9,19 @@ from __future__ import annotations
 import json
 import os
 import re
+import sqlite3
 import time
+from contextlib import closing
 from fractions import Fraction
 from pathlib import Path
 
 import pandas as pd
 from mlflow.entities import Metric, Param, RunTag, ViewType
 from mlflow.exceptions import MlflowException
+from mlflow.store.tracking import DEFAULT_LOCAL_FILE_AND_ARTIFACT_PATH
+from mlflow.tracking.default_experiment import DEFAULT_EXPERIMENT_ID
 from mlflow.tracking import MlflowClient
+from mlflow.utils.uri import append_to_uri_path, resolve_uri_if_local
 from mlflow.version import VERSION as MLFLOW_VERSION
 
 from pseo_das.errors import PseoDasError, withhold
@@ -97,6 +102,8 @@ def initialise_sqlite_store(tracking_uri: str) -> None:
         write_private(temporary, empty or b"")   # run logs hold seeds and parameters: owner only
         if empty is None:
             build_empty_store(temporary)
+        else:
+            own_default_experiment(temporary)
         try:
             os.link(temporary, path)          # never replaces a store created meanwhile
         except FileExistsError:
@@ -169,6 +176,19 @@ def empty_store() -> bytes | None:
         return kept.read_bytes()
     except OSError:
         return None
+
+
+def own_default_experiment(path: Path) -> None:
+    """The Default experiment of a copied store as MLflow would have created it here and
+    now: its artifact folder under this process's ./mlruns (not under the folder of the
+    process that made the empty store) and its creation time."""
+    location = append_to_uri_path(resolve_uri_if_local(DEFAULT_LOCAL_FILE_AND_ARTIFACT_PATH),
+                                  DEFAULT_EXPERIMENT_ID)
+    now = int(time.time() * 1000)
+    with closing(sqlite3.connect(path)) as db, db:
+        db.execute("UPDATE experiments SET artifact_location = ?, creation_time = ?, "
+                   "last_update_time = ? WHERE experiment_id = ?",
+                   (str(location), now, now, int(DEFAULT_EXPERIMENT_ID)))
 
 
 def build_empty_store(path: Path) -> None:

@@ -16,13 +16,12 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from pseo_das.schemas.distribution import is_gzipped, open_bytes
-from pseo_das.schemas.written_hashes import stream_sha256
+from pseo_das.schemas.written_hashes import stream_sha256, read_sha256
 from pseo_das.errors import PseoDasError
 from pseo_das.config import load_config, meaning_of_missing
 from pseo_das.reports.render import toml_value
 from pseo_das.tasks.audit.audit_target import AuditedRelease
 from pseo_das.tasks.audit.fingerprint_checks import InputLocations
-from pseo_das.tasks.inputs.ingest import sha256_file
 from pseo_das.tasks.privacy.release_seed import ReleaseSeed
 from pseo_das.tasks.privacy.seed_custody import SeedKeyError
 from pseo_das.tasks.privacy.store import PrivacyStore, store_exists
@@ -168,7 +167,7 @@ def compare_replay(release: AuditedRelease, replay_dir: Path, replay_params: dic
             findings.append(f"{name}: published, but the replay did not write it")
         elif not mine.is_file():
             findings.append(f"{name}: written by the replay, not in the release")
-        elif sha256_file(mine) == sha256_file(theirs):
+        elif read_sha256(mine) == read_sha256(theirs):
             identical.append(name)
         elif same_table_compressed_otherwise(mine, theirs):
             recompressed.append(name)

@@ -21,7 +21,8 @@ from pseo_das.schemas.inputs import CipVintages
 from pseo_das.tasks import progress
 from pseo_das.tasks.inputs.cip_crosswalk import (CROSSWALK_FILE, possible_transitions,
                                                  read_crosswalk)
-from pseo_das.tasks.inputs.ingest import InputValidationError, sha256_file
+from pseo_das.schemas.written_hashes import read_sha256
+from pseo_das.tasks.inputs.ingest import InputValidationError
 from pseo_das.tasks.inputs.ipeds import read_completions, read_directory, year_of
 from pseo_das.tasks.inputs.ipeds_location import IPEDS_FOLDER, locate_ipeds
 from pseo_das.tasks.inputs.reference_cache import cached
@@ -85,7 +86,7 @@ def read_ipeds(folder: Path, before_year: int) -> tuple[pd.DataFrame, dict[str, 
             continue
         merged = completions.merge(directory, on="unitid", how="left")
         parts.append(merged[merged["institution"].notna()])
-        prints.update({f"{IPEDS_FOLDER}/{p.name}": sha256_file(p) for p in (path, directory_path)})
+        prints.update({f"{IPEDS_FOLDER}/{p.name}": read_sha256(p) for p in (path, directory_path)})
     if problems:
         raise InputValidationError("\n".join(problems))
     rows = pd.concat(parts, ignore_index=True)
@@ -134,7 +135,7 @@ def read_recast_inputs(found: dict[str, Path], demo: tuple[str, ...],
     completions, prints = read_ipeds(found["IPEDS"], switch_year)
     hard_coded = read_hard_coded(found["hard-coded transitions"], map_frame)
     prints.update({f"nces/{CROSSWALK_FILE}": crosswalk.sha256,
-                   HARD_CODED_FILE: sha256_file(found["hard-coded transitions"])})
+                   HARD_CODED_FILE: read_sha256(found["hard-coded transitions"])})
     return RecastInputs(map_frame, completions, hard_coded, prints, demo,
                         (frozenset(crosswalk.six_digit), crosswalk.codes_2020))
 

@@ -20,7 +20,8 @@ from pandera.errors import SchemaErrors
 
 from pseo_das.schemas.cip import (CROSSWALK_CHECK_COLUMNS, CROSSWALK_COLUMNS, DELETED, NEW,
                                   crosswalk_schema)
-from pseo_das.tasks.inputs.ingest import InputValidationError, describe_failures, read_csv, sha256_file
+from pseo_das.schemas.written_hashes import read_sha256
+from pseo_das.tasks.inputs.ingest import InputValidationError, describe_failures, read_csv
 
 CROSSWALK_FILE = "Crosswalk2010to2020.csv"
 REPORT_UNDER = re.compile(r"report under ([0-9]{2}\.[0-9]{4})")
@@ -114,5 +115,5 @@ def read_crosswalk(path: Path | None = None) -> CipCrosswalk:
             destination[old] = note.group(1) if note else None
         else:
             destination[old] = new
-    return CipCrosswalk(rows, destination, sha256_file(path))
+    return CipCrosswalk(rows, destination, read_sha256(path))
 

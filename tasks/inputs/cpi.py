@@ -15,7 +15,8 @@ from pathlib import Path
 
 
 from pseo_das.schemas.cpi import ANNUAL_AVERAGE, CPI_COLUMNS, CPI_U_SERIES, cpi_schema
-from pseo_das.tasks.inputs.ingest import InputValidationError, read_csv, sha256_file
+from pseo_das.schemas.written_hashes import read_sha256
+from pseo_das.tasks.inputs.ingest import InputValidationError, read_csv
 from pseo_das.tasks.inputs.reference_inputs import validate
 
 CPI_FILE = "cu.data.annual.AllItems.txt"
@@ -90,7 +91,7 @@ def read_cpi(path: Path | None = None) -> ConsumerPrices:
             + ", ".join(f"{_percent(low)} to {_percent(high)} a year from {first}"
                         for first, low, high in YEAR_ON_YEAR)
             + "; check the file (nothing was read or spent)")
-    return ConsumerPrices(dict(sorted(values.items())), sha256_file(path), path)
+    return ConsumerPrices(dict(sorted(values.items())), read_sha256(path), path)
 
 
 # The year-over-year ratio of the real CPI-U annual averages (BLS, 1913-2024), by era: from

@@ -85,7 +85,6 @@ class ValidatedInputs:
     checks: list[dict]            # the input checks that ran, for the audit report
 
 
-sha256_file = read_sha256   # the inputs' fingerprints
 
 
 CHUNK_ROWS = 1_000_000  # rows per chunk of the streaming readers (bounded memory)
@@ -110,7 +109,7 @@ class InputFiles:
 
     def fingerprints(self, data_dir: Path) -> dict[str, str]:
         """SHA-256 of each file, by its path relative to the data folder."""
-        return {file.relative_to(data_dir).as_posix(): sha256_file(file) for file in self.files}
+        return {file.relative_to(data_dir).as_posix(): read_sha256(file) for file in self.files}
 
     def where(self, row: int) -> str:
         """'row 12' for a single file; 'row 12 (part-3.parquet row 2)' for a dataset."""

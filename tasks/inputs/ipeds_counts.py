@@ -37,7 +37,8 @@ from pseo_das.config import CellsConfig
 from pseo_das.tasks import progress
 from pseo_das.tasks.inputs.cip_crosswalk import (CROSSWALK_FILE, default_crosswalk_path,
                                                  read_crosswalk)
-from pseo_das.tasks.inputs.ingest import InputValidationError, sha256_file
+from pseo_das.schemas.written_hashes import read_sha256
+from pseo_das.tasks.inputs.ingest import InputValidationError
 from pseo_das.tasks.inputs.ipeds import read_completions, read_directory
 from pseo_das.tasks.inputs.ipeds_location import IPEDS_FOLDER, locate_ipeds
 from pseo_das.tasks.inputs.reference_cache import cached
@@ -101,7 +102,7 @@ def read_ipeds_awards(folder: Path, years: tuple[int, ...], switch_year: int,
         except InputValidationError as exc:
             problems.append(str(exc))
             continue
-        prints.update({f"{IPEDS_FOLDER}/{name}": sha256_file(folder / name)
+        prints.update({f"{IPEDS_FOLDER}/{name}": read_sha256(folder / name)
                        for name in (f"C{year}_A.csv", f"HD{year}.csv")})
     if problems:
         raise InputValidationError("\n".join(problems))

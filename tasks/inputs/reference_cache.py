@@ -27,7 +27,7 @@ from functools import cache
 from pathlib import Path
 from typing import TypeVar
 
-from pseo_das.tasks.inputs.ingest import sha256_file
+from pseo_das.schemas.written_hashes import read_sha256
 
 CACHE_ENV = "PSEO_DAS_CACHE_DIR"
 FORMAT = 1   # bump when the layout of an entry changes
@@ -69,7 +69,7 @@ def entry_key(kind: str, sources: Iterable[Path], params: dict) -> str:
     files = sorted({file for source in sources for file in _files(Path(source))})
     described = {"format": FORMAT, "kind": kind, "params": params, "code": code_digest(),
                  "versions": _versions(),
-                 "files": [[str(f), f.stat().st_size, sha256_file(f)] for f in files]}
+                 "files": [[str(f), f.stat().st_size, read_sha256(f)] for f in files]}
     return hashlib.sha256(json.dumps(described, sort_keys=True, default=str).encode()).hexdigest()
 
 

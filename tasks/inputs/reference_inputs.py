@@ -67,8 +67,8 @@ from pseo_das.schemas.reference import (COVERAGE_COLUMNS, J2J_AGGREGATE, J2J_COL
                                coverage_schema, j2j_layout_schema, j2j_schema,
                                qcew_layout_schema, qcew_schema)
 from pseo_das.tasks import progress
-from pseo_das.tasks.inputs.ingest import (InputFiles, InputValidationError, describe_failures,
-                                          read_csv, sha256_file)
+from pseo_das.schemas.written_hashes import read_sha256
+from pseo_das.tasks.inputs.ingest import InputFiles, InputValidationError, describe_failures, read_csv
 from pseo_das.tasks.inputs.reference_cache import cached
 
 J2J_FILE = "j2j_state_flows.csv"
@@ -172,7 +172,7 @@ def load_reference_inputs(directory: Path) -> ReferenceInputs:
         try:  # check every file, so that one run reports every problem
             source = reference_source(directory, name)
             tables[name] = reader(source)
-            prints.update({file.relative_to(directory).as_posix(): sha256_file(file)
+            prints.update({file.relative_to(directory).as_posix(): read_sha256(file)
                            for file in source_files(source)})
         except InputValidationError as exc:
             problems.append(str(exc))

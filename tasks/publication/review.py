@@ -26,7 +26,7 @@ from pathlib import Path
 
 from pseo_das.config import ReleaseConfig
 from pseo_das.errors import PseoDasError
-from pseo_das.tasks.inputs.ingest import sha256_file
+from pseo_das.schemas.written_hashes import read_sha256
 from pseo_das.tasks.privacy.file_modes import private_folder
 from pseo_das.tasks.privacy.store import PrivacyStore, ReleaseAttempt, utc_now
 from pseo_das.tasks.publication.assemble import write_release_notes
@@ -213,7 +213,7 @@ def check_staged(hold: Hold, manifest_sha256: str) -> Path:
     """The review folder holds exactly the files of the manifest recorded: returns it."""
     folder = Path(hold.folder)
     manifest_file = folder / MANIFEST
-    if not manifest_file.is_file() or sha256_file(manifest_file) != manifest_sha256:
+    if not manifest_file.is_file() or read_sha256(manifest_file) != manifest_sha256:
         raise ReviewError(f"{manifest_file}: missing or changed since it was recorded in the "
                           "privacy store; the staged release cannot be trusted (run the release "
                           "again with --supersede)")
@@ -241,7 +241,7 @@ def stamp_clearance(folder: Path, decision: ReviewDecision, into: Path) -> None:
     private_folder(into / "public")
     private_folder(into / "internal")
     write_release_notes(into / "public", notes, manifest["release_id"])
-    files = {**manifest["files"], **{name: sha256_file(into / name) for name in STAMPED}}
+    files = {**manifest["files"], **{name: read_sha256(into / name) for name in STAMPED}}
     (into / MANIFEST).write_text(manifest_text(
         manifest["release_id"], manifest["mlflow_run_id"], manifest["tracking_uri"],
         manifest["store_chain"], files, review=decision.manifest_entry()))
