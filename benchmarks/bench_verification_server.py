@@ -1,10 +1,13 @@
 """The verification server's response times and liveness (docs/method/verification.md, "Limits" of the
 verification server).
 
-    python benchmarks/bench_verification_server.py [--data data/synthetic] [SERVE OPTIONS]
+    python benchmarks/bench_verification_server.py [--data DIR] [--no-synthesize] [SERVE OPTIONS]
 
-Creates a privacy store, ledger and analyst in a temporary folder, starts `pseo-das
-verify-server` on the data (options after --data go to `serve`, e.g. --query-seconds 5),
+On DIR (default: the default synthetic data, `pseo-das synth`, cached by
+bench_cell_statistics.synthetic), first times `pseo-das synthesize --data DIR --out NEW` as a
+user runs it (wall, peak memory; release_runs.py) unless --no-synthesize. Then creates a
+privacy store, a seed key (unless PSEO_DAS_SEED_KEY names one), the ledger and an analyst in a
+temporary folder, starts `pseo-das verify-server` on the data (options after --data go to `serve`, e.g. --query-seconds 5),
 then sends queries one at a time: for each, the status, its wall time, and the longest
 `GET /` of a thread that fetches the home page every 50 ms meanwhile. Prints the server's
 start time and resident memory. Results: benchmarks/results/verification-server-<date>.json
@@ -24,6 +27,8 @@ from pathlib import Path
 import httpx
 import psutil
 
+from bench_cell_statistics import synthetic
+from release_runs import pseo_das, session_env
 from result_file import Run, table
 
 CLI = str(Path(sys.executable).with_name("pseo-das"))
@@ -79,25 +84,38 @@ def timed(body: dict, headers: dict) -> tuple[httpx.Response, float, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", default="data/synthetic")
+    parser.add_argument("--data", type=Path, help="the inputs the server reads (default: "
+                        "the default synthetic data)")
+    parser.add_argument("--no-synthesize", action="store_true", help="do not time synthesize")
     args, serve_options = parser.parse_known_args()
-    bench, rows = Run("verification-server"), []
+    bench, rows, figures = Run("verification-server"), [], []
+    data = args.data or synthetic()
     with tempfile.TemporaryDirectory() as folder:
         root = Path(folder)
+        if not args.no_synthesize:
+            made = pseo_das(["synthesize", "--data", str(data), "--out", str(root / "synthetic")],
+                            "synthesize")
+            print(f"synthesize {made['wall_s']:.1f} s, peak {made['peak_mb']:.0f} MB")
+            figures.append(table("`pseo-das synthesize` of the data", ["wall s", "peak GB"],
+                                 [[round(made["wall_s"], 1), round(made["peak_mb"] / 1024, 2)]]))
         run = [CLI, "verify-server", "--store", str(root / "store"), "--by", "bench"]
+        env = session_env(root)                     # the ledger seals its seed with the key
         subprocess.run([CLI, "store", "init", str(root / "store")], check=True,
-                       capture_output=True)
+                       capture_output=True, env=env)
         subprocess.run(run[:2] + ["init"] + run[2:] + ["--global-budget", "100"], check=True,
-                       capture_output=True)
+                       capture_output=True, env=env)
         token = subprocess.run(run[:2] + ["add-analyst", "bench"] + run[2:] + ["--budget", "100"],
-                               check=True, capture_output=True, text=True).stdout.split()[-1]
+                               check=True, capture_output=True, text=True,
+                               env=env).stdout.split()[-1]
         started = time.monotonic()
-        server = subprocess.Popen(run[:2] + ["--data", args.data, "--port", str(PORT),
+        server = subprocess.Popen(run[:2] + ["--data", str(data), "--port", str(PORT),
                                              "--store", str(root / "store"), "--tracking-uri",
                                              f"sqlite:///{root / 'mlflow.db'}", *serve_options],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
         try:
             while True:
+                if server.poll() is not None:
+                    raise SystemExit(f"the server exited ({server.returncode}) before answering")
                 try:
                     if httpx.get(f"{BASE}/", timeout=2).status_code == 200:
                         break
@@ -119,7 +137,7 @@ def main() -> None:
         finally:
             server.send_signal(signal.SIGINT)
             server.wait(60)
-    path = bench.write([
+    path = bench.write(figures + [
         table("The server", ["start s", "resident MB after start", "CPU % the second after",
                              "resident MB at the end"],
               [[round(start_s, 1), start_mb, round(cpu), end_mb]]),

@@ -16,6 +16,8 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+import pyarrow.parquet as pq
+
 from result_file import Run, table
 
 MB = 1e6
@@ -69,6 +71,31 @@ def figures(by_folder: dict[str, int], whole: dict) -> list[dict]:
     return [table("Sizes of the release folder", ["folder", "bytes", "MB"], rows)]
 
 
+def named_files(folder: Path) -> dict:
+    """The files and groups of files the docs name: rows (Parquet) and MB."""
+    internal, public = folder / "internal", folder / "public"
+    state = internal / "flows_state.parquet"
+    state_pseof = [p for p in public.glob("*/pseof_*.csv*") if p.parent.name != "all"]
+
+    def mb(paths: list[Path]) -> float:
+        return round(sum(p.stat().st_size for p in paths) / MB, 2)
+    return table("Files the docs name", ["file", "rows", "MB"], [
+        ["`internal/flows_state.parquet`", pq.read_metadata(state).num_rows, mb([state])],
+        ["`public/all/pseoe_all.xlsx`", None, mb([public / "all" / "pseoe_all.xlsx"])],
+        [f"the {len(state_pseof)} state folders' `pseof_[st]` files together", None,
+         mb(state_pseof)],
+        ["the Parquet extension (`public/all/parquet/`)", None,
+         mb(list((public / "all" / "parquet").glob("*.parquet")))],
+        ["`public/all/datapackage.json`", None, mb([public / "all" / "datapackage.json"])],
+        ["`public/explorer/` (the release explorer)", None,
+         mb([p for p in (public / "explorer").rglob("*") if p.is_file()])]])
+
+
+def record(folder: Path, run: Run) -> Path:
+    """The folder's sizes as results/release-sizes-<date>.json."""
+    return run.write(figures(*summary(file_sizes(folder))) + [named_files(folder)])
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folder", type=Path)
@@ -79,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     text, total = report(args.folder)
     print(text)
     if args.record:
-        path = Run("release-sizes", argv).write(figures(*summary(file_sizes(args.folder))))
+        path = record(args.folder, Run("release-sizes", argv))
         print(f"results: {path}")
     if args.limit_mb is not None and total > args.limit_mb * MB:
         print(f"over the limit: {total / MB:.1f} MB > {args.limit_mb:g} MB", file=sys.stderr)

@@ -98,7 +98,9 @@ def test_every_committed_result_and_every_docs_marker_hold():
                for name in hook.MARKER.findall(page.read_text())}
     assert markers >= {"release", "fixed-cost", "noise", "light-commands", "release-sizes",
                        "employer-table", "employer-study", "cell-statistics", "mos-accuracy",
-                       "synth", "explorer"}
+                       "synth", "explorer", "review-publish", "output-checks",
+                       "frictionless-validation", "release-rerun", "flows-study",
+                       "prefect-database", "suite-timing", "verification-server"}
     for name in markers:
         assert result_file.latest(name)["benchmark"] == name
 
@@ -116,3 +118,43 @@ def test_release_sizes_records_the_folders_counting_a_hard_link_once(tmp_path, m
         ["internal/", 3_500_000, 3.5], ["public/", 3_000_000, 3.0],
         ["public/all/", 3_000_000, 3.0],
         ["whole folder (3 files, 2 distinct; 3.0 MB hard-linked, counted once)", 3_500_000, 3.5]]
+
+
+SUITE_LOG = """\
+.venv/bin/python -m pytest -n 2 --dist loadgroup
+============================= slowest 30 durations =============================
+153.29s setup    tests/test_audit_command.py::test_release_verifies_end_to_end@releases
+97.38s call     tests/test_cip_recast_release.py::test_republish_recasts
+0.51s teardown tests/test_x.py::test_y
+================ 979 passed, 66 warnings in 1198.85s (0:19:58) =================
+	Command being timed: "bash .ci/run"
+	User time (seconds): 1988.74
+	System time (seconds): 326.01
+	Elapsed (wall clock) time (h:mm:ss or m:ss): 21:16.31
+	Maximum resident set size (kbytes): 7231932
+	Exit status: 0
+"""
+
+
+def test_suite_timing_reads_pytest_and_time_v_from_a_log(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))       # as a script finds result_file
+    suite_timing = load(ROOT / "benchmarks" / "suite_timing.py", "bench_suite_timing")
+    run = suite_timing.parse(SUITE_LOG, slowest=2)
+    assert run == {"counts": {"passed": 979, "warnings": 66}, "pytest_s": 1198.85,
+                   "wall_s": 1276.31, "user_s": 1988.74, "system_s": 326.01, "peak_gb": 7.23,
+                   "exit_status": 0, "slowest": [
+                       ["tests/test_audit_command.py::test_release_verifies_end_to_end@releases",
+                        "setup", 153.29],
+                       ["tests/test_cip_recast_release.py::test_republish_recasts", "call",
+                        97.38]]}
+    assert suite_timing.clock_seconds("1:02:03.5") == 3723.5
+    record = suite_timing.record(run, date="2026-11-26T19:09:00Z", commit="310b2e5",
+                                 command="CI=true /usr/bin/time -v bash .ci/run")
+    assert result_file.check(record, "suite")["figures"][0]["rows"] == [
+        ["979 passed, 66 warnings", "19 min 58 s", "21 min 16 s", 1988.74, 326.01, 7.23, 0]]
+    cut = SUITE_LOG.replace("\tMaximum resident set size (kbytes): 7231932\n", "")
+    with pytest.raises(suite_timing.LogError, match="no peak_kb"):
+        suite_timing.parse(cut)
+    log = tmp_path / "suite.log"
+    log.write_text(SUITE_LOG.split("=====", 1)[0])          # pytest's part missing
+    assert suite_timing.main([str(log), "--commit", "abc", "--command", "x"]) == 2
