@@ -313,6 +313,28 @@ def approved(store: PrivacyStore, release_id: str) -> tuple[Hold, ReviewDecision
     return hold, decision
 
 
+def copy_keeping_links(source: Path, target: Path) -> None:
+    """`shutil.copytree`, with the files that are hard links of each other in `source` (the
+    explorer's public and internal copies, tasks/publication/explorer.py) hard links of each
+    other in `target` too, not copies; copies where the file system refuses a link."""
+    first_copy: dict[tuple[int, int], str] = {}
+
+    def copy(src: str, dst: str) -> str:
+        status = os.stat(src)
+        key = (status.st_dev, status.st_ino)
+        if key in first_copy:
+            try:
+                os.link(first_copy[key], dst)
+                return dst
+            except OSError:
+                pass
+        shutil.copy2(src, dst)
+        if status.st_nlink > 1:
+            first_copy[key] = dst
+        return dst
+    shutil.copytree(source, target, copy_function=copy)
+
+
 def stage_approved(hold: Hold, decision: ReviewDecision, out_dir: Path) -> Path:
     """A copy of the approved release's staged files beside `out_dir` (with its destination
     lock held), checked file by file against the approved manifest: renamed into place by
@@ -322,7 +344,7 @@ def stage_approved(hold: Hold, decision: ReviewDecision, out_dir: Path) -> Path:
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = out_dir.parent / f".{out_dir.name}.staging-{uuid.uuid4().hex[:8]}"
     try:
-        shutil.copytree(folder, staging)
+        copy_keeping_links(folder, staging)
         check_staged(Hold(**{**asdict(hold), "folder": str(staging)}), decision.manifest_sha256)
     except BaseException:
         discard(staging)
