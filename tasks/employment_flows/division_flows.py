@@ -269,9 +269,10 @@ def part_rows(part: PseofPart, start: int = 0, stop: int | None = None) -> pd.Da
     frame.insert(0, "agg_level_pseo", part.agg_level)
     geographies = np.array(part.geographies, dtype=object)   # tiled as references to the codes
     industries = np.array(part.industries, dtype=object)
-    columns = {"geo_level": part.geo_level,
-               "geography": np.tile(np.repeat(geographies, len(industries)), n),
-               "ind_level": part.ind_level, "industry": np.tile(industries, n * len(geographies))}
+    columns: dict[str, object] = {"geo_level": part.geo_level,
+                                  "geography": np.tile(np.repeat(geographies, len(industries)), n),
+                                  "ind_level": part.ind_level,
+                                  "industry": np.tile(industries, n * len(geographies))}
     for k in YEARS_AFTER:
         rows = origin.in_table[k][start:stop] if k in origin.in_table else None
         table, block, nonemployed = origin.tables.get(k), None, None
