@@ -394,11 +394,15 @@ CHECK_ROWS = 1 << 18         # rows are checked in blocks of at least this many 
 CELL_HASH_KEYS = ("pseo-das-cells-1", "pseo-das-cells-2")
 
 
+def text_column(column: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+    """A column's values as the text a CSV file of it holds: Arrow's CSV writer casts each
+    column to text (as here) and writes a null as the empty field."""
+    return pc.fill_null(column.cast(pa.string()), "")
+
+
 def text_table(table: pa.Table) -> pa.Table:
-    """The table's values as the text a CSV file of it holds: Arrow's CSV writer casts
-    each column to text (as here) and writes a null as the empty field."""
-    return pa.table([pc.fill_null(column.cast(pa.string()), "") for column in table.columns],
-                    names=table.column_names)
+    """The table's values as the text a CSV file of it holds (`text_column`)."""
+    return pa.table([text_column(column) for column in table.columns], names=table.column_names)
 
 
 def as_text(table: pa.Table) -> pd.DataFrame:

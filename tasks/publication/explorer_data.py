@@ -23,7 +23,8 @@ from pseo_das.errors import PseoDasError
 from pseo_das.schemas.distribution import ALL_FOLDER, open_table, table_path
 from pseo_das.tasks.publication.document_context import HISTOGRAMS_FILE
 from pseo_das.schemas.pseo_layout import (ALL_COHORTS, ALL_INDUSTRIES, FLAG_PUBLISHED,
-                                          FLAG_SUPPRESSED, SCHEMA_DIR, Product, layout)
+                                          FLAG_SUPPRESSED, SCHEMA_DIR, Product, layout,
+                                          text_column)
 
 INSTITUTIONS = "pseo_all_institutions.csv"
 NOTES = "release_notes.md"
@@ -197,8 +198,8 @@ def flow_cells(pseof: pd.DataFrame, columns: FlowColumns) -> dict[str, dict[str,
 
 
 def _text(column: pd.Series) -> list[str]:
-    """The values as a CSV file of them holds them (`pseo_layout.text_table`)."""
-    return pa.array(column).cast(pa.string()).to_pylist()
+    """The values as a CSV file of them holds them (`pseo_layout.text_column`)."""
+    return text_column(pa.array(column)).to_pylist()
 
 
 class FlowCells:

@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 
 from pseo_das.schemas.distribution import ALL_FOLDER, table_path
+from pseo_das.schemas.pseo_layout import text_column
 from pseo_das.schemas.table_package import (TableField, arrow_schema, datapackage,
                                             public_table_fields)
 from pseo_das.tasks.publication.release_files import ParquetTableWriter
@@ -57,7 +58,7 @@ def as_read(table: pa.Table, schema: pa.Schema) -> pa.Table:
     for field in schema:
         column = table.column(field.name)
         if pa.types.is_string(field.type) or pa.types.is_string(column.type):
-            column = pc.fill_null(column.cast(pa.string()), "")      # the file's text
+            column = text_column(column)                            # the file's text
             if not pa.types.is_string(field.type):                  # integers read from it
                 column = pc.if_else(pc.equal(column, ""), pa.scalar(None, pa.string()), column)
         columns.append(column.cast(field.type))
