@@ -55,6 +55,38 @@ def pytest_collection_modifyitems(config, items):
     if getattr(config.option, "loadgroup", False):       # an xdist worker, --dist loadgroup
         for item in items:
             keep_group(item)
+        items[:] = longest_first(items)
+
+
+def pytest_configure(config):
+    """pytest-xdist hands out the work in the order of `longest_first`, not by its own count
+    of tests per group (a module of 26 quick tests is not longer than one wheel build)."""
+    if getattr(config.option, "dist", None) == "loadgroup":   # the controller, and workers
+        config.option.loadscopereorder = False
+
+
+def longest_first(items: list) -> list:
+    """The tests in the order their work goes to the workers, longest first, so that no
+    worker is left with a long group at the end while the other is idle: the groups of
+    system tests (the most system tests first: `releases` leads), then the system tests of
+    no group, then groups of unit tests (the most tests first), then the unit tests one by
+    one. The order within a group and among equals is the collection's."""
+    groups: dict[str, list] = {}
+    for item in items:
+        groups.setdefault(_group_of(item) or item.nodeid, []).append(item)
+
+    def rank(tests: list) -> tuple[int, int]:
+        slow = sum(1 for test in tests if test.get_closest_marker("slow"))
+        grouped = _group_of(tests[0]) is not None
+        if slow:
+            return (0, -slow) if grouped else (1, 0)
+        return (2, -len(tests)) if grouped else (3, 0)
+    return [item for tests in sorted(groups.values(), key=rank) for item in tests]
+
+
+def _group_of(item) -> str | None:
+    marks = [mark.args[0] for mark in item.iter_markers("xdist_group") if mark.args]
+    return marks[0] if marks else None
 
 
 def keep_group(item) -> None:

@@ -297,25 +297,38 @@ def test_a_second_release_spends_nothing_and_publishes_the_same_numbers(releases
     assert "is a rerun of attempt 1" in (root / "a_again" / "internal" / "drb_report.md").read_text()
 
 
-@pytest.mark.slow
-def test_an_added_cohort_is_the_only_thing_measured(small_synthetic_dir, tmp_path,
-                                                   tracking_uri):
-    graduates = pd.read_parquet(small_synthetic_dir / "graduates.parquet")
-    outcomes = pd.read_parquet(small_synthetic_dir / "outcomes.parquet")
+@pytest.fixture(scope="module")
+def cohort_added(small_synthetic_dir, tmp_path_factory):
+    """In one store: R1 of the small data set without its bachelor's cohort 2019 (seed A),
+    then R2 of the whole small data set (no seed given: the store's), R2's microdata copy
+    and R1's then deleted. Returns (root, store): R2 is in root / "r2"."""
+    root = tmp_path_factory.mktemp("cohort-added")
+    uri = f"sqlite:///{root / 'audit' / 'mlflow.db'}"
+    data = Path(shutil.copytree(small_synthetic_dir, root / "data"))
+    graduates = pd.read_parquet(data / "graduates.parquet")
+    outcomes = pd.read_parquet(data / "outcomes.parquet")
     added = (graduates["degree_level"] == "05") & (graduates["grad_year"] >= 2019)
-    earlier = tmp_path / "earlier"
+    earlier = root / "earlier"
     earlier.mkdir()
-    shutil.copytree(small_synthetic_dir / "ipeds", earlier / "ipeds")   # the same IPEDS files
+    shutil.copytree(data / "ipeds", earlier / "ipeds")   # the same IPEDS files
     graduates[~added].to_parquet(earlier / "graduates.parquet", index=False)
     outcomes[outcomes["person_id"].isin(graduates.loc[~added, "person_id"])] \
         .to_parquet(earlier / "outcomes.parquet", index=False)
-    assert run_release(earlier, tmp_path / "r1", SEED_A, tracking_uri, "R1") == 0
-    assert run_release(small_synthetic_dir, tmp_path / "r2", None, tracking_uri, "R2") == 0
-    summary = _summary(tmp_path / "r2")
+    assert run_release(earlier, root / "r1", SEED_A, uri, "R1") == 0
+    assert run_release(data, root / "r2", None, uri, "R2") == 0
+    shutil.rmtree(data)
+    shutil.rmtree(earlier)
+    return root, store_beside(uri)
+
+
+@pytest.mark.slow
+def test_an_added_cohort_is_the_only_thing_measured(cohort_added):
+    root, store_path = cohort_added
+    summary = _summary(root / "r2")
     # bachelor's cohort 2019-2021 reaches only 1 year after by 2022: earnings 1 + flows 1.2
     # + origin counts 0.3
     assert summary["new_epsilon"] == "2.5"
-    with PrivacyStore.open(store_beside(tracking_uri)) as store:
+    with PrivacyStore.open(store_path) as store:
         plan = store.get_frame(store.attempts("R2")[0].plan_sha256)
     new = plan[plan["new"]]
     assert set(zip(new["degree_level"], new["grad_cohort"])) == {("05", 2019)}
@@ -353,30 +366,26 @@ def test_a_release_realigning_the_cohorts_is_refused_by_the_cli_and_spends_nothi
 
 
 @pytest.mark.slow
-def test_republish_without_microdata_gives_the_same_bytes(small_synthetic_dir, tmp_path,
-                                                          tracking_uri, capsys):
+def test_republish_without_microdata_gives_the_same_bytes(cohort_added, tmp_path, capsys):
+    """R2 (measured partly in R1, partly in R2) republished from the store alone: the
+    microdata of both were deleted."""
     from pseo_das.cli import main
-    data = tmp_path / "data"
-    shutil.copytree(small_synthetic_dir, data)
-    assert run_release(data, tmp_path / "original", SEED_A, tracking_uri, "R1") == 0
-    shutil.rmtree(data)
+    root, store = cohort_added
     with pytest.raises(SystemExit) as stop:
-        main(["republish", "--store", str(store_beside(tracking_uri)), "--release", "R1",
+        main(["republish", "--store", str(store), "--release", "R2",
               "--out", str(tmp_path / "again")])
     assert stop.value.code == 0
-    files = sorted(p.relative_to(tmp_path / "original")
-                   for p in (tmp_path / "original").rglob("*") if p.is_file())
+    files = sorted(p.relative_to(root / "r2") for p in (root / "r2").rglob("*") if p.is_file())
     assert files == sorted(p.relative_to(tmp_path / "again")
                            for p in (tmp_path / "again").rglob("*") if p.is_file())
     for name in files:
-        assert (tmp_path / "original" / name).read_bytes() == \
-            (tmp_path / "again" / name).read_bytes(), name
+        assert (root / "r2" / name).read_bytes() == (tmp_path / "again" / name).read_bytes(), name
     capsys.readouterr()
     with pytest.raises(SystemExit) as stop:
-        main(["republish", "--store", str(store_beside(tracking_uri)), "--release", "R9",
+        main(["republish", "--store", str(store), "--release", "R9",
               "--out", str(tmp_path / "none")])
     assert stop.value.code == 2 and "release R9 was never published" in capsys.readouterr().err
-    republish_beside_a_running_release(store_beside(tracking_uri), tmp_path, capsys)
+    republish_beside_a_running_release(store, tmp_path, capsys)
 
 
 def republish_beside_a_running_release(store: Path, tmp_path: Path, capsys) -> None:

@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.csv as pa_csv
 import pytest
 
 from conftest import public_table
@@ -61,8 +63,19 @@ def test_flows_state_is_compressed_parquet(releases):
     assert not (internal / "flows_state.csv").exists()
     state = read_flows_state(internal)
     assert len(state) > 0 and (state["corrected_count"] >= 0).all()
-    csv_bytes = len(state.to_csv(index=False).encode())
-    assert (internal / "flows_state.parquet").stat().st_size < csv_bytes / 10
+    sample = state.head(20_000)
+    assert csv_size(sample) == len(sample.to_csv(index=False).encode())   # pandas' CSV text
+    assert (internal / "flows_state.parquet").stat().st_size < csv_size(state) / 10
+
+
+def csv_size(frame: pd.DataFrame) -> int:
+    """The bytes of `frame` as CSV text (pandas' `to_csv(index=False)`: its codes and counts
+    need no quotes), written by Arrow's CSV writer: 1.3 instead of 10 CPU s for the 6.6
+    million rows of the tests' flows state."""
+    sink = pa.BufferOutputStream()
+    pa_csv.write_csv(pa.Table.from_pandas(frame, preserve_index=False), sink,
+                     pa_csv.WriteOptions(quoting_style="none", quoting_header="none"))
+    return sink.getvalue().size
 
 
 def test_a_rerun_publishes_its_identical_files_as_hard_links(releases):
