@@ -39,7 +39,8 @@ def test_a_mixed_vintage_release_publishes_only_schema_cip_2020_codes(releases, 
     valid = set(zip(labels["cipcode"], labels["cip_level"]))
     root, _ = releases
     for name in ("pseoe_all.csv", "pseoh_all.csv", "pseof_all.csv"):
-        table = pd.read_csv(public_table(root / "a", name), dtype=str)
+        table = pd.read_csv(public_table(root / "a", name), dtype=str,
+                            usecols=["cipcode", "cip_level"]).drop_duplicates()
         published = set(zip(table["cipcode"], table["cip_level"]))   # as the schema writes them
         assert published and published <= valid, (name, sorted(published - valid)[:5])
     pseoe = pd.read_csv(public_table(root / "a", "pseoe_all.csv"), dtype=str)
