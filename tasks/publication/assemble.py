@@ -41,6 +41,7 @@ from pseo_das.tasks.measurements.release_plan import (ReleasePlan, lifetime_budg
                                                       lifetime_table)
 from pseo_das.tasks.privacy.store import PrivacyStore, epsilon_text
 from pseo_das.tasks.publication.explorer import write_release_explorers
+from pseo_das.tasks.publication.explorer_data import explorer_data
 from pseo_das.tasks.publication.side_tables import SECTIONS, SideTable
 from pseo_das.tasks.publication.labelled_workbook import WORKBOOK_NAME, write_release_workbook
 from pseo_das.tasks.publication.parquet_files import DATAPACKAGE_FILE, write_table_package
@@ -173,10 +174,11 @@ def lifetime_figures(store_path: Path, plan: ReleasePlan,
 
 
 @contextmanager
-def second_thread():
-    """`beside(function, *args)`: function(*args) in a second thread, in the Prefect run's
-    context (its progress lines go to the run's log), finished when the block ends."""
-    with ThreadPoolExecutor(1) as pool:
+def second_thread(threads: int = 1):
+    """`beside(function, *args)`: function(*args) in a second thread (one of `threads`), in
+    the Prefect run's context (its progress lines go to the run's log), finished when the
+    block ends."""
+    with ThreadPoolExecutor(threads) as pool:
         yield lambda function, *args: pool.submit(contextvars.copy_context().run, function,
                                                   *args)
 
@@ -264,9 +266,10 @@ class ReleaseFacts:
 def write_release(staging: Path, content: ReleaseContent, facts: ReleaseFacts) -> dict[str, str]:
     """Write every file of the release but the flows files into `staging`; return the
     manifest. The official files are checked and their Parquet copies written in a second
-    thread, the workbook in a second process (second_process.py), while the documents are
-    made; they have finished when this returns or raises."""
-    with second_thread() as beside, second_process() as apart:
+    thread, the explorer's data read in a third, the workbook in a second process
+    (second_process.py), while the documents are made; they have finished when this
+    returns or raises."""
+    with second_thread(threads=2) as beside, second_process() as apart:
         return _write_release(beside, apart, staging, content, facts)
 
 
@@ -327,6 +330,7 @@ def _write_release(beside, apart, staging: Path, content: ReleaseContent,
     write_release_notes(public, render_markdown("release_notes.md.j2", context),
                         identity.release_id)
     done("wrote the release notes")
+    explorer = beside(explorer_data, public, flows_files.pseof.explorer_flows)  # its public files
 
     write_csv(ledger.to_frame(), internal / "ledger.csv")
     write_csv(lifetime.populations, internal / "lifetime_budget.csv")
@@ -357,7 +361,7 @@ def _write_release(beside, apart, staging: Path, content: ReleaseContent,
     (internal / "drb_report.md").write_text(drb)
     (internal / "drb_report.html").write_text(
         to_html(drb, f"DRB report: PSEO release {identity.release_id}"))
-    write_release_explorers(staging, flows_files.pseof.explorer_flows)   # public/, internal/
+    write_release_explorers(staging, explorer.result())   # public/, internal/
     manifest = write_manifest(staging, identity.release_id, identity.mlflow_run_id,
                               identity.tracking_uri, lifetime.release_summary["store_chain"],
                               known=written)
