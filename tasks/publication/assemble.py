@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 import contextvars
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -45,7 +46,7 @@ from pseo_das.tasks.publication.explorer_data import explorer_data
 from pseo_das.tasks.publication.side_tables import SECTIONS, SideTable
 from pseo_das.tasks.publication.labelled_workbook import WORKBOOK_NAME, write_release_workbook
 from pseo_das.tasks.publication.parquet_files import DATAPACKAGE_FILE, write_table_package
-from pseo_das.tasks.publication.second_process import second_process
+from pseo_das.tasks.publication.second_process import Apart
 from pseo_das.tasks.publication.review_request import ReviewRequest, decision_request
 from pseo_das.tasks.publication.release_files import fingerprints, write_code_table, write_csv, write_manifest
 
@@ -233,12 +234,40 @@ class EarningsPublication:
 
 
 @dataclass(frozen=True)
+class EarningsFiles:
+    """pseoe_all and pseoh_all, written first so that their slow companions work while the
+    flows are made: pseoe_all's layout check (its own thread) and the labelled workbook
+    (`workbook`, a second process; None without xlsx)."""
+    pseoe_check: TableCheck
+    workbook: Apart | None
+
+
+@file_task("write the earnings files")
+def write_earnings_files(staging: Path, cfg: ReleaseConfig, earnings: EarningsPublication,
+                         release_id: str, apart: Callable[..., Apart]) -> EarningsFiles:
+    """pseoe_all (checked as written) and pseoh_all into `staging`, and the workbook started
+    in the second process of `apart` (`second_process`), which outlives this task."""
+    public = staging / "public"
+    table_format = cfg.publication.table_format
+    pseoe_path = published_table(public, Product.PSEOE.file_name, table_format)
+    pseoe_check = TableCheck(pseoe_path.name, Product.PSEOE, list(earnings.pseoe.columns))
+    write_code_table(earnings.pseoe, pseoe_path, check=pseoe_check)
+    workbook = apart(write_release_workbook, public, release_id) \
+        if cfg.publication.xlsx else None
+    write_code_table(earnings.pseoh, published_table(public, HISTOGRAMS_FILE, table_format))
+    progress(f"wrote {Product.PSEOE.file_name} ({len(earnings.pseoe):,} rows) and "
+             f"{HISTOGRAMS_FILE}")
+    return EarningsFiles(pseoe_check, workbook)
+
+
+@dataclass(frozen=True)
 class ReleaseContent:
-    """The products' outputs a release folder is written from. `flows` may have released
-    its tables (the flows files are written: `flows_files`); `flows_accuracy`:
-    `release_flows_accuracy`'s simulation of the published flows; `side_tables`: the
-    optional one-file products (`side_tables.py`)."""
+    """The products' outputs a release folder is written from. `earnings_files`: pseoe_all
+    and pseoh_all, written; `flows` may have released its tables (the flows files are
+    written: `flows_files`); `flows_accuracy`: `release_flows_accuracy`'s simulation of the
+    published flows; `side_tables`: the optional one-file products (`side_tables.py`)."""
     earnings: EarningsPublication
+    earnings_files: EarningsFiles
     flows: FlowsRelease
     flows_files: FlowsFiles
     flows_accuracy: dict
@@ -265,15 +294,14 @@ class ReleaseFacts:
 @file_task("write release files")
 def write_release(staging: Path, content: ReleaseContent, facts: ReleaseFacts) -> dict[str, str]:
     """Write every file of the release but the flows files into `staging`; return the
-    manifest. The official files are checked and their Parquet copies written in a second
-    thread, the explorer's data read in a third, the workbook in a second process
-    (second_process.py), while the documents are made; they have finished when this
-    returns or raises."""
-    with second_thread(threads=2) as beside, second_process() as apart:
-        return _write_release(beside, apart, staging, content, facts)
+    manifest. The official files' Parquet copies are written in a second thread and the
+    explorer's data read in a third while the documents are made; they have finished when
+    this returns or raises, and so has the workbook (`write_earnings_files`)."""
+    with second_thread(threads=2) as beside:
+        return _write_release(beside, staging, content, facts)
 
 
-def _write_release(beside, apart, staging: Path, content: ReleaseContent,
+def _write_release(beside, staging: Path, content: ReleaseContent,
                    facts: ReleaseFacts) -> dict[str, str]:
     public, internal = staging / "public", staging / "internal"
     identity, cfg, ledger, lifetime = facts.identity, facts.cfg, facts.ledger, facts.lifetime
@@ -286,13 +314,7 @@ def _write_release(beside, apart, staging: Path, content: ReleaseContent,
         progress(f"{what} ({time.perf_counter() - started:.1f} s into writing the release)")
 
     table_format = cfg.publication.table_format
-    pseoe_path = published_table(public, Product.PSEOE.file_name, table_format)
-    pseoe_check = TableCheck(pseoe_path.name, Product.PSEOE, list(pseoe.columns))
-    write_code_table(pseoe, pseoe_path, check=pseoe_check)
-    workbook = apart(write_release_workbook, public, identity.release_id) \
-        if cfg.publication.xlsx else None
-    write_code_table(pseoh, published_table(public, HISTOGRAMS_FILE, table_format))
-    done(f"wrote {Product.PSEOE.file_name} ({len(pseoe):,} rows) and {HISTOGRAMS_FILE}")
+    pseoe_check, workbook = content.earnings_files.pseoe_check, content.earnings_files.workbook
     pseof = flows_files.pseof
     metadata = official_folder_files(pseoe, pseof.cohorts, institution_states(tables),
                                      identity.release_id, earnings.ipeds_awards,
