@@ -739,11 +739,11 @@ class _RowChecks:
                         ~empty & ~value.fullmatch(indicator.pattern))
             if not self.has(indicator.status_flag):
                 continue
-            flag = self.block[indicator.status_flag]
-            published = (flag.isin(self.codes.ipeds_published) if indicator.ipeds
-                         else flag.eq(FLAG_PUBLISHED))
-            valid = flag.isin(self.codes.ipeds_flags if indicator.ipeds
-                              else self.codes.status_flags)
+            flags = self.block[indicator.status_flag]
+            published = (flags.isin(self.codes.ipeds_published) if indicator.ipeds
+                         else flags.eq(FLAG_PUBLISHED))
+            valid = flags.isin(self.codes.ipeds_flags if indicator.ipeds
+                               else self.codes.status_flags)
             columns = (indicator.name, indicator.status_flag)
             self.report(columns, "a value where the flag publishes one", valid & published & empty)
             self.report(columns, "empty where the flag withholds the value",
