@@ -6,7 +6,7 @@ import json
 import time
 import contextvars
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from fractions import Fraction
@@ -16,8 +16,7 @@ import pandas as pd
 
 from pseo_das.errors import EXIT_CHECK_FAILED, PseoDasError
 from pseo_das.config import ReleaseConfig
-from pseo_das.schemas.distribution import (ALL_FOLDER, TableFormat, published_name,
-                                           published_table)
+from pseo_das.schemas.distribution import ALL_FOLDER, TableFormat, published_name
 from pseo_das.schemas.pseo_layout import SCHEMA_VERSION, Product, TableCheck, layout_report
 from pseo_das.tasks.earnings.earnings_tables import institution_states
 from pseo_das.tasks.inputs.cells import CIP_2020
@@ -45,7 +44,8 @@ from pseo_das.tasks.publication.explorer import write_release_explorers
 from pseo_das.tasks.publication.explorer_data import explorer_data
 from pseo_das.tasks.publication.side_tables import SECTIONS, SideTable
 from pseo_das.tasks.publication.labelled_workbook import WORKBOOK_NAME, write_release_workbook
-from pseo_das.tasks.publication.parquet_files import DATAPACKAGE_FILE, write_table_package
+from pseo_das.tasks.publication.parquet_files import (DATAPACKAGE_FILE, write_national_table,
+                                                     write_table_package)
 from pseo_das.tasks.publication.second_process import Apart
 from pseo_das.tasks.publication.review_request import ReviewRequest, decision_request
 from pseo_das.tasks.publication.release_files import fingerprints, write_code_table, write_csv, write_manifest
@@ -235,29 +235,39 @@ class EarningsPublication:
 
 @dataclass(frozen=True)
 class EarningsFiles:
-    """pseoe_all and pseoh_all, written first so that their slow companions work while the
-    flows are made: pseoe_all's layout check (its own thread) and the labelled workbook
-    (`workbook`, a second process; None without xlsx)."""
+    """pseoe_all and pseoh_all, written first so that their slow parts work while the flows
+    are made: pseoe_all's layout check (its own thread), the labelled workbook (`workbook`,
+    a second process; None without xlsx) and pseoh_all with its Parquet copy (`pseoh`, a
+    second thread). `parquet_rows()`: the Parquet copies written, once they all are."""
     pseoe_check: TableCheck
     workbook: Apart | None
+    pseoe_parquet: dict[str, int]
+    pseoh: Future
+
+    def parquet_rows(self) -> dict[str, int]:
+        return self.pseoe_parquet | self.pseoh.result()
 
 
 @file_task("write the earnings files")
 def write_earnings_files(staging: Path, cfg: ReleaseConfig, earnings: EarningsPublication,
-                         release_id: str, apart: Callable[..., Apart]) -> EarningsFiles:
-    """pseoe_all (checked as written) and pseoh_all into `staging`, and the workbook started
-    in the second process of `apart` (`second_process`), which outlives this task."""
+                         release_id: str, beside: Callable[..., Future],
+                         apart: Callable[..., Apart]) -> EarningsFiles:
+    """pseoe_all (checked as written) into `staging`, then the workbook started in the
+    second process of `apart` (`second_process`) and pseoh_all written in the second
+    thread of `beside` (`second_thread`); both outlive this task."""
     public = staging / "public"
-    table_format = cfg.publication.table_format
-    pseoe_path = published_table(public, Product.PSEOE.file_name, table_format)
-    pseoe_check = TableCheck(pseoe_path.name, Product.PSEOE, list(earnings.pseoe.columns))
-    write_code_table(earnings.pseoe, pseoe_path, check=pseoe_check)
+    table_format, parquet = cfg.publication.table_format, cfg.publication.parquet
+    pseoe_name = published_name(Product.PSEOE.file_name, table_format)
+    pseoe_check = TableCheck(pseoe_name, Product.PSEOE, list(earnings.pseoe.columns))
+    pseoe_parquet = write_national_table(earnings.pseoe, public, Product.PSEOE.file_name,
+                                         table_format, pseoe_check, parquet)
     workbook = apart(write_release_workbook, public, release_id) \
         if cfg.publication.xlsx else None
-    write_code_table(earnings.pseoh, published_table(public, HISTOGRAMS_FILE, table_format))
-    progress(f"wrote {Product.PSEOE.file_name} ({len(earnings.pseoe):,} rows) and "
-             f"{HISTOGRAMS_FILE}")
-    return EarningsFiles(pseoe_check, workbook)
+    pseoh = beside(write_national_table, earnings.pseoh, public, HISTOGRAMS_FILE, table_format,
+                   None, parquet)
+    progress(f"wrote {Product.PSEOE.file_name} ({len(earnings.pseoe):,} rows); writing "
+             f"{HISTOGRAMS_FILE} ({len(earnings.pseoh):,} rows) beside the flows")
+    return EarningsFiles(pseoe_check, workbook, pseoe_parquet, pseoh)
 
 
 @dataclass(frozen=True)
@@ -314,7 +324,9 @@ def _write_release(beside, staging: Path, content: ReleaseContent,
         progress(f"{what} ({time.perf_counter() - started:.1f} s into writing the release)")
 
     table_format = cfg.publication.table_format
-    pseoe_check, workbook = content.earnings_files.pseoe_check, content.earnings_files.workbook
+    earnings_files = content.earnings_files
+    pseoe_check, workbook = earnings_files.pseoe_check, earnings_files.workbook
+    copied = earnings_files.parquet_rows()   # pseoh_all is written (the explorer reads it)
     pseof = flows_files.pseof
     metadata = official_folder_files(pseoe, pseof.cohorts, institution_states(tables),
                                      identity.release_id, earnings.ipeds_awards,
@@ -323,7 +335,7 @@ def _write_release(beside, staging: Path, content: ReleaseContent,
     done(f"wrote the institutions, version and {len(metadata) - 1} other state folder files")
     layout_check = official_layout_check(public, [pseoe_check, pseof.layout_check],
                                          facts.cip_recast["published_vintage"])
-    parquet = beside(write_table_package, public, pseof.parquet_rows) \
+    parquet = beside(write_table_package, public, copied | pseof.parquet_rows) \
         if cfg.publication.parquet else None
     context = release_context(cfg, ledger, tables, cells, release_id=identity.release_id,
                               code_version=identity.code_version,
