@@ -22,7 +22,8 @@ import pandas as pd
 from pseo_das.errors import PseoDasError
 from pseo_das.config import CellsConfig
 from pseo_das.tasks.cip_recast.transition_shares import WIDTH, transition_counts, transition_shares
-from pseo_das.tasks.inputs.cells import CELL_COLUMNS, CIP_2010, CIP_2020, sum_by_group
+from pseo_das.tasks.inputs.cells import (CELL_COLUMNS, CIP_2010, CIP_2020, institution_blocks,
+                                         sum_by_group)
 from pseo_das.tasks.privacy.ledger import LedgerEntry
 from pseo_das.tasks.privacy.post_processing import (post_processing_split_blocks,
                                                     post_processing_split_stream)
@@ -189,21 +190,6 @@ def _summed(cells: pd.DataFrame, values: np.ndarray) -> tuple[pd.DataFrame, np.n
 
 
 RECAST_BLOCK_CELLS = 8192   # measured cells recast at a time (whole institutions)
-
-
-def institution_blocks(cells: pd.DataFrame, block_cells: int = RECAST_BLOCK_CELLS) -> list[slice]:
-    """Consecutive row ranges of `cells` of about `block_cells` rows that hold whole
-    institutions (a cell and every cell it can be added to: the same institution); one
-    range when the rows do not hold each institution together."""
-    institution = cells["institution"].astype(str).to_numpy()
-    starts = np.flatnonzero(np.r_[True, institution[1:] != institution[:-1]])
-    if len(starts) == 0 or len(set(institution[starts])) != len(starts):
-        return [slice(0, len(institution))]
-    bounds = [0]
-    for start in starts[1:].tolist():
-        if start - bounds[-1] >= block_cells:
-            bounds.append(start)
-    return [slice(a, b) for a, b in zip(bounds, bounds[1:] + [len(institution)])]
 
 
 def to_cip_2020(cells: pd.DataFrame, values: np.ndarray, context: RecastContext | None,

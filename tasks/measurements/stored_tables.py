@@ -16,6 +16,7 @@ import pyarrow as pa
 from pseo_das.tasks import file_task, progress
 from pseo_das.tasks.earnings.noisy_histograms import PRODUCT as EARNINGS_PRODUCT
 from pseo_das.tasks.earnings.noisy_histograms import NoisyHistograms
+from pseo_das.tasks.employment_flows.flows_blocks import spilled
 from pseo_das.tasks.employment_flows.noisy_flows import PRODUCT as FLOWS_PRODUCT
 from pseo_das.tasks.employment_flows.noisy_flows import TOTAL_PRODUCT as FLOWS_TOTAL_PRODUCT
 from pseo_das.tasks.employment_flows.noisy_flows import NoisyFlows
@@ -167,14 +168,15 @@ StoredTables = tuple[list[NoisyHistograms], list[NoisyFlows], list[LedgerEntry],
 
 @file_task("read the release's measurements from the store")
 def stored_tables(store_path: Path, plan: pd.DataFrame,
-                  recast: dict[str, RecastContext | None] | None, questions: list[Question]
-                  ) -> StoredTables:
+                  recast: dict[str, RecastContext | None] | None, questions: list[Question],
+                  spill: bool = False) -> StoredTables:
     """The measured noisy tables of a release's `questions` (its plan's measurements, its
     populations only) in CIP-2020 codes (`recast`: the context of each
     CIP level; None publishes the codes as measured, as releases of earlier versions did),
     their ledger entries and the recast summaries, in ledger order. Reads no microdata.
     Privacy cost: none (the spends were recorded when the measurements were taken; the
-    recast is post-processing)."""
+    recast is post-processing). `spill`: each flows table's noisy values go to a file as
+    soon as it is read (`employment_flows.flows_blocks`), so that one is held at a time."""
     histograms, flows, entries, summaries = [], [], [], []
     totals: dict[tuple[str, int], tuple[pd.DataFrame, np.ndarray, tuple[str, ...]]] = {}
     with PrivacyStore.open(store_path) as store:
@@ -192,7 +194,8 @@ def stored_tables(store_path: Path, plan: pd.DataFrame,
                 totals[question.cip_level, question.years_after] = (cells, values[:, 0], sources)
             else:
                 flows.append(NoisyFlows(tab, question.cip_level, question.years_after, cells,
-                                        values, (tab,), sources))
+                                        spilled(values) if spill else values, (tab,), sources))
+            del values
             entries += found
             summaries += [summary] if summary else []
             progress(f"read {tab} from the privacy store: {len(cells):,} cells"
