@@ -24,6 +24,7 @@ from pseo_das.config import CellsConfig
 from pseo_das.tasks.cip_recast.transition_shares import WIDTH, transition_counts, transition_shares
 from pseo_das.tasks.inputs.cells import (CELL_COLUMNS, CIP_2010, CIP_2020, institution_blocks,
                                          sum_by_group)
+from pseo_das.tasks.inputs.row_files import RowSink
 from pseo_das.tasks.privacy.ledger import LedgerEntry
 from pseo_das.tasks.privacy.post_processing import (post_processing_split_blocks,
                                                     post_processing_split_stream)
@@ -194,20 +195,22 @@ RECAST_BLOCK_CELLS = 8192   # measured cells recast at a time (whole institution
 
 def to_cip_2020(cells: pd.DataFrame, values: np.ndarray, context: RecastContext | None,
                 stream_seed: bytes, step_id: str, product: str, derived_from: str,
-                dtype: type | None = None, block_cells: int = RECAST_BLOCK_CELLS
-                ) -> tuple[pd.DataFrame, np.ndarray, RecastTable | None]:
+                dtype: type | None = None, block_cells: int = RECAST_BLOCK_CELLS,
+                spill: bool = False) -> tuple[pd.DataFrame, np.ndarray, RecastTable | None]:
     """A measured table (MEASURED_CELL_COLUMNS: codes in each cell's vintage) -> the same
     table in CIP-2020 codes (CELL_COLUMNS, sorted by institution block), recasting its
     CIP-2010 cells (`recast_table`) and adding them to the CIP-2020 cells of the same
     population and code; the values in `dtype` (None: int64). Returns the recast (None
     when no cell needed one). Whole institutions are recast `block_cells` rows at a time,
     the blocks continuing one stream in row order, so memory holds one block's copies
-    and the result does not depend on the block size. Privacy cost: none."""
+    and the result does not depend on the block size; with `spill` the values go to a
+    file block by block (`inputs.row_files`). Privacy cost: none."""
     old = (cells["cip_vintage"].astype(str) == CIP_2010).to_numpy()
     if context is None or not old.any():
         return cells[CELL_COLUMNS].reset_index(drop=True), values, None
     stream = post_processing_split_stream(stream_seed, step_id)
-    out_cells, out_values, recasts = [], [], []
+    out_cells, recasts = [], []
+    out_values = RowSink(values.shape[1], dtype or np.int64, spill)
     for block in institution_blocks(cells, block_cells):
         mine, mine_old = cells.iloc[block], old[block]
         kept = mine.loc[~mine_old, CELL_COLUMNS].astype({c: str for c in TEXT_KEYS})
@@ -222,9 +225,8 @@ def to_cip_2020(cells: pd.DataFrame, values: np.ndarray, context: RecastContext 
         else:
             summed = _summed(kept, values[block])
         out_cells.append(summed[0])
-        out_values.append(summed[1] if dtype is None else summed[1].astype(dtype))
-    return (pd.concat(out_cells, ignore_index=True), np.concatenate(out_values),
-            merged_recast(recasts))
+        out_values.append(summed[1])
+    return pd.concat(out_cells, ignore_index=True), out_values.result(), merged_recast(recasts)
 
 
 def _recast_block(source: pd.DataFrame, values: np.ndarray, context: RecastContext,

@@ -30,7 +30,7 @@ from pseo_das.schemas.pseo_layout import Product, carries_origin_measures, layou
 from pseo_das.tasks import progress, release_task
 from pseo_das.tasks.codes.destinations import NONEMPLOYED, N_SECTORS, N_STATES, destinations
 from pseo_das.tasks.employment_flows.noisy_flows import NoisyFlows
-from pseo_das.tasks.employment_flows.flows_blocks import SpilledRows, row_blocks, sum_rows
+from pseo_das.tasks.inputs.row_files import SpilledRows, row_blocks, sum_rows
 from pseo_das.tasks.inputs.cells import CELL_KEYS, coarser_cells, institution_blocks, sum_to_coarser
 from pseo_das.tasks.inputs.reference_inputs import ReferenceInputs
 from pseo_das.tasks.codes.official_codes import agg_level, official_cells
@@ -107,7 +107,7 @@ class OriginTable:
     by_cohort: bool
     years_after: int
     cells: pd.DataFrame        # CELL_KEYS + inst_state, grad_cohort_years, noise_terms
-    corrected: "np.ndarray | SpilledRows"   # cells x destinations (flows_blocks)
+    corrected: "np.ndarray | SpilledRows"   # cells x destinations (row_files)
     suppressed: np.ndarray     # cells x divisions: the division's flows are suppressed
 
     @property
@@ -118,7 +118,7 @@ class OriginTable:
 def origin_tables(table: NoisyFlows, suppressed: np.ndarray) -> list[OriginTable]:
     """The institution table as corrected, and the state-of-institution and all-cohort
     tables summed from it, a block of whole institutions at a time (in files when the
-    corrected flows are in one: `flows_blocks.sum_rows`). A summed division flow is
+    corrected flows are in one: `row_files.sum_rows`). A summed division flow is
     suppressed when one of the flows it sums is (it would be as incomplete). Privacy cost:
     none (sums of corrected flows)."""
     out = [OriginTable("I", table.cip_level, True, table.years_after, table.cells,

@@ -40,7 +40,7 @@ from pseo_das.tasks.codes.destinations import NONEMPLOYED, N_SECTORS, N_STATES, 
 from pseo_das.tasks.privacy.ledger import LedgerEntry
 from pseo_das.tasks.privacy.post_processing import (post_processing_exponentials,
                                                     post_processing_seed)
-from pseo_das.tasks.employment_flows.flows_blocks import row_blocks, sink_like
+from pseo_das.tasks.inputs.row_files import row_blocks, sink_like
 from pseo_das.tasks.employment_flows.flows_candidates import appendix_correction
 from pseo_das.tasks.employment_flows.noisy_flows import PRODUCT, NoisyFlows
 from pseo_das.tasks.inputs.reference_inputs import ReferenceInputs
@@ -132,7 +132,7 @@ def correct_table(table: NoisyFlows, reference: ReferenceInputs, indflow: pd.Dat
     blocks consume the one stream in cell order), so the weights and the units that could
     be removed are never held for a whole national table: the result does not depend on
     the block size. The corrected flows are in a file when the noisy ones are
-    (`flows_blocks`)."""
+    (`row_files`)."""
     draw, entry = post_processing_exponentials(post_processing_seed(table.sources),
                                                f"{table.tabulation_id}.corrected", PRODUCT,
                                                *table.noisy.shape, table.tabulation_id)

@@ -21,7 +21,7 @@ from pseo_das.tasks.codes.destinations import N_DESTINATIONS
 from pseo_das.tasks.privacy.employer_side import measure_with_employer_protection
 from pseo_das.tasks.privacy.geometric import measure_with_geometric_noise
 from pseo_das.tasks.privacy.ledger import LedgerEntry, NoisyMeasurement, derived_entry
-from pseo_das.tasks.employment_flows.flows_blocks import SpilledRows, sum_rows
+from pseo_das.tasks.inputs.row_files import SpilledRows, sum_rows
 
 if TYPE_CHECKING:
     from pseo_das.tasks.inputs.true_counts import TrueCounts
@@ -40,7 +40,7 @@ class NoisyFlows:
     cip_level: str
     years_after: int
     cells: pd.DataFrame        # CELL_KEYS + inst_state, grad_cohort_years, noise_terms
-    # cells x destinations, integers, may be negative; in a file (flows_blocks.SpilledRows)
+    # cells x destinations, integers, may be negative; in a file (row_files.SpilledRows)
     # in a release: read a block of cells at a time
     noisy: "np.ndarray | SpilledRows"
     measured_from: tuple[str, ...]
@@ -106,7 +106,7 @@ def measure_flows(pending: dict[int, list["PendingMeasurement"]], counts: "TrueC
 def derive_flows(source: NoisyFlows, cip_level: str) -> tuple[NoisyFlows, list[LedgerEntry]]:
     """Sum `source`'s noisy flows (and its measured origin counts, if any) up to a coarser
     CIP level, a block of whole institutions at a time (in a file when `source`'s are:
-    `flows_blocks`). Privacy cost: none."""
+    `row_files`). Privacy cost: none."""
     cells, group = coarser_cells(source.cells, "I", cip_level, source.cip_level)
     noisy = sum_rows(source.noisy, group, len(cells),
                      institution_blocks(source.cells, DERIVE_BLOCK_CELLS))

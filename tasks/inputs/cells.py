@@ -159,7 +159,7 @@ def coarser_cells(cells: pd.DataFrame, inst_level: str, cip_level: str, source_c
                   all_cohorts: bool = False) -> tuple[pd.DataFrame, np.ndarray]:
     """The coarser cells of `sum_to_coarser` and, for each row of `cells`, its coarser
     cell (row of them): what a sum of the rows' counts needs, done block by block for a
-    table too large to hold (`employment_flows.flows_blocks.sum_rows`)."""
+    table too large to hold (`employment_flows.row_files.sum_rows`)."""
     coarse = cells
     if all_cohorts:
         coarse = coarse.assign(grad_cohort=ALL_COHORTS)

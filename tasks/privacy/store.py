@@ -725,10 +725,11 @@ class PrivacyStore:
         return StoredMeasurement(measurement_id, attempt, tabulation_id, question_sha256,
                                  Fraction(epsilon), object_sha256)
 
-    def measured_values(self, measurement_id: str) -> tuple[pd.DataFrame, np.ndarray]:
-        """A stored measurement's cells and noisy values (cells x columns)."""
+    def measured_values(self, measurement_id: str, dtype=None) -> tuple[pd.DataFrame, np.ndarray]:
+        """A stored measurement's cells and noisy values (cells x columns; integers in
+        `dtype` if given, e.g. 32-bit for the flows' counts)."""
         sha = self.measurement(measurement_id).values_sha256()
-        return read_measurement(self.get_object(sha, "parquet"))
+        return read_measurement(self.get_object(sha, "parquet"), dtype)
 
     def current_measurements(self, question_shas: tuple[str, ...]) -> pd.DataFrame:
         """For each population with a measurement of the question (any of the SHA-256s
@@ -849,7 +850,7 @@ def measurement_bytes(cells: pd.DataFrame, values: np.ndarray) -> bytes:
 MEASUREMENT_READ_ROWS = 8192   # cells of a stored measurement decoded at a time
 
 
-def read_measurement(data: bytes) -> tuple[pd.DataFrame, np.ndarray]:
+def read_measurement(data: bytes, dtype=None) -> tuple[pd.DataFrame, np.ndarray]:
     """Cells and values; measurements of earlier versions have no `cip_vintage` column
     (their codes are CIP-2010). The values are decoded MEASUREMENT_READ_ROWS cells at a
     time into one array (a national flows table is never held twice)."""
@@ -861,7 +862,8 @@ def read_measurement(data: bytes) -> tuple[pd.DataFrame, np.ndarray]:
         cells["cip_vintage"] = CIP_2010
     kind = source.schema_arrow.field("noisy").type
     values = np.empty((len(cells), kind.list_size),
-                      dtype=np.float64 if pa.types.is_floating(kind.value_type) else np.int64)
+                      dtype=np.float64 if pa.types.is_floating(kind.value_type)
+                      else dtype or np.int64)
     at = 0
     for batch in source.iter_batches(batch_size=MEASUREMENT_READ_ROWS, columns=["noisy"]):
         noisy = batch.column(0)

@@ -1,14 +1,16 @@
-"""Flows tables (origin cells x 1,021 destinations) kept in files between the stages of
-post-processing, and read a block of origin cells at a time (issue 35): a national
-release's tables are gigabytes each, and every stage (correction, sums, checks, files)
-works on a block of cells at a time, so none holds a whole table.
+"""Tables of rows (a national release's flows: origin cells x 1,021 destinations) kept
+in files between the stages of post-processing, and read a block of rows at a time
+(issue 35): a national release's flows tables are gigabytes each, and every stage (the
+recast, correction, sums, checks, files) works on a block of origin cells at a time, so
+none holds a whole table.
 
-`SpilledRows` is a 2-D integer array in a file of the spill folder (the system's
-temporary folder, `TMPDIR`; deleted when the array is no longer referenced, and at exit):
-indexed like an array by rows (a slice, integer rows or a boolean mask, with a column
-index after it), it reads only the rows asked for. `RowSink` builds a table block by
-block, in memory (for an in-memory source: small releases and tests) or in a file.
-`sum_rows` sums rows into coarser cells block by block. Privacy cost: none (storage).
+`SpilledRows` is a 2-D array in a file of the spill folder (the system's temporary
+folder, `TMPDIR`; deleted when the array is no longer referenced, and at exit): indexed
+like an array by rows (a slice, integer rows or a boolean mask, with a column index after
+it), it reads only the rows asked for. `RowSink` builds a table block by block, in memory
+(for an in-memory source: small tables and tests) or in a file. `sum_rows` sums rows
+into coarser cells block by block; `rows_in_order` puts the rows of several tables in
+order block by block. Privacy cost: none (storage and sums).
 """
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ import numpy as np
 from pseo_das.tasks.inputs.cells import sum_by_group
 
 READ_ROWS = 8192     # rows read at a time when gathering scattered rows
-SPILL_PREFIX = "pseo-das-flows-"
+SPILL_PREFIX = "pseo-das-rows-"
 _spill_dir: Path | None = None
 
 
@@ -189,3 +191,30 @@ def sum_rows(values, group: np.ndarray, n_groups: int, blocks: list[slice],
         if len(present):
             out[present] += sum_by_group(values[block], local.reshape(-1), len(present))
     return spilled(out) if spill else out
+
+
+def rows_in_order(parts: list[tuple], order: np.ndarray, n_columns: int, dtype,
+                  spill: bool, block_rows: int = 65536):
+    """The rows of several tables, one after the other, in `order` (row numbers in that
+    concatenation), block by block into a sink (a file with `spill`): a table read from
+    several stored measurements, each whole table never held twice. `parts`: (values,
+    its rows to take, None: all) per table; values an array or a `SpilledRows`."""
+    sizes = [len(values) if rows is None else len(rows) for values, rows in parts]
+    offsets = np.cumsum([0] + sizes)
+    if len(parts) == 1 and parts[0][1] is None and (order == np.arange(len(order))).all():
+        values = parts[0][0]
+        if is_spilled(values) == spill and values.dtype == np.dtype(dtype):
+            return values
+        if not spill:
+            return np.asarray(values).astype(dtype, copy=False)
+    sink = RowSink(n_columns, dtype, spill)
+    for start in range(0, len(order), block_rows):
+        wanted = order[start:start + block_rows]
+        part = np.searchsorted(offsets, wanted, side="right") - 1
+        out = np.empty((len(wanted), n_columns), sink.dtype)
+        for p in np.unique(part).tolist():
+            values, rows = parts[p]
+            local = wanted[part == p] - offsets[p]
+            out[part == p] = values[local if rows is None else rows[local]]
+        sink.append(out)
+    return sink.result()

@@ -1,14 +1,14 @@
 """Flows tables kept in files and processed a block of origin cells at a time
-(`flows_blocks`, issue 35): every blockwise result equals the whole-table one."""
+(`row_files`, issue 35): every blockwise result equals the whole-table one."""
 import numpy as np
 import pandas as pd
 import pytest
 
 from pseo_das.tasks.codes.destinations import N_DESTINATIONS
-from pseo_das.tasks.employment_flows import flows_blocks
+from pseo_das.tasks.inputs import row_files
 from pseo_das.tasks.employment_flows.division_flows import origin_tables
-from pseo_das.tasks.employment_flows.flows_blocks import (RowSink, SpilledRows, spilled,
-                                                          sum_rows)
+from pseo_das.tasks.inputs.row_files import (RowSink, SpilledRows, rows_in_order, spilled,
+                                             sum_rows)
 from pseo_das.tasks.employment_flows.flows_correction import correct_table, industry_flows
 from pseo_das.tasks.employment_flows.noisy_flows import NoisyFlows, derive_flows
 from pseo_das.tasks.inputs.cells import coarser_cells, institution_blocks, sum_to_coarser
@@ -44,7 +44,7 @@ def _table(spill: bool, seed: int = 3) -> NoisyFlows:
 
 @pytest.fixture(autouse=True)
 def small_reads(monkeypatch):
-    monkeypatch.setattr(flows_blocks, "READ_ROWS", 7)   # many spans in a small table
+    monkeypatch.setattr(row_files, "READ_ROWS", 7)   # many spans in a small table
 
 
 def test_a_spilled_table_reads_like_the_array():
@@ -72,6 +72,25 @@ def test_a_sink_builds_the_same_table_in_memory_and_in_a_file():
     in_memory, in_file = (sink.result() for sink in sinks)
     assert isinstance(in_memory, np.ndarray) and isinstance(in_file, SpilledRows)
     assert np.array_equal(in_memory, values) and np.array_equal(np.asarray(in_file), values)
+
+
+@pytest.mark.parametrize("spill", [False, True])
+def test_rows_of_several_tables_are_put_in_order_block_by_block(spill):
+    """A table read from several stored measurements: each one's rows (some of them), in
+    the order of their cells; any block size gives the rows the concatenation gives."""
+    generator = np.random.default_rng(4)
+    first, second = generator.integers(-9, 9, (23, 3)), generator.integers(-9, 9, (17, 3))
+    keep = np.flatnonzero(generator.random(17) < 0.6)
+    expected_parts = np.concatenate([first, second[keep]])
+    order = generator.permutation(len(expected_parts))
+    for block_rows in (1, 5, 100):
+        values = rows_in_order([(spilled(first), None), (second, keep)], order, 3, np.int32,
+                               spill, block_rows)
+        assert isinstance(values, SpilledRows) == spill
+        assert np.array_equal(np.asarray(values), expected_parts[order])
+        assert np.asarray(values).dtype == np.int32
+    alone = spilled(first.astype(np.int32))
+    assert rows_in_order([(alone, None)], np.arange(23), 3, np.int32, True) is alone
 
 
 def test_a_spilled_file_goes_with_its_table():
