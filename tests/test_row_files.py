@@ -157,3 +157,18 @@ def test_correction_and_origin_tables_are_the_same_from_a_file():
         assert mine.cells.equals(theirs.cells)
         assert np.array_equal(np.asarray(mine.corrected), np.asarray(theirs.corrected))
         assert np.array_equal(mine.suppressed, theirs.suppressed)
+
+
+def test_a_stored_measurement_decodes_into_a_file_as_it_reads_into_memory(monkeypatch):
+    from pseo_das.tasks.privacy import store
+    monkeypatch.setattr(store, "MEASUREMENT_READ_ROWS", 4)     # several batches
+    cells = _cells()[["institution", "inst_state", "degree_level", "cipcode", "grad_cohort",
+                      "grad_cohort_years"]].astype(str).astype({"grad_cohort": int,
+                                                                "grad_cohort_years": int})
+    values = np.random.default_rng(6).integers(-3, 900, size=(len(cells), 11))
+    data = store.measurement_bytes(cells, values)
+    read_cells, in_memory = store.read_measurement(data, np.int32)
+    file_cells, in_file = store.read_measurement(data, np.int32, RowSink(11, np.int32, True))
+    assert isinstance(in_file, SpilledRows) and in_memory.dtype == np.int32
+    assert read_cells.equals(file_cells)
+    assert np.array_equal(np.asarray(in_file), values) and np.array_equal(in_memory, values)

@@ -203,8 +203,9 @@ def to_cip_2020(cells: pd.DataFrame, values: np.ndarray, context: RecastContext 
     population and code; the values in `dtype` (None: int64). Returns the recast (None
     when no cell needed one). Whole institutions are recast `block_cells` rows at a time,
     the blocks continuing one stream in row order, so memory holds one block's copies
-    and the result does not depend on the block size; with `spill` the values go to a
-    file block by block (`inputs.row_files`). Privacy cost: none."""
+    and the result does not depend on the block size; `values` may be in a file
+    (`inputs.row_files.SpilledRows`), and with `spill` the result goes to one block by
+    block. Privacy cost: none."""
     old = (cells["cip_vintage"].astype(str) == CIP_2010).to_numpy()
     if context is None or not old.any():
         return cells[CELL_COLUMNS].reset_index(drop=True), values, None
@@ -212,18 +213,18 @@ def to_cip_2020(cells: pd.DataFrame, values: np.ndarray, context: RecastContext 
     out_cells, recasts = [], []
     out_values = RowSink(values.shape[1], dtype or np.int64, spill)
     for block in institution_blocks(cells, block_cells):
-        mine, mine_old = cells.iloc[block], old[block]
+        mine, mine_old, block_values = cells.iloc[block], old[block], values[block]
         kept = mine.loc[~mine_old, CELL_COLUMNS].astype({c: str for c in TEXT_KEYS})
         if mine_old.any():
-            recast = _recast_block(mine.loc[mine_old], values[block][mine_old], context,
+            recast = _recast_block(mine.loc[mine_old], block_values[mine_old], context,
                                    stream_seed, step_id, product, derived_from, stream)
             recasts.append(replace(recast, cells=recast.cells.iloc[:0],
                                    values=recast.values[:0]))
             kept = pd.concat([recast.cells, kept], ignore_index=True)
-            summed = _summed(kept, np.concatenate([recast.values, values[block][~mine_old]]))
+            summed = _summed(kept, np.concatenate([recast.values, block_values[~mine_old]]))
             del recast
         else:
-            summed = _summed(kept, values[block])
+            summed = _summed(kept, block_values)
         out_cells.append(summed[0])
         out_values.append(summed[1])
     return pd.concat(out_cells, ignore_index=True), out_values.result(), merged_recast(recasts)

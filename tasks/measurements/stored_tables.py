@@ -16,7 +16,7 @@ import pyarrow as pa
 from pseo_das.tasks import file_task, progress
 from pseo_das.tasks.earnings.noisy_histograms import PRODUCT as EARNINGS_PRODUCT
 from pseo_das.tasks.earnings.noisy_histograms import NoisyHistograms
-from pseo_das.tasks.inputs.row_files import rows_in_order
+from pseo_das.tasks.inputs.row_files import RowSink, rows_in_order
 from pseo_das.tasks.employment_flows.noisy_flows import PRODUCT as FLOWS_PRODUCT
 from pseo_das.tasks.employment_flows.noisy_flows import TOTAL_PRODUCT as FLOWS_TOTAL_PRODUCT
 from pseo_das.tasks.employment_flows.noisy_flows import NoisyFlows
@@ -100,7 +100,10 @@ def _question_table(store: PrivacyStore, question: Question, rows: pd.DataFrame,
     for measurement_id, members in rows.groupby("measurement_id", sort=True):
         stored = store.measurement(measurement_id)
         source = stored.values_sha256()
-        cells, values = store.measured_values(measurement_id, _values_type(question))
+        dtype = _values_type(question)
+        cells, values = store.measured_values(   # decoded into a file, block by block
+            measurement_id, dtype,
+            RowSink(question.columns, dtype, spill=True) if spill and dtype else None)
         if recast is None:
             cells, values = as_coded(cells, values)
         else:
