@@ -69,7 +69,7 @@ def institution_state_flows(tables: list[NoisyFlows], unobserved: list[np.ndarra
     for table, missing in zip(tables, unobserved):
         if table.cip_level != coarsest:
             continue
-        full = ~missing.any(axis=1)
+        full = np.asarray(~missing.any(axis=1))
         by_state = np.concatenate([
             state_flows(table.corrected[block][full[block]]).sum(axis=1)
             for block in row_blocks(len(table.cells), DESTINATION_BLOCK_CELLS)])
@@ -551,8 +551,10 @@ def build_flows_tables(tables: list[NoisyFlows], correction: list[dict],
         "by_threshold": [{"threshold": th, "suppressed": int((touched > th).sum())}
                          for th in SHARE_THRESHOLDS_SHOWN],
     }
-    n_state_rows = sum(int(np.count_nonzero((t.noisy[block] != 0) | (t.corrected[block] != 0)))
-                       for t in tables for block in row_blocks(len(t.cells), DESTINATION_BLOCK_CELLS))
+    n_state_rows = 0     # flows_state's rows: flows whose noisy or corrected count is not 0
+    for t in tables:
+        for block in row_blocks(len(t.cells), DESTINATION_BLOCK_CELLS):
+            n_state_rows += int(np.count_nonzero((t.noisy[block] != 0) | (t.corrected[block] != 0)))
     checks = flows_invariants(tables)
     if any(c["result"].startswith("FAILED") for c in checks):
         raise RuntimeError("flows checks failed: " + "; ".join(

@@ -140,10 +140,11 @@ def correct_table(table: NoisyFlows, reference: ReferenceInputs, indflow: pd.Dat
     stats: dict = {}
     for start in range(0, len(table.cells), block_cells):
         block = slice(start, start + block_cells)
-        part = replace(table, cells=table.cells.iloc[block], noisy=table.noisy[block])
+        noisy = table.noisy[block]
+        part = replace(table, cells=table.cells.iloc[block], noisy=noisy)
         log_w = log_weights(part, reference, indflow, nonemployed_weight)
         total = None if table.total is None else table.total[block]
-        values, block_stats = correct_values(part.noisy, log_w, draw, total)
+        values, block_stats = correct_values(noisy, log_w, draw, total)
         corrected.append(values.astype(table.noisy.dtype, copy=False))
         stats = {key: value if key == "total" else stats.get(key, 0) + value
                  for key, value in block_stats.items()}

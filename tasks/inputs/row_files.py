@@ -117,7 +117,7 @@ class RowSink:
     def __init__(self, n_columns: int, dtype, spill: bool) -> None:
         self.n_columns, self.dtype = int(n_columns), np.dtype(dtype)
         self.n_rows = 0
-        self._blocks: list[np.ndarray] | None = None if spill else []
+        self._blocks: list[np.ndarray] = []      # in memory (no file)
         self._file = None
         if spill:
             handle, name = tempfile.mkstemp(suffix=".rows", dir=spill_dir())
