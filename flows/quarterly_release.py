@@ -56,7 +56,9 @@ from pseo_das.tasks.measurements.stored_tables import (ipeds_awards_from_record,
 from pseo_das.tasks.study.flows_release_accuracy import release_flows_accuracy
 from pseo_das.tasks.publication.assemble import (EarningsPublication, ReleaseContent,
                                                  ReleaseFacts, lifetime_figures,
+                                                 second_thread, write_earnings_files,
                                                  write_flows_files, write_release)
+from pseo_das.tasks.publication.second_process import second_process
 from pseo_das.tasks.publication.document_context import guarantee_summary
 from pseo_das.tasks.publication.review import (ClearedRelease, Hold, decision_of, hold_release, last_cleared,
                                                refuse_release_of_held, refuse_unreviewed,
@@ -135,13 +137,26 @@ def post_processing(store_path: Path, plan: ReleasePlan, cfg: ReleaseConfig,
     """Every public and internal file of a release from its stored measurements and public
     inputs only: no microdata, no new noise. `recast_inputs` None publishes the CIP codes
     as measured (releases of earlier versions), otherwise CIP-2020; `review`: the release
-    is held for review."""
+    is held for review. The earnings files are written first: their workbook is made in a
+    second process (stopped if the release fails) and pseoh_all in a second thread while
+    the flows are."""
+    with second_thread() as beside, second_process() as apart:
+        return _post_processing(store_path, plan, cfg, reference, recast_inputs, identity,
+                                record, staging, review, beside, apart)
+
+
+def _post_processing(store_path: Path, plan: ReleasePlan, cfg: ReleaseConfig,
+                     reference: ReferenceInputs, recast_inputs: RecastInputs | None,
+                     identity: ReleaseIdentity, record: PublicationRecord, staging: Path,
+                     review: ReviewRequest | None, beside, apart) -> PostProcessed:
     contexts = None if recast_inputs is None else {
         level: recast_context(recast_inputs, cfg.cells, level, cfg.cip.unseen_transition_weight)
         for level in cfg.measured_cip_levels()}
     reading = StoreReading(store_path, plan.plan, cfg, contexts)
     earnings, earnings_read, earnings_derived, checks, earnings_recasts = \
         publish_earnings(reading, record)
+    earnings_files = write_earnings_files(staging, cfg, earnings, identity.release_id, beside,
+                                          apart)
     flows, flows_read, flows_derived, flows_recasts = publish_flows(reading, reference)
     cell_statistics = (cell_statistics_from_record(store_path, record.cell_statistics)
                        or CELL_STATISTICS.read(reading))
@@ -160,7 +175,8 @@ def post_processing(store_path: Path, plan: ReleasePlan, cfg: ReleaseConfig,
     flows_files = write_flows_files(staging, cfg, flows, earnings.pseoe, earnings.tables)
     flows.release_tables()   # written: the rest of the release reads its counts and checks
     manifest = write_release(
-        staging, ReleaseContent(earnings, flows, flows_files, flows_accuracy, sides),
+        staging, ReleaseContent(earnings, earnings_files, flows, flows_files, flows_accuracy,
+                                sides),
         ReleaseFacts(identity, cfg, ledger, lifetime, record.input_checks + checks,
                      record.input_fingerprints,
                      recast_notes(recast_inputs, earnings_recasts + flows_recasts),

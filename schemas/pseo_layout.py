@@ -39,7 +39,6 @@ import contextvars
 import csv
 import re
 from concurrent.futures import Future, ThreadPoolExecutor
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import cache
@@ -53,6 +52,8 @@ import pyarrow.csv as pa_csv
 
 import pseo_das
 from pseo_das.errors import PseoDasError
+from pseo_das.schemas.coded_columns import CodedColumn, ValuesTest, coded_table, level_column, \
+    row_hashes
 from pseo_das.schemas.distribution import ALL_FOLDER, open_table, table_path
 
 SCHEMA_VERSION = "V4.14.0"
@@ -209,16 +210,17 @@ def code_lists() -> CodeLists:
         ipeds_published=frozenset(ipeds - {IPEDS_FLAG_NOT_AVAILABLE}))
 
 
-def _isin(codes: frozenset[str]) -> Callable[[pd.Series], pd.Series]:
-    return lambda values: values.isin(codes)
+def _isin(codes: frozenset[str]) -> ValuesTest:
+    value_set = pa.array(sorted(codes), pa.string())
+    return lambda values: pc.is_in(values, value_set=value_set)
 
 
-def _matches(pattern: str) -> Callable[[pd.Series], pd.Series]:
-    return lambda values: values.str.fullmatch(pattern)
+def _matches(pattern: str) -> ValuesTest:
+    return lambda values: pc.match_substring_regex(values, f"^(?:{pattern})$")
 
 
 @cache
-def _level_rules() -> dict[str, tuple[str, dict[str, Callable[[pd.Series], pd.Series]]]]:
+def _level_rules() -> dict[str, tuple[str, dict[str, ValuesTest]]]:
     """Per level column of label_agg_level_pseo: the identifier it governs and, per level
     code, what that identifier must be."""
     codes = code_lists()
@@ -376,7 +378,7 @@ def check_file(path: Path, product: Product | str, note=None
     if note is not None:
         note(f"read {name}: {len(frame):,} rows; checking their values")
     checks = _FileChecks(name, layout(product))
-    checks.add(frame, 0)
+    checks.add(pa.Table.from_pandas(frame, preserve_index=False), 0)
     return len(frame), problems + checks.problems()
 
 
@@ -456,10 +458,8 @@ class TableCheck:
 
     def _check(self, block: pa.Table, first: int) -> None:
         """The block's rules; `first`: the file's row number of its first row."""
-        frame = block.to_pandas()
-        frame.index += first
-        self._checks.add(frame, first)
-        checked = first + len(frame)
+        self._checks.add(block, first)
+        checked = first + block.num_rows
         if self.note is not None and checked // NOTE_ROWS > first // NOTE_ROWS:
             self.note(f"checked {checked:,} rows of {self.name}")
 
@@ -514,26 +514,28 @@ class _FileChecks:
         self.level_numbers: dict[str, int] = {}      # agg_level_pseo text -> its number
         self.has_level = False
 
-    def add(self, frame: pd.DataFrame, offset: int) -> None:
-        checks = _RowChecks(self.name, self.layout, frame, offset)
+    def add(self, table: pa.Table, offset: int) -> None:
+        """The rules over a block of rows, a table of text; `offset`: the file's row number
+        of its first row."""
+        block = coded_table(table)
+        checks = _RowChecks(self.name, self.layout, block, table.num_rows, offset)
         for problem in checks.run():
             entry = self.found.setdefault((problem.columns, problem.rule), [0, []])
             entry[0] += problem.rows
             entry[1] = (entry[1] + list(problem.examples))[:EXAMPLES]
-        if "agg_level_pseo" in frame:
+        if "agg_level_pseo" in block:
             self.has_level = True
-            self.levels_seen |= set(frame["agg_level_pseo"].unique())
-        keys = [c for c in self.layout.identifiers if c in frame]
+            self.levels_seen |= set(block["agg_level_pseo"].distinct())
+        keys = [block[c] for c in self.layout.identifiers if c in block]
         if len(keys) == len(self.layout.identifiers):
-            self.cell_keys.append(np.column_stack([
-                pd.util.hash_pandas_object(frame[keys], index=False, hash_key=key).to_numpy()
-                for key in CELL_HASH_KEYS]))
+            self.cell_keys.append(np.column_stack([row_hashes(keys, key)
+                                                   for key in CELL_HASH_KEYS]))
             # a 32-bit number per row, not its text (only shown in examples; a national
             # pseof_all.csv has tens of millions of rows)
-            codes, texts = pd.factorize(frame["agg_level_pseo"])
+            agg = block["agg_level_pseo"]
             numbers = np.array([self.level_numbers.setdefault(t, len(self.level_numbers))
-                                for t in texts] + [-1], dtype=np.int32)
-            self.cell_levels.append(numbers[codes])
+                                for t in agg.distinct()], dtype=np.int32)
+            self.cell_levels.append(numbers[agg.index])
 
     def problems(self) -> list[LayoutProblem]:
         out = [LayoutProblem(self.name, columns, rule, rows, tuple(examples))
@@ -611,21 +613,27 @@ def _check_header(name: str, header: list[str], expected: tuple[str, ...]) -> li
 
 
 class _RowChecks:
-    """The row checks of one file, every one vectorised over the rows."""
+    """The row checks of a block of rows, every rule evaluated on each column's distinct
+    values (`CodedColumn`) and spread to the rows."""
 
-    def __init__(self, name: str, product_layout: ProductLayout, frame: pd.DataFrame,
-                 offset: int = 0):
-        self.name, self.layout, self.frame = name, product_layout, frame
-        self.offset = offset                    # the file's row number of the frame's first
+    def __init__(self, name: str, product_layout: ProductLayout, block: dict[str, CodedColumn],
+                 rows: int, offset: int = 0):
+        self.name, self.layout, self.block, self.rows = name, product_layout, block, rows
+        self.offset = offset                    # the file's row number of the block's first
         self.product = product_layout.product
         self.codes = code_lists()
         self.problems: list[LayoutProblem] = []
-        levels = product_layout.levels.set_index("agg_level_pseo")
-        if "agg_level_pseo" in frame:
-            self.level = levels.reindex(frame["agg_level_pseo"]).set_axis(frame.index)
+        levels = product_layout.levels
+        if "agg_level_pseo" in block:
+            number = {level: i for i, level in enumerate(levels["agg_level_pseo"])}
+            agg = block["agg_level_pseo"]
+            row_level = np.array([number.get(v, -1) for v in agg.distinct()],
+                                 dtype=np.int64)[agg.index]
         else:
-            self.level = pd.DataFrame(index=frame.index, columns=levels.columns, dtype=object)
-        self.known_level = self.level["inst_level"].notna()
+            row_level = np.full(rows, -1, dtype=np.int64)
+        self.level = {column: level_column(levels[column].tolist(), row_level)
+                      for column in levels.columns}
+        self.known_level = row_level >= 0
 
     def run(self) -> list[LayoutProblem]:
         self._aggregation_level()
@@ -637,16 +645,16 @@ class _RowChecks:
         return self.problems
 
     def has(self, *columns: str) -> bool:
-        return all(c in self.frame for c in columns)
+        return all(c in self.block for c in columns)
 
-    def report(self, columns: tuple[str, ...], rule: str, bad: pd.Series,
+    def report(self, columns: tuple[str, ...], rule: str, bad: np.ndarray,
                show: tuple[str, ...] | None = None) -> None:
-        rows = np.flatnonzero(bad.to_numpy(dtype=bool))
+        rows = np.flatnonzero(bad)
         if len(rows) == 0:
             return
-        show = tuple(c for c in (show or columns) if c in self.frame)
+        show = tuple(c for c in (show or columns) if c in self.block)
         examples = tuple((int(r) + self.offset,
-                          ", ".join(f"{c}={self.frame[c].iat[r]!r}" for c in show))
+                          ", ".join(f"{c}={self.block[c].text(r)!r}" for c in show))
                          for r in rows[:EXAMPLES])
         self.problems.append(LayoutProblem(self.name, columns, rule, len(rows), examples))
 
@@ -654,65 +662,62 @@ class _RowChecks:
     def _aggregation_level(self) -> None:
         if not self.has("agg_level_pseo"):
             return
-        value = self.frame["agg_level_pseo"]
-        every = read_label_file("label_agg_level_pseo.csv")
+        value = self.block["agg_level_pseo"]
+        every = set(read_label_file("label_agg_level_pseo.csv")["agg_level_pseo"])
         flagged = set(self.layout.levels["agg_level_pseo"])
-        other_product = value.isin(set(every["agg_level_pseo"]) - flagged)
         self.report(("agg_level_pseo",), "an aggregation level of label_agg_level_pseo.csv",
-                    ~value.isin(set(every["agg_level_pseo"])))
+                    ~value.isin(every))
         self.report(("agg_level_pseo",), f"a level flagged 1 for {self.product.value} in "
-                    f"label_agg_level_pseo.csv (this one is flagged 0)", other_product)
+                    f"label_agg_level_pseo.csv (this one is flagged 0)",
+                    value.isin(every - flagged))
 
     # -- identifiers --
     def _identifiers(self) -> None:
         known = self.known_level
-        for level_column, (identifier, rules) in _level_rules().items():
-            expected = self.level[level_column]
-            if self.has(level_column):
-                self.report((level_column,), f"{level_column} as label_agg_level_pseo.csv "
-                            "gives it for the row's agg_level_pseo",
-                            known & (self.frame[level_column] != expected),
-                            ("agg_level_pseo", level_column))
+        for level_column_name, (identifier, rules) in _level_rules().items():
+            expected = self.level[level_column_name]
+            if self.has(level_column_name):
+                self.report((level_column_name,), f"{level_column_name} as "
+                            "label_agg_level_pseo.csv gives it for the row's agg_level_pseo",
+                            known & self.block[level_column_name].pairs(expected, str.__ne__),
+                            ("agg_level_pseo", level_column_name))
             if self.has(identifier):
-                ok = pd.Series(False, index=self.frame.index)
+                values = self.block[identifier]
+                ok = np.zeros(self.rows, dtype=bool)
                 for code, rule in rules.items():
-                    at = known & (expected == code)
-                    if at.any():
-                        ok[at] = rule(self.frame.loc[at, identifier]).to_numpy(dtype=bool)
+                    ok |= expected.eq(code) & values.where(rule)
                 self.report((identifier,), _LEVEL_RULE_TEXT[identifier], known & ~ok,
                             ("agg_level_pseo", identifier))
         if self.has("grad_cohort"):
-            cohort = self.frame["grad_cohort"]
+            cohort = self.block["grad_cohort"]
             by_cohort = self.level["by_grad_cohort"]
             self.report(("grad_cohort",), f"{ALL_COHORTS} at a level without graduation cohorts",
-                        known & (by_cohort == "0") & (cohort != ALL_COHORTS),
+                        known & by_cohort.eq("0") & ~cohort.eq(ALL_COHORTS),
                         ("agg_level_pseo", "grad_cohort"))
             self.report(("grad_cohort",), f"a 4-digit year (not {ALL_COHORTS}) at a level by "
-                        "graduation cohort", known & (by_cohort == "1")
-                        & ~(cohort.str.fullmatch(YEAR) & (cohort != ALL_COHORTS)),
+                        "graduation cohort", known & by_cohort.eq("1")
+                        & ~(cohort.fullmatch(YEAR) & ~cohort.eq(ALL_COHORTS)),
                         ("agg_level_pseo", "grad_cohort"))
         if self.has("degree_level"):
-            degree = self.frame["degree_level"]
+            degree = self.block["degree_level"]
             by_degree = self.level["by_degree_level"]
             self.report(("degree_level",), f"{ALL_DEGREE_LEVELS} at a level without degree levels",
-                        known & (by_degree == "0") & (degree != ALL_DEGREE_LEVELS),
+                        known & by_degree.eq("0") & ~degree.eq(ALL_DEGREE_LEVELS),
                         ("agg_level_pseo", "degree_level"))
             self.report(("degree_level",), "a degree level of label_degree_level.csv (not "
                         f"{ALL_DEGREE_LEVELS} at a level by degree level)",
-                        (known & (by_degree == "1")
+                        (known & by_degree.eq("1")
                          & ~degree.isin(self.codes.degree_levels - {ALL_DEGREE_LEVELS}))
                         | (~known & ~degree.isin(self.codes.degree_levels)),
                         ("agg_level_pseo", "degree_level"))
         if self.has("grad_cohort_years"):
-            years = self.frame["grad_cohort_years"]
-            self.report(("grad_cohort_years",), "a positive integer",
-                        ~years.str.fullmatch(POSITIVE_INTEGER))
+            years = self.block["grad_cohort_years"]
+            positive = years.fullmatch(POSITIVE_INTEGER)
+            self.report(("grad_cohort_years",), "a positive integer", ~positive)
             if self.has("degree_level"):
-                expected = self.frame["degree_level"].map(COHORT_YEARS_BY_DEGREE)\
-                    .fillna(DEFAULT_COHORT_YEARS)
                 self.report(("grad_cohort_years", "degree_level"), "3 for bachelor's degrees "
                             "(05), 5 for every other degree level (schema: Grad Cohort Years)",
-                            years.str.fullmatch(POSITIVE_INTEGER) & (years != expected))
+                            positive & years.pairs(self.block["degree_level"], _wrong_cohort_years))
 
     # -- status flags and measures --
     def _flags_and_values(self) -> None:
@@ -722,23 +727,23 @@ class _RowChecks:
             if self.has(flag):
                 self.report((flag,), "a flag of " + ("label_flags_ipeds_count.csv ("
                             if ipeds else "the PSEO tables (") + ", ".join(sorted(allowed, key=int))
-                            + ")", ~self.frame[flag].isin(allowed))
+                            + ")", ~self.block[flag].isin(allowed))
         for indicator in self.layout.indicators:
             if not self.has(indicator.name):
                 continue
-            value = self.frame[indicator.name]
-            empty = value == ""
+            value = self.block[indicator.name]
+            empty = value.eq("")
             what = ("an integer (dollars)" if indicator.units == "Dollars"
                     else "a non-negative integer (count)")
             self.report((indicator.name,), f"{what} or empty",
-                        ~empty & ~value.str.fullmatch(indicator.pattern))
+                        ~empty & ~value.fullmatch(indicator.pattern))
             if not self.has(indicator.status_flag):
                 continue
-            flag = self.frame[indicator.status_flag]
-            published = (flag.isin(self.codes.ipeds_published) if indicator.ipeds
-                         else flag == FLAG_PUBLISHED)
-            valid = flag.isin(self.codes.ipeds_flags if indicator.ipeds
-                              else self.codes.status_flags)
+            flags = self.block[indicator.status_flag]
+            published = (flags.isin(self.codes.ipeds_published) if indicator.ipeds
+                         else flags.eq(FLAG_PUBLISHED))
+            valid = flags.isin(self.codes.ipeds_flags if indicator.ipeds
+                               else self.codes.status_flags)
             columns = (indicator.name, indicator.status_flag)
             self.report(columns, "a value where the flag publishes one", valid & published & empty)
             self.report(columns, "empty where the flag withholds the value",
@@ -746,18 +751,17 @@ class _RowChecks:
 
     def _origin_measures(self) -> None:
         """Non-employment only on the all-industries national rows (module docstring)."""
-        detail = self.known_level & ~(
-            (self.level["geo_level"] == ORIGIN_MEASURE_LEVELS[0])
-            & (self.level["ind_level"] == ORIGIN_MEASURE_LEVELS[1]))
+        detail = self.known_level & ~(self.level["geo_level"].eq(ORIGIN_MEASURE_LEVELS[0])
+                                      & self.level["ind_level"].eq(ORIGIN_MEASURE_LEVELS[1]))
         if not detail.any():
             return
         for indicator in self.layout.indicators:
             if not (is_origin_measure(indicator.name) and self.has(indicator.name)):
                 continue
             columns = (indicator.name, indicator.status_flag)
-            bad = detail & (self.frame[indicator.name] != "")
+            bad = detail & ~self.block[indicator.name].eq("")
             if self.has(indicator.status_flag):
-                bad |= detail & (self.frame[indicator.status_flag] != FLAG_NOT_AVAILABLE)
+                bad |= detail & ~self.block[indicator.status_flag].eq(FLAG_NOT_AVAILABLE)
             self.report(columns, "a measure of the origin: empty with flag -1 (data not "
                         "available) on the sector and division rows; only the all-industries "
                         "national row (geo_level N, ind_level A) carries it",
@@ -766,8 +770,8 @@ class _RowChecks:
     def _restricted_cip(self) -> None:
         if not self.has("degree_level"):
             return
-        restricted = (self.known_level & (self.level["cip_level"] == RESTRICTED_CIP_LEVEL)
-                      & self.frame["degree_level"].isin(RESTRICTED_DEGREE_LEVELS))
+        restricted = (self.known_level & self.level["cip_level"].eq(RESTRICTED_CIP_LEVEL)
+                      & self.block["degree_level"].isin(RESTRICTED_DEGREE_LEVELS))
         if not restricted.any():
             return
         rule = ("degree levels " + " and ".join(RESTRICTED_DEGREE_LEVELS)
@@ -778,10 +782,14 @@ class _RowChecks:
                 continue
             ipeds = any(i.ipeds for i in self.layout.indicators if i.status_flag == flag)
             want = IPEDS_FLAG_NOT_AVAILABLE if ipeds else FLAG_SUPPRESSED
-            self.report((flag,), rule + f"flag {want}", restricted & (self.frame[flag] != want),
+            self.report((flag,), rule + f"flag {want}", restricted & ~self.block[flag].eq(want),
                         ("agg_level_pseo", "degree_level", "cipcode", flag))
         for indicator in self.layout.indicators:
             if self.has(indicator.name):
                 self.report((indicator.name,), rule + "no value",
-                            restricted & (self.frame[indicator.name] != ""),
+                            restricted & ~self.block[indicator.name].eq(""),
                             ("agg_level_pseo", "degree_level", "cipcode", indicator.name))
+
+
+def _wrong_cohort_years(years: str, degree_level: str) -> bool:
+    return years != COHORT_YEARS_BY_DEGREE.get(degree_level, DEFAULT_COHORT_YEARS)

@@ -84,7 +84,7 @@ def uninterrupted(small_synthetic_dir, tmp_path_factory) -> Path:
 @pytest.mark.parametrize("marker", [
     "measured flows",                 # noise drawn, not yet kept in the store
     "kept",                           # measurements stored, nothing published
-    "wrote",                          # the release is complete in staging, not yet published
+    "files to staging",               # the release is complete in staging, not yet published
     "record audit run",               # around the atomic rename into place
 ])
 def test_killed_release_resumes_to_the_same_bytes_without_spending_twice(

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import time
 import contextvars
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from fractions import Fraction
@@ -15,8 +16,7 @@ import pandas as pd
 
 from pseo_das.errors import EXIT_CHECK_FAILED, PseoDasError
 from pseo_das.config import ReleaseConfig
-from pseo_das.schemas.distribution import (ALL_FOLDER, TableFormat, published_name,
-                                           published_table)
+from pseo_das.schemas.distribution import ALL_FOLDER, TableFormat, published_name
 from pseo_das.schemas.pseo_layout import SCHEMA_VERSION, Product, TableCheck, layout_report
 from pseo_das.tasks.earnings.earnings_tables import institution_states
 from pseo_das.tasks.inputs.cells import CIP_2020
@@ -41,10 +41,12 @@ from pseo_das.tasks.measurements.release_plan import (ReleasePlan, lifetime_budg
                                                       lifetime_table)
 from pseo_das.tasks.privacy.store import PrivacyStore, epsilon_text
 from pseo_das.tasks.publication.explorer import write_release_explorers
+from pseo_das.tasks.publication.explorer_data import explorer_data
 from pseo_das.tasks.publication.side_tables import SECTIONS, SideTable
 from pseo_das.tasks.publication.labelled_workbook import WORKBOOK_NAME, write_release_workbook
-from pseo_das.tasks.publication.parquet_files import DATAPACKAGE_FILE, write_table_package
-from pseo_das.tasks.publication.second_process import second_process
+from pseo_das.tasks.publication.parquet_files import (DATAPACKAGE_FILE, write_national_table,
+                                                     write_table_package)
+from pseo_das.tasks.publication.second_process import Apart
 from pseo_das.tasks.publication.review_request import ReviewRequest, decision_request
 from pseo_das.tasks.publication.release_files import fingerprints, write_code_table, write_csv, write_manifest
 
@@ -173,10 +175,11 @@ def lifetime_figures(store_path: Path, plan: ReleasePlan,
 
 
 @contextmanager
-def second_thread():
-    """`beside(function, *args)`: function(*args) in a second thread, in the Prefect run's
-    context (its progress lines go to the run's log), finished when the block ends."""
-    with ThreadPoolExecutor(1) as pool:
+def second_thread(threads: int = 1):
+    """`beside(function, *args)`: function(*args) in a second thread (one of `threads`), in
+    the Prefect run's context (its progress lines go to the run's log), finished when the
+    block ends."""
+    with ThreadPoolExecutor(threads) as pool:
         yield lambda function, *args: pool.submit(contextvars.copy_context().run, function,
                                                   *args)
 
@@ -231,12 +234,50 @@ class EarningsPublication:
 
 
 @dataclass(frozen=True)
+class EarningsFiles:
+    """pseoe_all and pseoh_all, written first so that their slow parts work while the flows
+    are made: pseoe_all's layout check (its own thread), the labelled workbook (`workbook`,
+    a second process; None without xlsx) and pseoh_all with its Parquet copy (`pseoh`, a
+    second thread). `parquet_rows()`: the Parquet copies written, once they all are."""
+    pseoe_check: TableCheck
+    workbook: Apart | None
+    pseoe_parquet: dict[str, int]
+    pseoh: Future
+
+    def parquet_rows(self) -> dict[str, int]:
+        return self.pseoe_parquet | self.pseoh.result()
+
+
+@file_task("write the earnings files")
+def write_earnings_files(staging: Path, cfg: ReleaseConfig, earnings: EarningsPublication,
+                         release_id: str, beside: Callable[..., Future],
+                         apart: Callable[..., Apart]) -> EarningsFiles:
+    """pseoe_all (checked as written) into `staging`, then the workbook started in the
+    second process of `apart` (`second_process`) and pseoh_all written in the second
+    thread of `beside` (`second_thread`); both outlive this task."""
+    public = staging / "public"
+    table_format, parquet = cfg.publication.table_format, cfg.publication.parquet
+    pseoe_name = published_name(Product.PSEOE.file_name, table_format)
+    pseoe_check = TableCheck(pseoe_name, Product.PSEOE, list(earnings.pseoe.columns))
+    pseoe_parquet = write_national_table(earnings.pseoe, public, Product.PSEOE.file_name,
+                                         table_format, pseoe_check, parquet)
+    workbook = apart(write_release_workbook, public, release_id) \
+        if cfg.publication.xlsx else None
+    pseoh = beside(write_national_table, earnings.pseoh, public, HISTOGRAMS_FILE, table_format,
+                   None, parquet)
+    progress(f"wrote {Product.PSEOE.file_name} ({len(earnings.pseoe):,} rows); writing "
+             f"{HISTOGRAMS_FILE} ({len(earnings.pseoh):,} rows) beside the flows")
+    return EarningsFiles(pseoe_check, workbook, pseoe_parquet, pseoh)
+
+
+@dataclass(frozen=True)
 class ReleaseContent:
-    """The products' outputs a release folder is written from. `flows` may have released
-    its tables (the flows files are written: `flows_files`); `flows_accuracy`:
-    `release_flows_accuracy`'s simulation of the published flows; `side_tables`: the
-    optional one-file products (`side_tables.py`)."""
+    """The products' outputs a release folder is written from. `earnings_files`: pseoe_all
+    and pseoh_all, written; `flows` may have released its tables (the flows files are
+    written: `flows_files`); `flows_accuracy`: `release_flows_accuracy`'s simulation of the
+    published flows; `side_tables`: the optional one-file products (`side_tables.py`)."""
     earnings: EarningsPublication
+    earnings_files: EarningsFiles
     flows: FlowsRelease
     flows_files: FlowsFiles
     flows_accuracy: dict
@@ -263,14 +304,14 @@ class ReleaseFacts:
 @file_task("write release files")
 def write_release(staging: Path, content: ReleaseContent, facts: ReleaseFacts) -> dict[str, str]:
     """Write every file of the release but the flows files into `staging`; return the
-    manifest. The official files are checked and their Parquet copies written in a second
-    thread, the workbook in a second process (second_process.py), while the documents are
-    made; they have finished when this returns or raises."""
-    with second_thread() as beside, second_process() as apart:
-        return _write_release(beside, apart, staging, content, facts)
+    manifest. The official files' Parquet copies are written in a second thread and the
+    explorer's data read in a third while the documents are made; they have finished when
+    this returns or raises, and so has the workbook (`write_earnings_files`)."""
+    with second_thread(threads=2) as beside:
+        return _write_release(beside, staging, content, facts)
 
 
-def _write_release(beside, apart, staging: Path, content: ReleaseContent,
+def _write_release(beside, staging: Path, content: ReleaseContent,
                    facts: ReleaseFacts) -> dict[str, str]:
     public, internal = staging / "public", staging / "internal"
     identity, cfg, ledger, lifetime = facts.identity, facts.cfg, facts.ledger, facts.lifetime
@@ -283,13 +324,9 @@ def _write_release(beside, apart, staging: Path, content: ReleaseContent,
         progress(f"{what} ({time.perf_counter() - started:.1f} s into writing the release)")
 
     table_format = cfg.publication.table_format
-    pseoe_path = published_table(public, Product.PSEOE.file_name, table_format)
-    pseoe_check = TableCheck(pseoe_path.name, Product.PSEOE, list(pseoe.columns))
-    write_code_table(pseoe, pseoe_path, check=pseoe_check)
-    workbook = apart(write_release_workbook, public, identity.release_id) \
-        if cfg.publication.xlsx else None
-    write_code_table(pseoh, published_table(public, HISTOGRAMS_FILE, table_format))
-    done(f"wrote {Product.PSEOE.file_name} ({len(pseoe):,} rows) and {HISTOGRAMS_FILE}")
+    earnings_files = content.earnings_files
+    pseoe_check, workbook = earnings_files.pseoe_check, earnings_files.workbook
+    copied = earnings_files.parquet_rows()   # pseoh_all is written (the explorer reads it)
     pseof = flows_files.pseof
     metadata = official_folder_files(pseoe, pseof.cohorts, institution_states(tables),
                                      identity.release_id, earnings.ipeds_awards,
@@ -298,7 +335,7 @@ def _write_release(beside, apart, staging: Path, content: ReleaseContent,
     done(f"wrote the institutions, version and {len(metadata) - 1} other state folder files")
     layout_check = official_layout_check(public, [pseoe_check, pseof.layout_check],
                                          facts.cip_recast["published_vintage"])
-    parquet = beside(write_table_package, public, pseof.parquet_rows) \
+    parquet = beside(write_table_package, public, copied | pseof.parquet_rows) \
         if cfg.publication.parquet else None
     context = release_context(cfg, ledger, tables, cells, release_id=identity.release_id,
                               code_version=identity.code_version,
@@ -327,6 +364,7 @@ def _write_release(beside, apart, staging: Path, content: ReleaseContent,
     write_release_notes(public, render_markdown("release_notes.md.j2", context),
                         identity.release_id)
     done("wrote the release notes")
+    explorer = beside(explorer_data, public, flows_files.pseof.explorer_flows)  # its public files
 
     write_csv(ledger.to_frame(), internal / "ledger.csv")
     write_csv(lifetime.populations, internal / "lifetime_budget.csv")
@@ -357,7 +395,7 @@ def _write_release(beside, apart, staging: Path, content: ReleaseContent,
     (internal / "drb_report.md").write_text(drb)
     (internal / "drb_report.html").write_text(
         to_html(drb, f"DRB report: PSEO release {identity.release_id}"))
-    write_release_explorers(staging, flows_files.pseof.explorer_flows)   # public/, internal/
+    write_release_explorers(staging, explorer.result())   # public/, internal/
     manifest = write_manifest(staging, identity.release_id, identity.mlflow_run_id,
                               identity.tracking_uri, lifetime.release_summary["store_chain"],
                               known=written)

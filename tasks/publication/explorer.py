@@ -18,7 +18,7 @@ from pathlib import Path
 from pseo_das.errors import PseoDasError
 from pseo_das.tasks import progress
 from pseo_das.tasks.publication.explorer_board import board_data
-from pseo_das.tasks.publication.explorer_data import (ExplorerData, FlowCells,
+from pseo_das.tasks.publication.explorer_data import (ExplorerData,
                                                       explorer_data, script)
 
 EXPLORER = "explorer"                     # the folder's name in public/ and internal/
@@ -83,12 +83,13 @@ def write_explorer(out: Path, data: ExplorerData, board: dict | None = None,
     return out
 
 
-def write_release_explorers(release: Path, pseof_flows: FlowCells | None = None
+def write_release_explorers(release: Path, data: ExplorerData | None = None
                             ) -> tuple[Path, Path]:
     """A release folder's (or its staging folder's) two explorers, from its public files
     and, for the board's view, its internal ones: public/explorer and internal/explorer.
-    `pseof_flows`: pseof_all's flows gathered as it was written (else read from it)."""
-    data = explorer_data(release / "public", pseof_flows)
+    `data`: the public files' `explorer_data` if read already."""
+    if data is None:
+        data = explorer_data(release / "public")
     public = write_explorer(release / "public" / EXPLORER, data)
     internal = write_explorer(release / "internal" / EXPLORER, data,
                               board_data(release / "internal", _earnings(data)),

@@ -13,17 +13,19 @@ from __future__ import annotations
 
 import json
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import ExitStack
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
+import pandas as pd
 
-from pseo_das.schemas.distribution import ALL_FOLDER, table_path
+from pseo_das.schemas.distribution import ALL_FOLDER, TableFormat, published_table, table_path
 from pseo_das.schemas.pseo_layout import text_column
 from pseo_das.schemas.table_package import (TableField, arrow_schema, datapackage,
                                             public_table_fields)
-from pseo_das.tasks.publication.release_files import ParquetTableWriter
+from pseo_das.tasks.publication.release_files import CodeTableWriter, ParquetTableWriter
 
 PARQUET_FOLDER = "parquet"
 DATAPACKAGE_FILE = "datapackage.json"
@@ -113,6 +115,30 @@ class ParquetCopyWriter:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+COPY_BLOCK_ROWS = 1 << 18
+
+
+def write_national_table(frame: pd.DataFrame, public: Path, csv_name: str,
+                         table_format: TableFormat, check=None,
+                         parquet: bool = False) -> dict[str, int]:
+    """A national table (`frame`, published as `csv_name` in `public`'s all/ folder in
+    `table_format`) written by CodeTableWriter, through the layout `check` if given, and,
+    with `parquet`, its Parquet copy from the same Arrow tables (`ParquetCopyWriter`);
+    returns the copy's rows by its path relative to `public` (nothing without `parquet`),
+    for `write_table_package`."""
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    with ExitStack() as files:
+        writer = files.enter_context(CodeTableWriter(
+            published_table(public, csv_name, table_format), table.column_names, check))
+        copy = files.enter_context(ParquetCopyWriter(public, csv_name)) if parquet else None
+        for start in range(0, max(table.num_rows, 1), COPY_BLOCK_ROWS):
+            block = table.slice(start, COPY_BLOCK_ROWS)
+            writer.write(block)
+            if copy is not None:
+                copy.write(block)
+    return {} if copy is None else {copy.name: copy.rows}
 
 
 def write_table_package(public: Path, copied: dict[str, int] | None = None) -> dict[str, int]:
