@@ -145,9 +145,9 @@ def test_a_table_recast_by_blocks_of_institutions_is_the_table_recast_at_once():
     hard_coded = pd.DataFrame(columns=["cip2010", "cip2020", "share"])
     context = RecastContext(4, CROSSWALK.transitions(4), hard_coded, counts, 1e-6)
 
-    def recast(block_cells):
-        return to_cip_2020(cells, values, context, b"s" * 32, "recast.cip4.y1", "earnings",
-                           "earnings.I.cip4.y1", block_cells=block_cells)
+    def recast(block_cells, spill=False, source=values):
+        return to_cip_2020(cells, source, context, b"s" * 32, "recast.cip4.y1", "earnings",
+                           "earnings.I.cip4.y1", block_cells=block_cells, spill=spill)
 
     whole_cells, whole_values, whole = recast(n)
     assert len(institution_blocks(cells, n)) == 1 and len(institution_blocks(cells, 4)) == 6
@@ -159,4 +159,10 @@ def test_a_table_recast_by_blocks_of_institutions_is_the_table_recast_at_once():
         assert blocked.entry == whole.entry and blocked.added_variance == whole.added_variance
         assert dict(blocked.how) == dict(whole.how)
         assert dict(blocked.share_levels) == dict(whole.share_levels)
+    from pseo_das.tasks.inputs.row_files import spilled
+    # from a file, the values block by block into a file
+    in_file_cells, in_file, _ = recast(4, spill=True, source=spilled(values))
+    pd.testing.assert_frame_equal(in_file_cells, whole_cells)
+    assert type(in_file).__name__ == "SpilledRows"
+    np.testing.assert_array_equal(np.asarray(in_file), whole_values)
     np.testing.assert_array_equal(whole_values.sum(axis=0), values.sum(axis=0))

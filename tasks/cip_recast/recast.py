@@ -22,7 +22,9 @@ import pandas as pd
 from pseo_das.errors import PseoDasError
 from pseo_das.config import CellsConfig
 from pseo_das.tasks.cip_recast.transition_shares import WIDTH, transition_counts, transition_shares
-from pseo_das.tasks.inputs.cells import CELL_COLUMNS, CIP_2010, CIP_2020, sum_by_group
+from pseo_das.tasks.inputs.cells import (CELL_COLUMNS, CIP_2010, CIP_2020, institution_blocks,
+                                         sum_by_group)
+from pseo_das.tasks.inputs.row_files import RowSink
 from pseo_das.tasks.privacy.ledger import LedgerEntry
 from pseo_das.tasks.privacy.post_processing import (post_processing_split_blocks,
                                                     post_processing_split_stream)
@@ -191,54 +193,41 @@ def _summed(cells: pd.DataFrame, values: np.ndarray) -> tuple[pd.DataFrame, np.n
 RECAST_BLOCK_CELLS = 8192   # measured cells recast at a time (whole institutions)
 
 
-def institution_blocks(cells: pd.DataFrame, block_cells: int = RECAST_BLOCK_CELLS) -> list[slice]:
-    """Consecutive row ranges of `cells` of about `block_cells` rows that hold whole
-    institutions (a cell and every cell it can be added to: the same institution); one
-    range when the rows do not hold each institution together."""
-    institution = cells["institution"].astype(str).to_numpy()
-    starts = np.flatnonzero(np.r_[True, institution[1:] != institution[:-1]])
-    if len(starts) == 0 or len(set(institution[starts])) != len(starts):
-        return [slice(0, len(institution))]
-    bounds = [0]
-    for start in starts[1:].tolist():
-        if start - bounds[-1] >= block_cells:
-            bounds.append(start)
-    return [slice(a, b) for a, b in zip(bounds, bounds[1:] + [len(institution)])]
-
-
 def to_cip_2020(cells: pd.DataFrame, values: np.ndarray, context: RecastContext | None,
                 stream_seed: bytes, step_id: str, product: str, derived_from: str,
-                dtype: type | None = None, block_cells: int = RECAST_BLOCK_CELLS
-                ) -> tuple[pd.DataFrame, np.ndarray, RecastTable | None]:
+                dtype: type | None = None, block_cells: int = RECAST_BLOCK_CELLS,
+                spill: bool = False) -> tuple[pd.DataFrame, np.ndarray, RecastTable | None]:
     """A measured table (MEASURED_CELL_COLUMNS: codes in each cell's vintage) -> the same
     table in CIP-2020 codes (CELL_COLUMNS, sorted by institution block), recasting its
     CIP-2010 cells (`recast_table`) and adding them to the CIP-2020 cells of the same
     population and code; the values in `dtype` (None: int64). Returns the recast (None
     when no cell needed one). Whole institutions are recast `block_cells` rows at a time,
     the blocks continuing one stream in row order, so memory holds one block's copies
-    and the result does not depend on the block size. Privacy cost: none."""
+    and the result does not depend on the block size; `values` may be in a file
+    (`inputs.row_files.SpilledRows`), and with `spill` the result goes to one block by
+    block. Privacy cost: none."""
     old = (cells["cip_vintage"].astype(str) == CIP_2010).to_numpy()
     if context is None or not old.any():
         return cells[CELL_COLUMNS].reset_index(drop=True), values, None
     stream = post_processing_split_stream(stream_seed, step_id)
-    out_cells, out_values, recasts = [], [], []
+    out_cells, recasts = [], []
+    out_values = RowSink(values.shape[1], dtype or np.int64, spill)
     for block in institution_blocks(cells, block_cells):
-        mine, mine_old = cells.iloc[block], old[block]
+        mine, mine_old, block_values = cells.iloc[block], old[block], values[block]
         kept = mine.loc[~mine_old, CELL_COLUMNS].astype({c: str for c in TEXT_KEYS})
         if mine_old.any():
-            recast = _recast_block(mine.loc[mine_old], values[block][mine_old], context,
+            recast = _recast_block(mine.loc[mine_old], block_values[mine_old], context,
                                    stream_seed, step_id, product, derived_from, stream)
             recasts.append(replace(recast, cells=recast.cells.iloc[:0],
                                    values=recast.values[:0]))
             kept = pd.concat([recast.cells, kept], ignore_index=True)
-            summed = _summed(kept, np.concatenate([recast.values, values[block][~mine_old]]))
+            summed = _summed(kept, np.concatenate([recast.values, block_values[~mine_old]]))
             del recast
         else:
-            summed = _summed(kept, values[block])
+            summed = _summed(kept, block_values)
         out_cells.append(summed[0])
-        out_values.append(summed[1] if dtype is None else summed[1].astype(dtype))
-    return (pd.concat(out_cells, ignore_index=True), np.concatenate(out_values),
-            merged_recast(recasts))
+        out_values.append(summed[1])
+    return pd.concat(out_cells, ignore_index=True), out_values.result(), merged_recast(recasts)
 
 
 def _recast_block(source: pd.DataFrame, values: np.ndarray, context: RecastContext,

@@ -30,7 +30,8 @@ from pseo_das.schemas.pseo_layout import Product, carries_origin_measures, layou
 from pseo_das.tasks import progress, release_task
 from pseo_das.tasks.codes.destinations import NONEMPLOYED, N_SECTORS, N_STATES, destinations
 from pseo_das.tasks.employment_flows.noisy_flows import NoisyFlows
-from pseo_das.tasks.inputs.cells import CELL_KEYS, sum_to_coarser
+from pseo_das.tasks.inputs.row_files import SpilledRows, row_blocks, sum_rows
+from pseo_das.tasks.inputs.cells import CELL_KEYS, coarser_cells, institution_blocks, sum_to_coarser
 from pseo_das.tasks.inputs.reference_inputs import ReferenceInputs
 from pseo_das.tasks.codes.official_codes import agg_level, official_cells
 
@@ -68,8 +69,10 @@ def institution_state_flows(tables: list[NoisyFlows], unobserved: list[np.ndarra
     for table, missing in zip(tables, unobserved):
         if table.cip_level != coarsest:
             continue
-        full = ~missing.any(axis=1)
-        by_state = state_flows(table.corrected[full]).sum(axis=1)
+        full = np.asarray(~missing.any(axis=1))
+        by_state = np.concatenate([
+            state_flows(table.corrected[block][full[block]]).sum(axis=1)
+            for block in row_blocks(len(table.cells), DESTINATION_BLOCK_CELLS)])
         parts.append(pd.DataFrame(by_state).assign(
             institution=table.cells["institution"].astype(str).to_numpy()[full]))
     return pd.concat(parts).groupby("institution").sum()
@@ -104,7 +107,7 @@ class OriginTable:
     by_cohort: bool
     years_after: int
     cells: pd.DataFrame        # CELL_KEYS + inst_state, grad_cohort_years, noise_terms
-    corrected: np.ndarray      # cells x destinations
+    corrected: "np.ndarray | SpilledRows"   # cells x destinations (row_files)
     suppressed: np.ndarray     # cells x divisions: the division's flows are suppressed
 
     @property
@@ -114,14 +117,17 @@ class OriginTable:
 
 def origin_tables(table: NoisyFlows, suppressed: np.ndarray) -> list[OriginTable]:
     """The institution table as corrected, and the state-of-institution and all-cohort
-    tables summed from it. A summed division flow is suppressed when one of the flows it
-    sums is (it would be as incomplete). Privacy cost: none (sums of corrected flows)."""
+    tables summed from it, a block of whole institutions at a time (in files when the
+    corrected flows are in one: `row_files.sum_rows`). A summed division flow is
+    suppressed when one of the flows it sums is (it would be as incomplete). Privacy cost:
+    none (sums of corrected flows)."""
     out = [OriginTable("I", table.cip_level, True, table.years_after, table.cells,
                        table.corrected, suppressed)]
-    corrected = np.asarray(table.corrected)
+    blocks = institution_blocks(table.cells, DESTINATION_BLOCK_CELLS)
     for inst_level, by_cohort in (("S", True), ("I", False), ("S", False)):
-        cells, summed = sum_to_coarser(table.cells, corrected, inst_level, table.cip_level,
-                                       table.cip_level, all_cohorts=not by_cohort)
+        cells, group = coarser_cells(table.cells, inst_level, table.cip_level, table.cip_level,
+                                     all_cohorts=not by_cohort)
+        summed = sum_rows(table.corrected, group, len(cells), blocks)
         hidden = sum_to_coarser(table.cells, suppressed.astype(np.int64), inst_level,
                                 table.cip_level, table.cip_level, all_cohorts=not by_cohort)[1]
         out.append(OriginTable(inst_level, table.cip_level, by_cohort, table.years_after, cells,
@@ -403,7 +409,10 @@ SHARE_THRESHOLDS_SHOWN = (0.05, 0.10, 0.20, 0.50)
 
 def target_total(table: NoisyFlows) -> np.ndarray:
     """The total the correction matches: the measured origin counts, or the noisy sum."""
-    return table.noisy.sum(axis=1) if table.total is None else table.total
+    if table.total is not None:
+        return table.total
+    return np.concatenate([table.noisy[block].sum(axis=1)
+                           for block in row_blocks(len(table.cells), DESTINATION_BLOCK_CELLS)])
 
 
 def flows_invariants(tables: list[NoisyFlows], block_cells: int = 8192) -> list[dict]:
@@ -542,7 +551,10 @@ def build_flows_tables(tables: list[NoisyFlows], correction: list[dict],
         "by_threshold": [{"threshold": th, "suppressed": int((touched > th).sum())}
                          for th in SHARE_THRESHOLDS_SHOWN],
     }
-    n_state_rows = sum(int(np.count_nonzero((t.noisy != 0) | (t.corrected != 0))) for t in tables)
+    n_state_rows = 0     # flows_state's rows: flows whose noisy or corrected count is not 0
+    for t in tables:
+        for block in row_blocks(len(t.cells), DESTINATION_BLOCK_CELLS):
+            n_state_rows += int(np.count_nonzero((t.noisy[block] != 0) | (t.corrected[block] != 0)))
     checks = flows_invariants(tables)
     if any(c["result"].startswith("FAILED") for c in checks):
         raise RuntimeError("flows checks failed: " + "; ".join(

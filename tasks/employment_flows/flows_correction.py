@@ -40,6 +40,7 @@ from pseo_das.tasks.codes.destinations import NONEMPLOYED, N_SECTORS, N_STATES, 
 from pseo_das.tasks.privacy.ledger import LedgerEntry
 from pseo_das.tasks.privacy.post_processing import (post_processing_exponentials,
                                                     post_processing_seed)
+from pseo_das.tasks.inputs.row_files import row_blocks, sink_like
 from pseo_das.tasks.employment_flows.flows_candidates import appendix_correction
 from pseo_das.tasks.employment_flows.noisy_flows import PRODUCT, NoisyFlows
 from pseo_das.tasks.inputs.reference_inputs import ReferenceInputs
@@ -56,7 +57,9 @@ def industry_flows(measured: list[NoisyFlows]) -> pd.DataFrame:
     institution's total over all fields. One column per sector."""
     parts = []
     for table in measured:
-        by_sector = table.noisy[:, :NONEMPLOYED].reshape(-1, N_SECTORS, N_STATES).sum(axis=2)
+        by_sector = np.concatenate([
+            table.noisy[block][:, :NONEMPLOYED].reshape(-1, N_SECTORS, N_STATES).sum(axis=2)
+            for block in row_blocks(len(table.cells), CORRECTION_BLOCK_CELLS)])
         parts.append(pd.DataFrame(by_sector).assign(
             institution=table.cells["institution"].astype(str).to_numpy(),
             cip2=table.cells["cipcode"].astype(str).str[:2].to_numpy()))
@@ -128,23 +131,27 @@ def correct_table(table: NoisyFlows, reference: ReferenceInputs, indflow: pd.Dat
     Origin cells are corrected `block_cells` at a time (the correction is per cell, and the
     blocks consume the one stream in cell order), so the weights and the units that could
     be removed are never held for a whole national table: the result does not depend on
-    the block size."""
+    the block size. The corrected flows are in a file when the noisy ones are
+    (`row_files`)."""
     draw, entry = post_processing_exponentials(post_processing_seed(table.sources),
                                                f"{table.tabulation_id}.corrected", PRODUCT,
                                                *table.noisy.shape, table.tabulation_id)
-    corrected = np.empty_like(table.noisy)
+    corrected = sink_like(table.noisy)
     stats: dict = {}
     for start in range(0, len(table.cells), block_cells):
         block = slice(start, start + block_cells)
-        part = replace(table, cells=table.cells.iloc[block], noisy=table.noisy[block])
+        noisy = table.noisy[block]
+        part = replace(table, cells=table.cells.iloc[block], noisy=noisy)
         log_w = log_weights(part, reference, indflow, nonemployed_weight)
         total = None if table.total is None else table.total[block]
-        corrected[block], block_stats = correct_values(part.noisy, log_w, draw, total)
+        values, block_stats = correct_values(noisy, log_w, draw, total)
+        corrected.append(values.astype(table.noisy.dtype, copy=False))
         stats = {key: value if key == "total" else stats.get(key, 0) + value
                  for key, value in block_stats.items()}
     if not stats:
-        stats = correct_values(table.noisy, np.zeros(table.noisy.shape), draw, table.total)[1]
-    return (replace(table, corrected=corrected),
+        stats = correct_values(table.noisy[:0], np.zeros((0, table.noisy.shape[1])), draw,
+                               None if table.total is None else table.total[:0])[1]
+    return (replace(table, corrected=corrected.result()),
             {"tabulation_id": table.tabulation_id, "cip_level": table.cip_level,
              "years_after": table.years_after, **stats}, [entry])
 

@@ -16,11 +16,12 @@ import pandas as pd
 
 from pseo_das.config import ReleaseConfig
 from pseo_das.tasks import progress, release_task
-from pseo_das.tasks.inputs.cells import sum_to_coarser
+from pseo_das.tasks.inputs.cells import coarser_cells, institution_blocks, sum_to_coarser
 from pseo_das.tasks.codes.destinations import N_DESTINATIONS
 from pseo_das.tasks.privacy.employer_side import measure_with_employer_protection
 from pseo_das.tasks.privacy.geometric import measure_with_geometric_noise
 from pseo_das.tasks.privacy.ledger import LedgerEntry, NoisyMeasurement, derived_entry
+from pseo_das.tasks.inputs.row_files import SpilledRows, sum_rows
 
 if TYPE_CHECKING:
     from pseo_das.tasks.inputs.true_counts import TrueCounts
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
 
 PRODUCT = "employment flows"
 TOTAL_PRODUCT = "employment flows origin counts"
+DERIVE_BLOCK_CELLS = 8192   # origin cells summed to a coarser CIP level at a time
 
 
 @dataclass(frozen=True)
@@ -38,10 +40,12 @@ class NoisyFlows:
     cip_level: str
     years_after: int
     cells: pd.DataFrame        # CELL_KEYS + inst_state, grad_cohort_years, noise_terms
-    noisy: np.ndarray          # cells x destinations, int64, may be negative
+    # cells x destinations, integers, may be negative; in a file (row_files.SpilledRows)
+    # in a release: read a block of cells at a time
+    noisy: "np.ndarray | SpilledRows"
     measured_from: tuple[str, ...]
     sources: tuple[str, ...] = ()  # SHA-256 of the stored measurements it comes from
-    corrected: np.ndarray | None = None  # a copy with it set is returned by the flows correction
+    corrected: "np.ndarray | SpilledRows | None" = None  # set by the flows correction (a copy)
     total: np.ndarray | None = None      # measured noisy graduate count per origin cell, if any
 
     @property
@@ -101,8 +105,11 @@ def measure_flows(pending: dict[int, list["PendingMeasurement"]], counts: "TrueC
 
 def derive_flows(source: NoisyFlows, cip_level: str) -> tuple[NoisyFlows, list[LedgerEntry]]:
     """Sum `source`'s noisy flows (and its measured origin counts, if any) up to a coarser
-    CIP level. Privacy cost: none."""
-    cells, noisy = sum_to_coarser(source.cells, source.noisy, "I", cip_level, source.cip_level)
+    CIP level, a block of whole institutions at a time (in a file when `source`'s are:
+    `row_files`). Privacy cost: none."""
+    cells, group = coarser_cells(source.cells, "I", cip_level, source.cip_level)
+    noisy = sum_rows(source.noisy, group, len(cells),
+                     institution_blocks(source.cells, DERIVE_BLOCK_CELLS))
     tab_id = tabulation_id(cip_level, source.years_after)
     entries = [derived_entry(tab_id, PRODUCT, len(cells), noisy.shape[1], source.tabulation_id)]
     total = None

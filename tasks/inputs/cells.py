@@ -129,6 +129,21 @@ def sum_by_group(counts: np.ndarray, group: np.ndarray, n_groups: int) -> np.nda
                            dtype=counts.dtype)
 
 
+def institution_blocks(cells: pd.DataFrame, block_cells: int) -> list[slice]:
+    """Consecutive row ranges of `cells` of about `block_cells` rows that hold whole
+    institutions (a cell and every cell it can be added to: the same institution); one
+    range when the rows do not hold each institution together."""
+    institution = cells["institution"].astype(str).to_numpy()
+    starts = np.flatnonzero(np.r_[True, institution[1:] != institution[:-1]])
+    if len(starts) == 0 or len(set(institution[starts])) != len(starts):
+        return [slice(0, len(institution))]
+    bounds = [0]
+    for start in starts[1:].tolist():
+        if start - bounds[-1] >= block_cells:
+            bounds.append(start)
+    return [slice(a, b) for a, b in zip(bounds, bounds[1:] + [len(institution)])]
+
+
 def sum_to_coarser(cells: pd.DataFrame, counts: np.ndarray, inst_level: str, cip_level: str,
                    source_cip_level: str, all_cohorts: bool = False
                    ) -> tuple[pd.DataFrame, np.ndarray]:
@@ -136,6 +151,15 @@ def sum_to_coarser(cells: pd.DataFrame, counts: np.ndarray, inst_level: str, cip
     level and/or the state (S) or national (N) level, and over every cohort when
     `all_cohorts` (grad_cohort ALL_COHORTS). Cells keep the columns of `cells`;
     `noise_terms` counts the summed noisy rows. Privacy cost: none (a sum)."""
+    summed, group = coarser_cells(cells, inst_level, cip_level, source_cip_level, all_cohorts)
+    return summed, sum_by_group(counts, group, len(summed))
+
+
+def coarser_cells(cells: pd.DataFrame, inst_level: str, cip_level: str, source_cip_level: str,
+                  all_cohorts: bool = False) -> tuple[pd.DataFrame, np.ndarray]:
+    """The coarser cells of `sum_to_coarser` and, for each row of `cells`, its coarser
+    cell (row of them): what a sum of the rows' counts needs, done block by block for a
+    table too large to hold (`employment_flows.row_files.sum_rows`)."""
     coarse = cells
     if all_cohorts:
         coarse = coarse.assign(grad_cohort=ALL_COHORTS)
@@ -147,11 +171,10 @@ def sum_to_coarser(cells: pd.DataFrame, counts: np.ndarray, inst_level: str, cip
         coarse = coarse.assign(institution=map_codes(coarse["inst_state"], lambda s: NATIONAL_INSTITUTION),
                                inst_state=map_codes(coarse["inst_state"], lambda s: "00"))
     groups = coarse.groupby(CELL_KEYS, sort=True, observed=True)
-    summed_counts = sum_by_group(counts, groups.ngroup().to_numpy(), groups.ngroups)
     summed = groups.agg(inst_state=("inst_state", "first"),
                         grad_cohort_years=("grad_cohort_years", "first"),
                         noise_terms=("noise_terms", "sum")).reset_index()
-    return summed[cells.columns], summed_counts
+    return summed[cells.columns], groups.ngroup().to_numpy()
 
 
 def cohort_attributes(graduates: pd.DataFrame, cfg: CellsConfig,

@@ -192,7 +192,7 @@ class EmploymentFlows:
 
     def read(self, reading: StoreReading) -> StoredTables:
         return stored_flows(reading.store_path, reading.plan, reading.recast,
-                            flows_questions(reading.cfg))
+                            flows_questions(reading.cfg), spill=True)
 
 
 class EmployerTable:

@@ -16,6 +16,7 @@ import pyarrow as pa
 from pseo_das.tasks import file_task, progress
 from pseo_das.tasks.earnings.noisy_histograms import PRODUCT as EARNINGS_PRODUCT
 from pseo_das.tasks.earnings.noisy_histograms import NoisyHistograms
+from pseo_das.tasks.inputs.row_files import RowSink, rows_in_order
 from pseo_das.tasks.employment_flows.noisy_flows import PRODUCT as FLOWS_PRODUCT
 from pseo_das.tasks.employment_flows.noisy_flows import TOTAL_PRODUCT as FLOWS_TOTAL_PRODUCT
 from pseo_das.tasks.employment_flows.noisy_flows import NoisyFlows
@@ -85,29 +86,35 @@ def _values_type(question: Question) -> type | None:
 
 
 def _question_table(store: PrivacyStore, question: Question, rows: pd.DataFrame,
-                    recast: dict[str, RecastContext | None] | None
+                    recast: dict[str, RecastContext | None] | None, spill: bool = False
                     ) -> tuple[pd.DataFrame, np.ndarray, tuple[str, ...], list[LedgerEntry],
                                dict | None]:
     """The release's cells of one tabulation, read from the measurements its plan names,
     in CIP-2020 codes (each measurement recast as a whole, so that its split is the same
     in every release that reuses it; `recast`: the context of each CIP level), or as
     measured when `recast` is None. Returns the cells, values, sources, ledger entries
-    (measured, recast) and the recast's summary."""
+    (measured, recast) and the recast's summary. `spill`: the values in a file
+    (`row_files`), built block by block (the recast's too)."""
     parts, sources, streams, recasts = [], [], [], []
     step_id = f"cip-recast.{question.tabulation_id}"
     for measurement_id, members in rows.groupby("measurement_id", sort=True):
         stored = store.measurement(measurement_id)
         source = stored.values_sha256()
-        cells, values = store.measured_values(measurement_id)
+        dtype = _values_type(question)
+        cells, values = store.measured_values(   # decoded into a file, block by block
+            measurement_id, dtype,
+            RowSink(question.columns, dtype, spill=True) if spill and dtype else None)
         if recast is None:
             cells, values = as_coded(cells, values)
         else:
             cells, values, done = to_cip_2020(
                 cells, values, recast.get(question.cip_level), post_processing_seed((source,)),
-                step_id, question.product, question.tabulation_id, _values_type(question))
+                step_id, question.product, question.tabulation_id, _values_type(question),
+                spill=spill)
             recasts += [done] if done is not None else []
         mine = in_populations(cells, members)
-        parts.append((cells.loc[mine, CELL_COLUMNS], values if mine.all() else values[mine]))
+        parts.append((cells.loc[mine, CELL_COLUMNS], values,
+                      None if mine.all() else np.flatnonzero(mine)))
         del values   # a national flows table is large: hold one copy at a time
         sources.append(source)
         seed = store.attempt(stored.attempt).seed.bits
@@ -116,15 +123,13 @@ def _question_table(store: PrivacyStore, question: Question, rows: pd.DataFrame,
         parts.append((pd.DataFrame({c: pd.Series(dtype=np.int64 if c in ("grad_cohort",
                                                                           "grad_cohort_years")
                                                   else object) for c in CELL_COLUMNS}),
-                      np.zeros((0, question.columns), dtype=np.int64)))
-    cells = pd.concat([c for c, _ in parts], ignore_index=True)
-    values = parts[0][1] if len(parts) == 1 else np.concatenate([v for _, v in parts])
-    del parts
+                      np.zeros((0, question.columns), dtype=np.int64), None))
+    cells = pd.concat([c for c, _, _ in parts], ignore_index=True)
     order = cells.sort_values(CELL_KEYS, kind="stable").index.to_numpy()
-    if not (order == np.arange(len(order))).all():
-        values = values[order]
-    if _values_type(question) is not None:
-        values = values.astype(_values_type(question), copy=False)
+    values = rows_in_order([(v, r) for _, v, r in parts], order, question.columns,
+                           _values_type(question) or np.result_type(*(v.dtype for _, v, _ in parts)),
+                           spill)
+    del parts
     (statement,) = read_statements(store, question, sorted(set(rows["measurement_id"])))
     entries = [measured_entry(statement, len(cells), question.columns,
                               geometric_composition(int(statement.sensitivity or 1))
@@ -167,21 +172,23 @@ StoredTables = tuple[list[NoisyHistograms], list[NoisyFlows], list[LedgerEntry],
 
 @file_task("read the release's measurements from the store")
 def stored_tables(store_path: Path, plan: pd.DataFrame,
-                  recast: dict[str, RecastContext | None] | None, questions: list[Question]
-                  ) -> StoredTables:
+                  recast: dict[str, RecastContext | None] | None, questions: list[Question],
+                  spill: bool = False) -> StoredTables:
     """The measured noisy tables of a release's `questions` (its plan's measurements, its
     populations only) in CIP-2020 codes (`recast`: the context of each
     CIP level; None publishes the codes as measured, as releases of earlier versions did),
     their ledger entries and the recast summaries, in ledger order. Reads no microdata.
     Privacy cost: none (the spends were recorded when the measurements were taken; the
-    recast is post-processing)."""
+    recast is post-processing). `spill`: each flows table's noisy values go to a file as
+    soon as it is read (`inputs.row_files`), so that one is held at a time."""
     histograms, flows, entries, summaries = [], [], [], []
     totals: dict[tuple[str, int], tuple[pd.DataFrame, np.ndarray, tuple[str, ...]]] = {}
     with PrivacyStore.open(store_path) as store:
         for question in questions:
             rows = plan[plan["tabulation_id"] == question.tabulation_id]
+            kept_in_file = spill and question.product == FLOWS_PRODUCT
             cells, values, sources, found, summary = _question_table(store, question, rows,
-                                                                     recast)
+                                                                     recast, kept_in_file)
             release_arrow_memory()
             tab = question.tabulation_id
             if question.product == EARNINGS_PRODUCT:
@@ -193,6 +200,7 @@ def stored_tables(store_path: Path, plan: pd.DataFrame,
             else:
                 flows.append(NoisyFlows(tab, question.cip_level, question.years_after, cells,
                                         values, (tab,), sources))
+            del values
             entries += found
             summaries += [summary] if summary else []
             progress(f"read {tab} from the privacy store: {len(cells):,} cells"

@@ -725,10 +725,13 @@ class PrivacyStore:
         return StoredMeasurement(measurement_id, attempt, tabulation_id, question_sha256,
                                  Fraction(epsilon), object_sha256)
 
-    def measured_values(self, measurement_id: str) -> tuple[pd.DataFrame, np.ndarray]:
-        """A stored measurement's cells and noisy values (cells x columns)."""
+    def measured_values(self, measurement_id: str, dtype=None, sink=None
+                        ) -> tuple[pd.DataFrame, np.ndarray]:
+        """A stored measurement's cells and noisy values (cells x columns; integers in
+        `dtype` if given, e.g. 32-bit for the flows' counts; `sink`: see
+        `read_measurement`)."""
         sha = self.measurement(measurement_id).values_sha256()
-        return read_measurement(self.get_object(sha, "parquet"))
+        return read_measurement(self.get_object(sha, "parquet"), dtype, sink)
 
     def current_measurements(self, question_shas: tuple[str, ...]) -> pd.DataFrame:
         """For each population with a measurement of the question (any of the SHA-256s
@@ -849,10 +852,12 @@ def measurement_bytes(cells: pd.DataFrame, values: np.ndarray) -> bytes:
 MEASUREMENT_READ_ROWS = 8192   # cells of a stored measurement decoded at a time
 
 
-def read_measurement(data: bytes) -> tuple[pd.DataFrame, np.ndarray]:
+def read_measurement(data: bytes, dtype=None, sink=None) -> tuple[pd.DataFrame, np.ndarray]:
     """Cells and values; measurements of earlier versions have no `cip_vintage` column
     (their codes are CIP-2010). The values are decoded MEASUREMENT_READ_ROWS cells at a
-    time into one array (a national flows table is never held twice)."""
+    time into one array (a national flows table is never held twice), or appended to
+    `sink` (`append(block)`, then `result()` is returned as the values: a table kept in a
+    file, `inputs.row_files.RowSink`)."""
     source = pq.ParquetFile(io.BytesIO(data))
     names = source.schema_arrow.names
     cells = source.read(columns=[c for c in MEASURED_CELL_COLUMNS if c in names]) \
@@ -860,12 +865,16 @@ def read_measurement(data: bytes) -> tuple[pd.DataFrame, np.ndarray]:
     if "cip_vintage" not in cells.columns:
         cells["cip_vintage"] = CIP_2010
     kind = source.schema_arrow.field("noisy").type
-    values = np.empty((len(cells), kind.list_size),
-                      dtype=np.float64 if pa.types.is_floating(kind.value_type) else np.int64)
+    values = np.empty((0 if sink is not None else len(cells), kind.list_size),
+                      dtype=np.float64 if pa.types.is_floating(kind.value_type)
+                      else dtype or np.int64)
     at = 0
     for batch in source.iter_batches(batch_size=MEASUREMENT_READ_ROWS, columns=["noisy"]):
         noisy = batch.column(0)
-        values[at:at + len(noisy)] = noisy.flatten().to_numpy(zero_copy_only=False) \
-            .reshape(len(noisy), kind.list_size)
+        block = noisy.flatten().to_numpy(zero_copy_only=False).reshape(len(noisy), kind.list_size)
+        if sink is not None:
+            sink.append(block.astype(values.dtype, copy=False))
+        else:
+            values[at:at + len(noisy)] = block
         at += len(noisy)
-    return cells, values
+    return cells, values if sink is None else sink.result()

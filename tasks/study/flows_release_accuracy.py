@@ -80,10 +80,11 @@ def stand_in_flows(tables: list[NoisyFlows], seed: bytes) -> list[TrueFlows]:
         chosen = union[kept]
     stand_in = []
     for t in finest:
-        cells, flows = t.cells, t.corrected
+        cells, flows = t.cells, t.corrected      # in a file in a release: read the sample
         if chosen is not None:
             keep = keys(cells).isin(chosen)
             cells, flows = cells[keep].reset_index(drop=True), flows[keep]
+        flows = np.asarray(flows)
         stand_in.append(TrueFlows.of_field_flows(t.years_after, cells, flows))
     return stand_in
 

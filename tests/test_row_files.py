@@ -1,0 +1,174 @@
+"""Flows tables kept in files and processed a block of origin cells at a time
+(`row_files`, issue 35): every blockwise result equals the whole-table one."""
+import numpy as np
+import pandas as pd
+import pytest
+
+from pseo_das.tasks.codes.destinations import N_DESTINATIONS
+from pseo_das.tasks.inputs import row_files
+from pseo_das.tasks.employment_flows.division_flows import origin_tables
+from pseo_das.tasks.inputs.row_files import (RowSink, SpilledRows, rows_in_order, spilled,
+                                             sum_rows)
+from pseo_das.tasks.employment_flows.flows_correction import correct_table, industry_flows
+from pseo_das.tasks.employment_flows.noisy_flows import NoisyFlows, derive_flows
+from pseo_das.tasks.inputs.cells import coarser_cells, institution_blocks, sum_to_coarser
+from pseo_das.tasks.inputs.reference_inputs import default_reference_dir, load_reference_inputs
+
+# eight institutions in three states, the states' institutions not adjacent in code order
+STATE_OF = {"00000011": "08", "00000012": "48", "00000013": "08", "00000014": "26",
+            "00000015": "48", "00000016": "08", "00000017": "26", "00000018": "48"}
+
+
+def _cells(seed: int = 3) -> pd.DataFrame:
+    generator = np.random.default_rng(seed)
+    rows = [(inst, degree, cip, cohort)
+            for inst in STATE_OF for degree in ("03", "05") for cip in ("11", "14", "52")
+            for cohort in (2004, 2007, 2010) if generator.random() < 0.7]
+    cells = pd.DataFrame(rows, columns=["institution", "degree_level", "cipcode", "grad_cohort"])
+    cells.insert(1, "inst_state", cells["institution"].map(STATE_OF))
+    cells = cells.assign(grad_cohort_years=3, noise_terms=1)
+    return cells.astype({c: "category" for c in ("institution", "inst_state", "degree_level",
+                                                   "cipcode")})   # as read from the store
+
+
+def _table(spill: bool, seed: int = 3) -> NoisyFlows:
+    cells = _cells(seed)
+    generator = np.random.default_rng(seed)
+    true = generator.poisson(0.05, size=(len(cells), N_DESTINATIONS))
+    noisy = (true + generator.geometric(0.6, true.shape)
+             - generator.geometric(0.6, true.shape)).astype(np.int32)
+    total = true.sum(axis=1) + generator.integers(-2, 3, len(cells))
+    return NoisyFlows("flows.I.cip2.y1", "2", 1, cells, spilled(noisy) if spill else noisy,
+                      ("flows.I.cip2.y1",), ("ab" * 32,), total=total)
+
+
+@pytest.fixture(autouse=True)
+def small_reads(monkeypatch):
+    monkeypatch.setattr(row_files, "READ_ROWS", 7)   # many spans in a small table
+
+
+def test_a_spilled_table_reads_like_the_array():
+    values = np.arange(53 * 5, dtype=np.int32).reshape(53, 5) - 100
+    rows = spilled(values)
+    assert isinstance(rows, SpilledRows) and rows.shape == values.shape and len(rows) == 53
+    assert rows.dtype == np.int32 and rows.size == values.size
+    mask = np.random.default_rng(1).random(53) < 0.4
+    keys = [slice(None), slice(3, 40), slice(50, 80), slice(10, 10), slice(2, 30, 4),
+            np.array([40, 3, 3, 52, 0, -1]), np.array([], dtype=np.int64), mask,
+            (np.array([5, 44]), 2), (slice(8, 20), slice(1, 3)), (mask, 4)]
+    for key in keys:
+        assert np.array_equal(rows[key], values[key]), key
+    assert np.array_equal(np.asarray(rows), values)
+    with pytest.raises(IndexError):
+        rows[np.array([53])]
+
+
+def test_a_sink_builds_the_same_table_in_memory_and_in_a_file():
+    values = np.random.default_rng(2).integers(-5, 5, size=(30, 4))
+    sinks = [RowSink(4, np.int64, spill) for spill in (False, True)]
+    for sink in sinks:
+        for start in range(0, 30, 8):
+            sink.append(values[start:start + 8])
+    in_memory, in_file = (sink.result() for sink in sinks)
+    assert isinstance(in_memory, np.ndarray) and isinstance(in_file, SpilledRows)
+    assert np.array_equal(in_memory, values) and np.array_equal(np.asarray(in_file), values)
+
+
+@pytest.mark.parametrize("spill", [False, True])
+def test_rows_of_several_tables_are_put_in_order_block_by_block(spill):
+    """A table read from several stored measurements: each one's rows (some of them), in
+    the order of their cells; any block size gives the rows the concatenation gives."""
+    generator = np.random.default_rng(4)
+    first, second = generator.integers(-9, 9, (23, 3)), generator.integers(-9, 9, (17, 3))
+    keep = np.flatnonzero(generator.random(17) < 0.6)
+    expected_parts = np.concatenate([first, second[keep]])
+    order = generator.permutation(len(expected_parts))
+    for block_rows in (1, 5, 100):
+        values = rows_in_order([(spilled(first), None), (second, keep)], order, 3, np.int32,
+                               spill, block_rows)
+        assert isinstance(values, SpilledRows) == spill
+        assert np.array_equal(np.asarray(values), expected_parts[order])
+        assert np.asarray(values).dtype == np.int32
+    alone = spilled(first.astype(np.int32))
+    assert rows_in_order([(alone, None)], np.arange(23), 3, np.int32, True) is alone
+
+
+def test_a_spilled_file_goes_with_its_table():
+    rows = spilled(np.ones((4, 3), np.int32))
+    path = rows.path
+    assert path.is_file()
+    del rows
+    assert not path.exists()
+
+
+@pytest.mark.parametrize("inst_level, all_cohorts", [("I", True), ("S", False), ("S", True)])
+@pytest.mark.parametrize("spill", [False, True])
+def test_blockwise_sums_are_the_whole_table_sums(inst_level, all_cohorts, spill):
+    """Blocks of whole institutions whose boundaries fall inside states: the state cells
+    (summed over institutions) are added up over the blocks."""
+    table = _table(spill)
+    blocks = institution_blocks(table.cells, 9)
+    states = [set(table.cells["inst_state"].iloc[b].astype(str)) for b in blocks]
+    assert len(blocks) > 3 and sum("08" in s for s in states) > 1   # a state over blocks
+    cells, group = coarser_cells(table.cells, inst_level, "2", "2", all_cohorts)
+    whole_cells, whole = sum_to_coarser(table.cells, np.asarray(table.noisy), inst_level, "2",
+                                        "2", all_cohorts)
+    summed = sum_rows(table.noisy, group, len(cells), blocks)
+    assert isinstance(summed, SpilledRows) == spill
+    assert cells.equals(whole_cells)
+    assert np.array_equal(np.asarray(summed), whole) and np.asarray(summed).dtype == np.int32
+
+
+def test_sums_of_a_state_in_one_block_each_would_miss_its_other_blocks():
+    """The test above can fail: taking each block's state sums as final loses rows."""
+    table = _table(False)
+    blocks = institution_blocks(table.cells, 9)
+    cells, group = coarser_cells(table.cells, "S", "2", "2")
+    per_block = sum(len(np.unique(group[b])) for b in blocks)
+    assert per_block > len(cells)    # state cells that several blocks add to
+
+
+@pytest.mark.parametrize("level", ["A"])
+def test_a_derived_level_is_the_same_from_a_file(level):
+    in_memory, entries = derive_flows(_table(False), level)
+    in_file, file_entries = derive_flows(_table(True), level)
+    assert isinstance(in_file.noisy, SpilledRows) and entries == file_entries
+    assert in_memory.cells.equals(in_file.cells)
+    assert np.array_equal(in_memory.noisy, np.asarray(in_file.noisy))
+    assert np.array_equal(in_memory.total, in_file.total)
+
+
+def test_correction_and_origin_tables_are_the_same_from_a_file():
+    reference = load_reference_inputs(default_reference_dir())
+    results = []
+    for spill in (False, True):
+        table = _table(spill)
+        corrected, stats, entries = correct_table(table, reference, industry_flows([table]),
+                                                  3e-6, block_cells=10)
+        assert isinstance(corrected.corrected, SpilledRows) == spill
+        suppressed = np.zeros((len(table.cells), 9), bool)
+        suppressed[::4, 3] = True
+        results.append((corrected, stats, entries, origin_tables(corrected, suppressed)))
+    (memory, stats, entries, origins), (in_file, file_stats, file_entries, file_origins) = results
+    assert stats == file_stats and entries == file_entries and stats["units_removed"] > 0
+    assert np.array_equal(memory.corrected, np.asarray(in_file.corrected))
+    assert [o.level for o in origins] == [o.level for o in file_origins]
+    for mine, theirs in zip(origins, file_origins):
+        assert mine.cells.equals(theirs.cells)
+        assert np.array_equal(np.asarray(mine.corrected), np.asarray(theirs.corrected))
+        assert np.array_equal(mine.suppressed, theirs.suppressed)
+
+
+def test_a_stored_measurement_decodes_into_a_file_as_it_reads_into_memory(monkeypatch):
+    from pseo_das.tasks.privacy import store
+    monkeypatch.setattr(store, "MEASUREMENT_READ_ROWS", 4)     # several batches
+    cells = _cells()[["institution", "inst_state", "degree_level", "cipcode", "grad_cohort",
+                      "grad_cohort_years"]].astype(str).astype({"grad_cohort": int,
+                                                                "grad_cohort_years": int})
+    values = np.random.default_rng(6).integers(-3, 900, size=(len(cells), 11))
+    data = store.measurement_bytes(cells, values)
+    read_cells, in_memory = store.read_measurement(data, np.int32)
+    file_cells, in_file = store.read_measurement(data, np.int32, RowSink(11, np.int32, True))
+    assert isinstance(in_file, SpilledRows) and in_memory.dtype == np.int32
+    assert read_cells.equals(file_cells)
+    assert np.array_equal(np.asarray(in_file), values) and np.array_equal(in_memory, values)
