@@ -172,3 +172,10 @@ def test_a_stored_measurement_decodes_into_a_file_as_it_reads_into_memory(monkey
     assert isinstance(in_file, SpilledRows) and in_memory.dtype == np.int32
     assert read_cells.equals(file_cells)
     assert np.array_equal(np.asarray(in_file), values) and np.array_equal(in_memory, values)
+
+
+def test_a_table_without_cells_is_one_empty_block():
+    """A release whose cells of a level are all withheld (the frame check's `withhold`) has
+    an empty flows table: one empty block, not an error (tests/test_frame_check_release)."""
+    empty = pd.DataFrame({"institution": pd.Series([], dtype=str)})
+    assert institution_blocks(empty, 9) == [slice(0, 0)]

@@ -132,8 +132,10 @@ def sum_by_group(counts: np.ndarray, group: np.ndarray, n_groups: int) -> np.nda
 def institution_blocks(cells: pd.DataFrame, block_cells: int) -> list[slice]:
     """Consecutive row ranges of `cells` of about `block_cells` rows that hold whole
     institutions (a cell and every cell it can be added to: the same institution); one
-    range when the rows do not hold each institution together."""
+    range when the rows do not hold each institution together (or there are none)."""
     institution = cells["institution"].astype(str).to_numpy()
+    if len(institution) == 0:
+        return [slice(0, 0)]
     starts = np.flatnonzero(np.r_[True, institution[1:] != institution[:-1]])
     if len(starts) == 0 or len(set(institution[starts])) != len(starts):
         return [slice(0, len(institution))]
