@@ -157,6 +157,33 @@ def test_the_labelled_workbook(tmp_path):
     assert variables["cipcode_label"] == "Label of cipcode (schema label files)"
 
 
+def test_a_workbook_of_more_rows_than_a_sheet_holds_continues_on_more_sheets(tmp_path,
+                                                                              monkeypatch):
+    """A national pseoe_all can pass a worksheet's 1,048,576 rows: its rows continue on
+    `pseoe_all (2)`, ... (here with sheets of 4 rows + the header line), each sheet with
+    the header line, every row once and in order."""
+    openpyxl = pytest.importorskip("openpyxl")
+    from pseo_das.tasks.publication import labelled_workbook
+    monkeypatch.setattr(labelled_workbook, "XLSX_ROWS", 5)
+    assert labelled_workbook.data_sheets("t", 0) == [("t", 0, 0)]
+    row = {"agg_level_pseo": "40", "inst_level": "I", "institution": "00134500",
+           "degree_level": "05", "cip_level": "2", "cipcode": "52", "grad_cohort": "0000",
+           "grad_cohort_years": "3", "geo_level": "N", "geography": "00", "ind_level": "A",
+           "industry": "00"}
+    frame = pd.DataFrame([row | {"y1_p50_earnings": str(40000 + i)} for i in range(10)])
+    path = tmp_path / "pseoe_all.xlsx"
+    assert labelled_workbook.write_labelled_workbook(frame, path, Product.PSEOE,
+                                                     datetime(2026, 10, 1)) == 10
+    book = openpyxl.load_workbook(path, read_only=True)
+    assert book.sheetnames == ["pseoe_all", "pseoe_all (2)", "pseoe_all (3)", "variables"]
+    earnings = []
+    for name, rows in zip(book.sheetnames[:3], (4, 4, 2)):
+        header, *values = [list(r) for r in book[name].iter_rows(values_only=True)]
+        assert header[0] == "agg_level_pseo" and len(values) == rows
+        earnings += [dict(zip(header, v))["y1_p50_earnings"] for v in values]
+    assert earnings == list(range(40000, 40010))
+
+
 def test_the_configuration_switch(tmp_path):
     """[publication] format: "csv.gz" by default (left out of config.json, so the hashes
     of earlier configurations stay), "csv" for plain CSV; anything else refused by name."""

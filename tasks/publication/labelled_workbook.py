@@ -14,8 +14,10 @@ every column. Privacy cost: none (published values and public labels).
 * sheet `variables`: every column of the first sheet with its description
   (lehd_identifiers_pseo.csv, variables_pseoe.csv; the flags' and labels' own lines).
 
-Only the earnings file: pseof_all has more rows than a worksheet holds (1,048,576) and its
-state copies would take minutes to write; XlsxWriter writes about 10^5 cells a second.
+Only the earnings file: pseof_all has many more rows than a worksheet holds (1,048,576) and
+its state copies would take minutes to write; XlsxWriter writes about 10^5 cells a second.
+A national pseoe_all of more rows continues on sheets `pseoe_all (2)`, `pseoe_all (3)`, ...,
+each with its header line.
 The bytes are the same on every run: XlsxWriter dates the zip members 1980-01-01 and the
 document's creation time is the release's production time (`created`)."""
 from __future__ import annotations
@@ -75,11 +77,8 @@ def cell_values(column: pd.Series, numeric: bool) -> list:
 def write_labelled_workbook(frame: pd.DataFrame, path: Path, product: Product,
                             created: datetime) -> int:
     """`path` (.xlsx): the labelled table of `frame` (every value as text, as published)
-    and its variables sheet. Returns the data rows. Raises ValueError when the rows do
-    not fit a worksheet."""
-    if len(frame) + 1 > XLSX_ROWS:
-        raise ValueError(f"{path.name}: {len(frame):,} rows do not fit a worksheet "
-                         f"({XLSX_ROWS - 1:,} data rows at most)")
+    and its variables sheet. Returns the data rows. A table of more rows than a worksheet
+    holds continues on further sheets, each with the header line (`data_sheets`)."""
     table = labelled_table(frame)
     numeric = {c for c in layout(product).columns if c not in layout(product).identifiers} \
         | {"agg_level_pseo", "grad_cohort_years"}
@@ -88,18 +87,20 @@ def write_labelled_workbook(frame: pd.DataFrame, path: Path, product: Product,
         workbook.set_properties({"created": created.replace(tzinfo=None),
                                  "title": path.stem, "comments": "LEHD Public Use Schema"})
         header = workbook.add_format({"bold": True})
-        sheet = workbook.add_worksheet(path.stem)
-        sheet.freeze_panes(1, 0)
-        for c, column in enumerate(table.columns):
-            sheet.write_string(0, c, column, header)
-        # one (column, writer, values) per column, values as Python objects (None: empty)
-        columns = [(c, sheet.write_number if column in numeric else sheet.write_string,
-                    cell_values(table[column], column in numeric))
+        # one (column, numeric, values) per column, values as Python objects (None: empty)
+        columns = [(c, column in numeric, cell_values(table[column], column in numeric))
                    for c, column in enumerate(table.columns)]
-        for r in range(len(table)):
-            for c, write, values in columns:
-                if values[r] is not None:
-                    write(r + 1, c, values[r])
+        for name, start, stop in data_sheets(path.stem, len(table)):
+            sheet = workbook.add_worksheet(name)
+            sheet.freeze_panes(1, 0)
+            for c, column in enumerate(table.columns):
+                sheet.write_string(0, c, column, header)
+            writers = [(c, sheet.write_number if is_number else sheet.write_string, values)
+                       for c, is_number, values in columns]
+            for r in range(start, stop):
+                for c, write, values in writers:
+                    if values[r] is not None:
+                        write(r - start + 1, c, values[r])
         variables = workbook.add_worksheet("variables")
         variables.write_row(0, 0, ["variable", "description"], header)
         for r, (column, text) in enumerate(column_descriptions(product, list(table.columns))):
@@ -107,6 +108,15 @@ def write_labelled_workbook(frame: pd.DataFrame, path: Path, product: Product,
     finally:
         workbook.close()
     return len(table)
+
+
+def data_sheets(name: str, rows: int) -> list[tuple[str, int, int]]:
+    """(sheet name, first row, end row) of the table's sheets: `name` holds the first
+    XLSX_ROWS - 1 rows (under its header line), `name (2)` the next, and so on; one sheet
+    for an empty table."""
+    per_sheet = XLSX_ROWS - 1
+    return [(name if start == 0 else f"{name} ({start // per_sheet + 1})", start,
+             min(start + per_sheet, rows)) for start in range(0, max(rows, 1), per_sheet)]
 
 
 WORKBOOK_NAME = "pseoe_all.xlsx"
