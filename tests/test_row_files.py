@@ -1,5 +1,7 @@
 """Flows tables kept in files and processed a block of origin cells at a time
 (`row_files`, issue 35): every blockwise result equals the whole-table one."""
+import os
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -179,3 +181,20 @@ def test_a_table_without_cells_is_one_empty_block():
     an empty flows table: one empty block, not an error (tests/test_frame_check_release)."""
     empty = pd.DataFrame({"institution": pd.Series([], dtype=str)})
     assert institution_blocks(empty, 9) == [slice(0, 0)]
+
+
+def test_spill_folders_of_processes_that_are_gone_are_removed(tmp_path):
+    """A release killed outright (SIGKILL) leaves its spill folder: the next one removes it,
+    and keeps those of running processes and folders not named by a process."""
+    import subprocess
+    import sys
+
+    from pseo_das.tasks.inputs.row_files import SPILL_PREFIX, remove_orphaned_spill_dirs
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    folders = {name: tmp_path / f"{SPILL_PREFIX}{name}" for name in
+               (f"{gone}-abc", f"{os.getpid()}-def", "xyz")}
+    for folder in folders.values():
+        (folder / "sub").mkdir(parents=True)
+    remove_orphaned_spill_dirs(tmp_path)
+    assert [n for n, f in folders.items() if f.exists()] == [f"{os.getpid()}-def", "xyz"]

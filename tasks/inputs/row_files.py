@@ -31,12 +31,34 @@ _spill_dir: Path | None = None
 
 
 def spill_dir() -> Path:
-    """This process's spill folder (created on first use, removed at exit)."""
+    """This process's spill folder (created on first use, removed at exit), named after
+    the process id; the spill folders of processes that are gone are removed first (a
+    release killed outright runs no exit hook)."""
     global _spill_dir
     if _spill_dir is None:
-        _spill_dir = Path(tempfile.mkdtemp(prefix=SPILL_PREFIX))
+        remove_orphaned_spill_dirs(Path(tempfile.gettempdir()))
+        _spill_dir = Path(tempfile.mkdtemp(prefix=f"{SPILL_PREFIX}{os.getpid()}-"))
         atexit.register(shutil.rmtree, _spill_dir, True)
     return _spill_dir
+
+
+def remove_orphaned_spill_dirs(folder: Path) -> None:
+    """The spill folders in `folder` whose process no longer runs, removed (a folder whose
+    name holds no process id, or whose process runs or belongs to another user, is kept)."""
+    for spill in folder.glob(f"{SPILL_PREFIX}*"):
+        pid = spill.name.removeprefix(SPILL_PREFIX).split("-", 1)[0]
+        if pid.isdigit() and not _running(int(pid)):
+            shutil.rmtree(spill, ignore_errors=True)
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 class SpilledRows:
