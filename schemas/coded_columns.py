@@ -21,6 +21,17 @@ ValuesTest = Callable[[pa.Array], pa.Array]     # text values -> boolean values
 PairTest = Callable[[str, str], bool]
 
 
+def is_in(codes) -> ValuesTest:
+    """The test "the value is one of `codes`"."""
+    value_set = pa.array(sorted(codes), pa.string())
+    return lambda values: pc.is_in(values, value_set=value_set)
+
+
+def full_match(pattern: str) -> ValuesTest:
+    """The test "the whole value matches `pattern`" (a regular expression)."""
+    return lambda values: pc.match_substring_regex(values, f"^(?:{pattern})$")
+
+
 class CodedColumn:
     """A column as `values` (its distinct text values, an Arrow string array) and `index`
     (each row's position in `values`)."""
@@ -45,14 +56,13 @@ class CodedColumn:
         return passed[self.index]
 
     def isin(self, codes) -> np.ndarray:
-        return self.where(lambda values: pc.is_in(values, value_set=pa.array(sorted(codes),
-                                                                               pa.string())))
+        return self.where(is_in(codes))
 
     def eq(self, text: str) -> np.ndarray:
         return self.where(lambda values: pc.equal(values, text))
 
     def fullmatch(self, pattern: str) -> np.ndarray:
-        return self.where(lambda values: pc.match_substring_regex(values, f"^(?:{pattern})$"))
+        return self.where(full_match(pattern))
 
     def pairs(self, other: CodedColumn, test: PairTest) -> np.ndarray:
         """Each row's `test(this value, other's value)`, evaluated once per pair of values:

@@ -52,8 +52,8 @@ import pyarrow.csv as pa_csv
 
 import pseo_das
 from pseo_das.errors import PseoDasError
-from pseo_das.schemas.coded_columns import CodedColumn, ValuesTest, coded_table, level_column, \
-    row_hashes
+from pseo_das.schemas.coded_columns import CodedColumn, ValuesTest, coded_table, full_match, \
+    is_in, level_column, row_hashes
 from pseo_das.schemas.distribution import ALL_FOLDER, open_table, table_path
 
 SCHEMA_VERSION = "V4.14.0"
@@ -210,26 +210,18 @@ def code_lists() -> CodeLists:
         ipeds_published=frozenset(ipeds - {IPEDS_FLAG_NOT_AVAILABLE}))
 
 
-def _isin(codes: frozenset[str]) -> ValuesTest:
-    value_set = pa.array(sorted(codes), pa.string())
-    return lambda values: pc.is_in(values, value_set=value_set)
-
-
-def _matches(pattern: str) -> ValuesTest:
-    return lambda values: pc.match_substring_regex(values, f"^(?:{pattern})$")
-
-
 @cache
 def _level_rules() -> dict[str, tuple[str, dict[str, ValuesTest]]]:
     """Per level column of label_agg_level_pseo: the identifier it governs and, per level
     code, what that identifier must be."""
     codes = code_lists()
     return {
-        "inst_level": ("institution", {"I": _matches(OPEID), "S": _isin(codes.institution_states)}),
-        "cip_level": ("cipcode", {level: _isin(c) for level, c in codes.cipcodes.items()}),
-        "geo_level": ("geography", {"N": _isin(codes.nation), "D": _isin(codes.divisions)}),
-        "ind_level": ("industry", {"A": _isin(frozenset({ALL_INDUSTRIES})),
-                                   "S": _isin(codes.sectors)}),
+        "inst_level": ("institution", {"I": full_match(OPEID),
+                                       "S": is_in(codes.institution_states)}),
+        "cip_level": ("cipcode", {level: is_in(c) for level, c in codes.cipcodes.items()}),
+        "geo_level": ("geography", {"N": is_in(codes.nation), "D": is_in(codes.divisions)}),
+        "ind_level": ("industry", {"A": is_in(frozenset({ALL_INDUSTRIES})),
+                                   "S": is_in(codes.sectors)}),
     }
 
 
