@@ -187,11 +187,12 @@ def summarize(runs: list[dict]) -> dict:
 
 
 def bench_size(size: str, repeat: int, logs: Path, tracking_uri: str,
-               engines: list[str], institutions: int) -> dict:
+               engines: list[str], institutions: int, env: dict[str, str]) -> dict:
     data, n_rows = dataset(size, institutions)
     print(f"measuring {size} ({n_rows:,} outcome rows), {repeat} run(s) each ...", flush=True)
     releases = {engine: summarize([run_release(data, logs / f"{size}-{engine}-release.log",
-                                               f"bench-{size}-{engine}", tracking_uri, engine)
+                                               f"bench-{size}-{engine}", tracking_uri, engine,
+                                               env)
                                    for _ in range(repeat)])
                 for engine in engines}
     baseline = summarize([run_baseline(data, logs / f"{size}-baseline.log") for _ in range(repeat)])
@@ -438,12 +439,13 @@ def main() -> None:
     tiny, _ = dataset("tiny", args.institutions)
     with tempfile.TemporaryDirectory(prefix="pseo-bench-audit-") as audit:
         tracking_uri = f"sqlite:///{audit}/mlflow.db"
+        env = with_seed_key(dict(os.environ), Path(audit))
         print("warm-up: one release and one baseline run on tiny (not counted) ...", flush=True)
-        run_release(tiny, logs / "warm-up-release.log", "bench-warm-up", tracking_uri)
+        run_release(tiny, logs / "warm-up-release.log", "bench-warm-up", tracking_uri, env=env)
         run_baseline(tiny, logs / "warm-up-baseline.log")
         engines = [e for e in args.engines.split(",") if e]
         rows = {size: bench_size(size, args.repeat or (3 if size in ("tiny", "1m") else 1), logs,
-                                 tracking_uri, engines, args.institutions)
+                                 tracking_uri, engines, args.institutions, env)
                 for size in sizes}
     add_marginals(rows)
     print_report(rows)
