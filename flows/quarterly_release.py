@@ -53,6 +53,7 @@ from pseo_das.tasks.measurements.stored_tables import (ipeds_awards_from_record,
                                                   keep_publication_record,
                                                   recast_inputs_from_record,
                                                   reference_from_record)
+from pseo_das.tasks.study.accuracy import release_accuracy
 from pseo_das.tasks.study.flows_release_accuracy import release_flows_accuracy
 from pseo_das.tasks.publication.assemble import (EarningsPublication, ReleaseContent,
                                                  ReleaseFacts, lifetime_figures,
@@ -139,7 +140,8 @@ def post_processing(store_path: Path, plan: ReleasePlan, cfg: ReleaseConfig,
     as measured (releases of earlier versions), otherwise CIP-2020; `review`: the release
     is held for review. The earnings files are written first: their workbook is made in a
     second process (stopped if the release fails) and pseoh_all in a second thread while
-    the flows are."""
+    the flows are, then the expected accuracy of the published percentiles is simulated
+    there (numpy draws without the GIL)."""
     with second_thread() as beside, second_process() as apart:
         return _post_processing(store_path, plan, cfg, reference, recast_inputs, identity,
                                 record, staging, review, beside, apart)
@@ -157,6 +159,7 @@ def _post_processing(store_path: Path, plan: ReleasePlan, cfg: ReleaseConfig,
         publish_earnings(reading, record)
     earnings_files = write_earnings_files(staging, cfg, earnings, identity.release_id, beside,
                                           apart)
+    earnings_accuracy = beside(release_accuracy, cfg, earnings.tables)   # while the flows are made
     flows, flows_read, flows_derived, flows_recasts = publish_flows(reading, reference)
     cell_statistics = (cell_statistics_from_record(store_path, record.cell_statistics)
                        or CELL_STATISTICS.read(reading))
@@ -176,7 +179,7 @@ def _post_processing(store_path: Path, plan: ReleasePlan, cfg: ReleaseConfig,
     flows.release_tables()   # written: the rest of the release reads its counts and checks
     manifest = write_release(
         staging, ReleaseContent(earnings, earnings_files, flows, flows_files, flows_accuracy,
-                                sides),
+                                sides, earnings_accuracy),
         ReleaseFacts(identity, cfg, ledger, lifetime, record.input_checks + checks,
                      record.input_fingerprints,
                      recast_notes(recast_inputs, earnings_recasts + flows_recasts),

@@ -166,3 +166,42 @@ def test_a_table_recast_by_blocks_of_institutions_is_the_table_recast_at_once():
     assert type(in_file).__name__ == "SpilledRows"
     np.testing.assert_array_equal(np.asarray(in_file), whole_values)
     np.testing.assert_array_equal(whole_values.sum(axis=0), values.sum(axis=0))
+
+
+def test_kept_cells_are_added_to_the_recast_cells_of_their_code():
+    """`recast_table` adds each part straight to its cell of the result, the block's
+    CIP-2020 cells (`kept`) with them: the same as the recast cells and the kept cells
+    summed afterwards, when several CIP-2010 cells and a kept cell share a CIP-2020 code."""
+    from pseo_das.tasks.cip_recast.recast import _summed, recast_table
+    rng = np.random.default_rng(13)
+    cells = pd.DataFrame({
+        "institution": ["A"] * 6 + ["B"] * 3, "inst_state": "26", "degree_level": "05",
+        "cipcode": ["01.03", "01.10", "19.00", "15.05", "51.19", "51.21", "01.03", "01.10",
+                    "15.05"],
+        "grad_cohort": 2001, "grad_cohort_years": 3})
+    values = rng.integers(-5, 40, size=(9, 21))
+    transitions = CROSSWALK.transitions(4)
+    hard_coded = pd.DataFrame([("15.05", "15.05", 0.6), ("15.05", "15.17", 0.4)],
+                              columns=["cip2010", "cip2020", "share"])
+    counts = transition_counts(completions([("05", "A", 2001, "01.0301", 3),
+                                            ("05", "A", 2001, "01.0309", 1)]), CROSSWALK.six_digit, 4)
+    shares = transition_shares(cells.rename(columns={"cipcode": "cip2010"}), counts, transitions)
+    kept = cells.iloc[[0, 1, 4, 6]].assign(cipcode=["01.03", "51.12", "15.17", "01.10"])
+    kept_values = rng.integers(-5, 40, size=(4, 21))
+
+    def recast(kept_cells=None):
+        return recast_table(cells, values, transitions, hard_coded, shares, b"s" * 32,
+                            "recast.cip4.y1", "earnings", "earnings.I.cip4.y1",
+                            kept=kept_cells)
+
+    alone, together = recast(), recast((kept, kept_values))
+    for institution in ("A", "B"):                 # population totals, bin by bin
+        theirs = together.values[(together.cells["institution"] == institution).to_numpy()]
+        np.testing.assert_array_equal(
+            theirs.sum(axis=0), values[(cells["institution"] == institution).to_numpy()].sum(axis=0)
+            + kept_values[(kept["institution"] == institution).to_numpy()].sum(axis=0))
+    summed_cells, summed_values = _summed(pd.concat([alone.cells, kept], ignore_index=True),
+                                          np.concatenate([alone.values, kept_values]))
+    pd.testing.assert_frame_equal(together.cells, summed_cells)
+    np.testing.assert_array_equal(together.values, summed_values)
+    assert together.entry == alone.entry and together.added_variance == alone.added_variance

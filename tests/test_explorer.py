@@ -265,3 +265,23 @@ def test_every_release_writes_explorers_holding_the_published_values(releases):
             assert path.read_bytes() == (again / path.relative_to(release)).read_bytes(), path
     assert np.all([not p.name.endswith((".csv", ".gz", ".txt", ".xlsx", ".parquet"))
                    for p in public.rglob("*")])
+
+
+def test_pseoh_as_written_is_the_file_read_back(release):
+    """A release hands the explorer the table pseoh_all is written from (not read back):
+    the same frame as the file read, and the same data, for a table typed as a release's
+    (codes as text, as categories and as integers)."""
+    from pseo_das.schemas.distribution import TableFormat
+    from pseo_das.tasks.publication.document_context import HISTOGRAMS_FILE
+    from pseo_das.tasks.publication.explorer_data import _as_read, _read_codes
+    from pseo_das.tasks.publication.parquet_files import write_national_table
+    path = public_table(release, HISTOGRAMS_FILE)
+    frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    frame = frame.astype({c: "int64" for c in ("years_after", "bin", "bin_lower", "bin_upper",
+                                               "noisy_count", "grad_cohort_years")}
+                         | {"institution": "category"})
+    frame["grad_cohort"] = 2016
+    write_national_table(frame, release / "public", HISTOGRAMS_FILE, TableFormat.CSV_GZ)
+    identifiers = list(layout(Product.PSEOE).identifiers)
+    pd.testing.assert_frame_equal(_as_read(frame, identifiers), _read_codes(path, identifiers))
+    assert explorer_data(release / "public", pseoh=frame) == explorer_data(release / "public")

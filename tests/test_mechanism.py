@@ -253,3 +253,22 @@ def test_the_recast_split_in_blocks_draws_what_one_split_draws():
         np.testing.assert_array_equal(np.concatenate(parts), whole)
     with pytest.raises(ValueError, match="counts for"):
         post_processing_split_blocks(SEED, "s", "p", 1, 1, "", counts, shares, repeat=bins + 1)
+
+
+def test_a_zero_count_draws_nothing_from_the_split_stream():
+    """The split draws for every count of a block, zeros included: a count of 0 takes no
+    draw, so the parts are those of the non-zero counts split alone (as the split drew
+    before it skipped nothing), with the shares' zero slots and a single-share row too."""
+    rng = np.random.default_rng(5)
+    counts = rng.integers(-6, 9, size=4000)
+    counts[rng.random(4000) < 0.4] = 0
+    shares = rng.dirichlet(np.ones(3), size=4000)
+    shares[::7] = [1.0, 0.0, 0.0]                        # a direct move in a wider block
+    shares[1::7] = [0.0, 0.6, 0.4]
+    parts, _ = post_processing_split(SEED, "recast.cip2.y1", "flows", 4000, 1, "x", counts,
+                                     shares)
+    moving = counts != 0
+    alone, _ = post_processing_split(SEED, "recast.cip2.y1", "flows", int(moving.sum()), 1, "x",
+                                     counts[moving], shares[moving])
+    assert (parts[~moving] == 0).all()
+    np.testing.assert_array_equal(parts[moving], alone)

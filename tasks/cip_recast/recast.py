@@ -26,7 +26,7 @@ from pseo_das.tasks.inputs.cells import (CELL_COLUMNS, CIP_2010, CIP_2020, insti
                                          sum_by_group)
 from pseo_das.tasks.inputs.row_files import RowSink
 from pseo_das.tasks.privacy.ledger import LedgerEntry
-from pseo_das.tasks.privacy.post_processing import (post_processing_split_blocks,
+from pseo_das.tasks.privacy.post_processing import (SPLIT_BLOCK, post_processing_split_blocks,
                                                     post_processing_split_stream)
 
 if TYPE_CHECKING:
@@ -72,13 +72,15 @@ def merged_recast(parts: list[RecastTable]) -> RecastTable:
 
 def recast_table(cells: pd.DataFrame, values: np.ndarray, transitions: pd.DataFrame,
                  hard_coded: pd.DataFrame, shares: pd.DataFrame, stream_seed: bytes,
-                 step_id: str, product: str, derived_from: str,
-                 stream=None) -> RecastTable:
+                 step_id: str, product: str, derived_from: str, stream=None,
+                 kept: tuple[pd.DataFrame, np.ndarray] | None = None) -> RecastTable:
     """`cells` (CELL_COLUMNS, cipcode in CIP-2010 at one level) and their noisy `values`
     -> the same table in CIP-2020 codes. `transitions`: cip2010, cip2020 (the crosswalk's
     at this level); `hard_coded`: cip2010, cip2020, share; `shares`: the output of
     `transition_shares` for these cells; `stream`: the split's stream when a table is
-    recast block by block (None: the step's own stream from its start)."""
+    recast block by block (None: the step's own stream from its start); `kept`: cells
+    already in CIP-2020 (codes written as the crosswalk writes them) and their values,
+    added to the recast cells of the same code (the table's measured CIP-2020 cells)."""
     frame = cells[CELL_COLUMNS].reset_index(drop=True).assign(
         cip2010=cells["cipcode"].astype(str).to_numpy(), row=np.arange(len(cells)))
     for column in ("institution", "degree_level"):
@@ -109,33 +111,36 @@ def recast_table(cells: pd.DataFrame, values: np.ndarray, transitions: pd.DataFr
     width = int(slot.max()) + 1 if len(weights) else 1
     matrix = np.zeros((len(frame), width))
     matrix[weights["row"].to_numpy(), slot] = weights["share"].to_numpy()
+    # the cells of the result: each part's (cell x CIP-2020 code), then the kept cells
+    parts_cells = frame.loc[weights["row"].to_numpy(), CELL_COLUMNS].reset_index(drop=True)
+    parts_cells["cipcode"] = weights["cip2020"].to_numpy()
     n_columns = values.shape[1]
+    kept_values = np.zeros((0, n_columns), dtype=np.int64) if kept is None else kept[1]
+    all_cells = parts_cells if kept is None else pd.concat([parts_cells, kept[0][CELL_COLUMNS]],
+                                                           ignore_index=True)
+    first, group, n_out = _cell_groups(all_cells)
+    # each part is added straight to its cell of the result (a last row takes the slots a
+    # cell lacks): memory holds one block of parts, not every cell x column x slot
+    summed = np.zeros((n_out + 1, n_columns), dtype=np.int64)
+    np.add.at(summed, group[len(weights):], kept_values)
+    destination = np.full((len(frame), width), n_out, dtype=np.int64)
+    destination[weights["row"].to_numpy(), slot] = group[:len(weights)]
     blocks, entry = post_processing_split_blocks(
         stream_seed, step_id, product, len(frame), n_columns, derived_from,
-        values.reshape(-1), matrix, repeat=n_columns, stream=stream)
-    # each part goes straight to its destination row (cell x CIP-2020 code): memory holds
-    # one block of parts, not every cell x column x slot
-    target_rows, target_slots = weights["row"].to_numpy(), slot
-    destination = np.full((len(frame), width), -1, dtype=np.int64)
-    destination[target_rows, target_slots] = np.arange(len(weights))
-    out_values = np.zeros((len(weights), n_columns), dtype=np.int64)
-    for first, parts in blocks:
-        flat = np.arange(first, first + len(parts))
-        row, column = flat // n_columns, flat % n_columns
+        values.reshape(-1), matrix, repeat=n_columns, stream=stream,
+        block=max(SPLIT_BLOCK // n_columns, 1) * n_columns)    # whole cells at a time
+    for first_count, parts in blocks:
+        start = first_count // n_columns
+        parts = parts.reshape(-1, n_columns, width)
         for j in range(width):
-            to = destination[row, j]
-            kept = to >= 0
-            out_values[to[kept], column[kept]] = parts[kept, j]
-    out_cells = frame.loc[target_rows, CELL_COLUMNS].reset_index(drop=True)
-    out_cells["cipcode"] = weights["cip2020"].to_numpy()
-    summed_cells, summed_values = _summed(out_cells, out_values)
+            np.add.at(summed, destination[start:start + len(parts), j], parts[:, :, j])
     how = pd.Series(route).value_counts()
     level = frame.loc[route == SHARES, ["row"] + CELL_KEYS].merge(
         shares[CELL_KEYS + ["level"]].drop_duplicates(CELL_KEYS), on=CELL_KEYS)["level"]
     # the split's own variance: part j of |c| is Binomial(|c|, p_j), variance |c| p_j (1 - p_j)
     spread = 1.0 - (matrix ** 2).sum(axis=1)
-    return RecastTable(summed_cells, summed_values, how, entry, level.value_counts().sort_index(),
-                       np.abs(values).sum(axis=1) * spread)
+    return RecastTable(all_cells.iloc[first].reset_index(drop=True), summed[:n_out], how, entry,
+                       level.value_counts().sort_index(), np.abs(values).sum(axis=1) * spread)
 
 
 def dotted(code: str) -> str:
@@ -183,11 +188,16 @@ def _summed(cells: pd.DataFrame, values: np.ndarray) -> tuple[pd.DataFrame, np.n
     values = np.asarray(values, dtype=np.int64)
     if not len(cells):
         return cells, values.reshape(0, values.shape[1] if values.ndim == 2 else 0)
+    first, group, n_groups = _cell_groups(cells)
+    return cells.iloc[first].reset_index(drop=True), sum_by_group(values, group, n_groups)
+
+
+def _cell_groups(cells: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, int]:
+    """The distinct cells of `cells` (CELL_COLUMNS) in sorted order: each one's first row,
+    each row's cell (0 to n - 1) and n."""
     groups = cells.groupby(CELL_COLUMNS, sort=True)
     group = groups.ngroup().to_numpy()
-    first = np.unique(group, return_index=True)[1]        # each cell's first row
-    return (cells.iloc[first].reset_index(drop=True),
-            sum_by_group(values, group, groups.ngroups))
+    return np.unique(group, return_index=True)[1], group, groups.ngroups
 
 
 RECAST_BLOCK_CELLS = 8192   # measured cells recast at a time (whole institutions)
@@ -210,18 +220,24 @@ def to_cip_2020(cells: pd.DataFrame, values: np.ndarray, context: RecastContext 
     if context is None or not old.any():
         return cells[CELL_COLUMNS].reset_index(drop=True), values, None
     stream = post_processing_split_stream(stream_seed, step_id)
+    source = _crosswalk_coded(cells.loc[old, CELL_COLUMNS])   # the CIP-2010 cells
+    shares = transition_shares(source.rename(columns={"cipcode": "cip2010"}), context.counts,
+                               context.transitions, context.unseen_weight)
+    in_source = np.r_[0, np.cumsum(old)]      # rows of `source` before each row of `cells`
     out_cells, recasts = [], []
     out_values = RowSink(values.shape[1], dtype or np.int64, spill)
     for block in institution_blocks(cells, block_cells):
         mine, mine_old, block_values = cells.iloc[block], old[block], values[block]
         kept = mine.loc[~mine_old, CELL_COLUMNS].astype({c: str for c in TEXT_KEYS})
-        if mine_old.any():
-            recast = _recast_block(mine.loc[mine_old], block_values[mine_old], context,
-                                   stream_seed, step_id, product, derived_from, stream)
+        if mine_old.any():   # the block's CIP-2020 cells are added to its recast cells
+            recast = recast_table(
+                source.iloc[in_source[block.start]:in_source[block.stop]], block_values[mine_old],
+                context.transitions, context.hard_coded, shares, stream_seed, step_id, product,
+                derived_from, stream, (_crosswalk_coded(kept), block_values[~mine_old]))
             recasts.append(replace(recast, cells=recast.cells.iloc[:0],
                                    values=recast.values[:0]))
-            kept = pd.concat([recast.cells, kept], ignore_index=True)
-            summed = _summed(kept, np.concatenate([recast.values, block_values[~mine_old]]))
+            summed = (recast.cells.assign(
+                cipcode=recast.cells["cipcode"].str.replace(".", "", regex=False)), recast.values)
             del recast
         else:
             summed = _summed(kept, block_values)
@@ -230,21 +246,13 @@ def to_cip_2020(cells: pd.DataFrame, values: np.ndarray, context: RecastContext 
     return pd.concat(out_cells, ignore_index=True), out_values.result(), merged_recast(recasts)
 
 
-def _recast_block(source: pd.DataFrame, values: np.ndarray, context: RecastContext,
-                  stream_seed: bytes, step_id: str, product: str, derived_from: str,
-                  stream) -> RecastTable:
-    """`recast_table` of CIP-2010 cells (MEASURED_CELL_COLUMNS), their codes dotted as the
-    crosswalk writes them; the recast cells' codes undotted again."""
-    source = source[CELL_COLUMNS].reset_index(drop=True)
-    source["cipcode"] = source["cipcode"].astype(str).map(dotted)
-    keyed = source.assign(institution=source["institution"].astype(str),
-                          degree_level=source["degree_level"].astype(str)) \
-        .rename(columns={"cipcode": "cip2010"})
-    shares = transition_shares(keyed, context.counts, context.transitions, context.unseen_weight)
-    recast = recast_table(source, values, context.transitions, context.hard_coded, shares,
-                          stream_seed, step_id, product, derived_from, stream)
-    return replace(recast, cells=recast.cells.assign(
-        cipcode=recast.cells["cipcode"].str.replace(".", "", regex=False)))
+def _crosswalk_coded(cells: pd.DataFrame) -> pd.DataFrame:
+    """Cells (CELL_COLUMNS) with their codes dotted as the crosswalk writes them, and their
+    institution and degree level as text (as `transition_shares` joins them)."""
+    return cells.reset_index(drop=True).assign(
+        cipcode=lambda c: c["cipcode"].astype(str).map(dotted),
+        institution=lambda c: c["institution"].astype(str),
+        degree_level=lambda c: c["degree_level"].astype(str))
 
 
 def check_recastable(frames: dict[str, "CellFrame"], inputs: "RecastInputs") -> None:

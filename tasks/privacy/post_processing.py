@@ -68,7 +68,6 @@ def post_processing_split_blocks(stream_seed: bytes, step_id: str, product: str,
     """
     entry = derived_entry(step_id, product, n_cells, n_bins, derived_from,
                           stream_sha256(stream_seed, step_id), RANDOMIZED_POST_PROCESSING)
-    counts = np.asarray(counts, dtype=np.int64)
     if len(counts) != len(shares) * repeat:
         raise ValueError(f"{step_id}: {len(counts)} counts for {len(shares)} share rows "
                          f"of {repeat} counts each")
@@ -76,13 +75,11 @@ def post_processing_split_blocks(stream_seed: bytes, step_id: str, product: str,
     def blocks() -> Iterator[tuple[int, np.ndarray]]:
         draws = post_processing_split_stream(stream_seed, step_id) if stream is None else stream
         for first in range(0, len(counts), block):
-            mine = counts[first:first + block]
-            parts = np.zeros((len(mine), shares.shape[1]), dtype=np.int64)
-            moving = mine != 0
-            if moving.any():
-                rows = (first + np.flatnonzero(moving)) // repeat
-                drawn = draws.multinomial(np.abs(mine[moving]), shares[rows])
-                parts[moving] = np.sign(mine[moving])[:, None] * drawn
+            mine = np.asarray(counts[first:first + block], dtype=np.int64)
+            rows = np.arange(first, first + len(mine)) // repeat
+            # a count of 0 draws nothing from the stream (numpy's multinomial of 0 units)
+            parts = draws.multinomial(np.abs(mine), shares[rows])
+            parts *= np.sign(mine)[:, None]
             yield first, parts
 
     return blocks(), entry

@@ -30,7 +30,6 @@ from pseo_das.tasks.publication.document_context import (HISTOGRAMS_FILE, flows_
                                                          release_context, suppression_summary)
 from pseo_das.reports.render import render_markdown, to_html
 from pseo_das.tasks import file_task, progress
-from pseo_das.tasks.study.accuracy import release_accuracy
 from pseo_das.tasks.study.flows_release_accuracy import grads_consistency
 from pseo_das.tasks.employment_flows.division_flows import (FLOWS_STATE_FILE, FlowsRelease,
                                                             PublishedFlowsChecks)
@@ -275,13 +274,16 @@ class ReleaseContent:
     """The products' outputs a release folder is written from. `earnings_files`: pseoe_all
     and pseoh_all, written; `flows` may have released its tables (the flows files are
     written: `flows_files`); `flows_accuracy`: `release_flows_accuracy`'s simulation of the
-    published flows; `side_tables`: the optional one-file products (`side_tables.py`)."""
+    published flows; `side_tables`: the optional one-file products (`side_tables.py`);
+    `earnings_accuracy`: `release_accuracy` of the earnings tables, being simulated in a
+    second thread."""
     earnings: EarningsPublication
     earnings_files: EarningsFiles
     flows: FlowsRelease
     flows_files: FlowsFiles
     flows_accuracy: dict
     side_tables: list[SideTable]
+    earnings_accuracy: Future
 
 
 @dataclass(frozen=True)
@@ -364,7 +366,8 @@ def _write_release(beside, staging: Path, content: ReleaseContent,
     write_release_notes(public, render_markdown("release_notes.md.j2", context),
                         identity.release_id)
     done("wrote the release notes")
-    explorer = beside(explorer_data, public, flows_files.pseof.explorer_flows)  # its public files
+    # the explorer's data: the public files, pseof_all's flows and pseoh_all as written
+    explorer = beside(explorer_data, public, flows_files.pseof.explorer_flows, pseoh)
 
     write_csv(ledger.to_frame(), internal / "ledger.csv")
     write_csv(lifetime.populations, internal / "lifetime_budget.csv")
@@ -377,7 +380,7 @@ def _write_release(beside, staging: Path, content: ReleaseContent,
     if parquet is not None:
         done(f"wrote all/{DATAPACKAGE_FILE} and {len(parquet.result())} Parquet copies")
     written = fingerprints(staging)      # every file but the DRB report and the manifest
-    accuracy = release_accuracy(cfg, tables)
+    accuracy = content.earnings_accuracy.result()
     checks = stop_on_failed_checks(checks + [layout_check] + flows.checks
                                    + flows_files.checks + ledger_checks(
                                        ledger, tables, flows.drawn,

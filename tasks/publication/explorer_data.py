@@ -60,6 +60,17 @@ def _read_codes(path: Path, identifiers: list[str]) -> pd.DataFrame:
     return table.to_pandas()
 
 
+def _as_read(frame: pd.DataFrame, identifiers: list[str]) -> pd.DataFrame:
+    """`_read_codes` of the CSV file written from `frame` (a table of integers and text
+    codes, pseoh_all), without reading it: the identifiers as categories of the text the
+    file holds (`text_column`), in the order they first come, the integers as they are."""
+    table = pa.Table.from_pandas(frame[[c for c in frame.columns if c not in UNREAD]],
+                                 preserve_index=False)
+    return pa.table([text_column(column).dictionary_encode() if name in identifiers else column
+                     for name, column in zip(table.column_names, table.columns)],
+                    names=table.column_names).to_pandas()
+
+
 def _find(public: Path, name: str) -> Path:
     try:
         return table_path(public, name, ALL_FOLDER if name == VERSION else None)
@@ -84,15 +95,22 @@ def flagged(values: pd.Series, status: pd.Series) -> np.ndarray:
     return out
 
 
-def decoded(numbers: list[int]) -> list:
-    """The page's values of `flagged` integers: the number, SUPPRESSED or None."""
-    return [n if n >= 0 else SUPPRESSED if n == SUPPRESSED_CODE else None for n in numbers]
+def decoded(numbers: np.ndarray) -> list:
+    """The page's values of an array of `flagged` integers (nested lists for more than one
+    dimension): the number, SUPPRESSED or None."""
+    numbers = np.asarray(numbers)
+    if not (numbers < 0).any():
+        return numbers.tolist()
+    out = numbers.astype(object)
+    out[numbers == SUPPRESSED_CODE] = SUPPRESSED
+    out[(numbers < 0) & (numbers != SUPPRESSED_CODE)] = None
+    return out.tolist()
 
 
 def encoded(values: pd.Series, status: pd.Series) -> list:
     """Each value as the page shows it: the integer if its flag is 1, SUPPRESSED if 5,
     None otherwise (not available)."""
-    return decoded(flagged(values, status).tolist())
+    return decoded(flagged(values, status))
 
 
 def _status_of(product: Product) -> dict[str, str]:
@@ -156,17 +174,21 @@ def bins_of(pseoh: pd.DataFrame) -> list[list[int]]:
 
 def histogram_cells(pseoh: pd.DataFrame) -> dict[str, dict[str, list[int]]]:
     """unit -> "cell key|years after" -> the noisy counts of the bins, in bin order."""
-    ordered = pseoh.sort_values(["institution", "degree_level", "cipcode", "grad_cohort",
-                                 "years_after", "bin"], kind="stable")
-    keys = (_cell_key(ordered) + "|" + ordered["years_after"].astype(str)).to_numpy()
-    units_of = ordered["institution"].astype(str).to_numpy()
-    counts = ordered["noisy_count"].astype(int).to_numpy()
+    histogram = ["institution", "degree_level", "cipcode", "grad_cohort", "years_after"]
+    ordered = pseoh.sort_values(histogram + ["bin"], kind="stable")
     units: dict[str, dict[str, list[int]]] = {}
-    if not len(keys):          # no histogram published (a small release: every cell suppressed)
+    if not len(ordered):       # no histogram published (a small release: every cell suppressed)
         return units
-    starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
-    for start, end in zip(starts, np.r_[starts[1:], len(keys)]):
-        units.setdefault(units_of[start], {})[keys[start]] = counts[start:end].tolist()
+    # each histogram's rows follow each other: where one of its identifiers changes
+    codes = np.stack([ordered[c].cat.codes.to_numpy() if hasattr(ordered[c], "cat")
+                      else ordered[c].to_numpy() for c in histogram], axis=1)
+    starts = np.flatnonzero(np.r_[True, (codes[1:] != codes[:-1]).any(axis=1)])
+    first = ordered.iloc[starts]
+    keys = _cell_key(first) + "|" + first["years_after"].astype(str)
+    counts = ordered["noisy_count"].astype(int).to_numpy()
+    for unit, key, start, end in zip(first["institution"].astype(str), keys, starts.tolist(),
+                                     np.r_[starts[1:], len(ordered)].tolist()):
+        units.setdefault(unit, {})[key] = counts[start:end].tolist()
     return units
 
 
@@ -281,21 +303,21 @@ class FlowCells:
 
         def sparse(block: np.ndarray) -> list[list[int]]:
             rows, cols = np.nonzero(block)
-            bounds = np.searchsorted(rows, np.arange(len(block) + 1))
-            flat = np.stack([sector_columns[cols], block[rows, cols]], axis=1)
-            return [decoded(flat[a:b].ravel().tolist()) for a, b in zip(bounds[:-1], bounds[1:])]
+            bounds = 2 * np.searchsorted(rows, np.arange(len(block) + 1))
+            flat = decoded(np.stack([sector_columns[cols], block[rows, cols]], axis=1).ravel())
+            return [flat[a:b] for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist())]
 
         per_year = {}
         for j, k in enumerate(YEARS_AFTER):
             emp = values[:, j, :n_destinations]
-            per_year[k] = (emp[:, totals[:1] + list(range(1, width)) + totals[1:]].tolist(),
+            per_year[k] = (decoded(emp[:, totals[:1] + list(range(1, width)) + totals[1:]]),
                            sparse(emp[:, sector_columns]),
-                           values[:, j, n_destinations:-1].tolist(), values[:, j, -1].tolist())
+                           decoded(values[:, j, n_destinations:-1]), decoded(values[:, j, -1]))
         units: dict[str, dict[str, dict]] = {}
         for n, (unit, *cell) in enumerate(self._origin_row):
             units.setdefault(unit, {})["|".join(cell)] = {
-                f"y{k}": {"emp": decoded(emp[n]), "sectors": sectors[n],
-                          "instate": decoded(instate[n]), "nme": decoded([nme[n]])[0]}
+                f"y{k}": {"emp": emp[n], "sectors": sectors[n], "instate": instate[n],
+                          "nme": nme[n]}
                 for k, (emp, sectors, instate, nme) in per_year.items()}
         return units
 
@@ -331,14 +353,16 @@ class ExplorerData:
     units: dict[str, dict]
 
 
-def explorer_data(public: Path, pseof_flows: FlowCells | None = None) -> ExplorerData:
+def explorer_data(public: Path, pseof_flows: FlowCells | None = None,
+                  pseoh: pd.DataFrame | None = None) -> ExplorerData:
     """Read a release's public folder and arrange it for the explorer. `pseof_flows`:
     pseof_all's flows as the release gathered them while writing it (then pseof_all is
-    not read)."""
+    not read); `pseoh`: the table pseoh_all was written from (then it is not read)."""
     public = Path(public)
     identifiers = list(layout(Product.PSEOE).identifiers)
     pseoe = _read_codes(_find(public, Product.PSEOE.file_name), identifiers)
-    pseoh = _read_codes(_find(public, HISTOGRAMS_FILE), identifiers)
+    pseoh = _read_codes(_find(public, HISTOGRAMS_FILE), identifiers) if pseoh is None \
+        else _as_read(pseoh, identifiers)
     if pseof_flows is None:
         pseof = _read_codes(_find(public, Product.PSEOF.file_name), identifiers)
         columns = FlowColumns(sorted(set(pseof["industry"].cat.categories) - {ALL_INDUSTRIES}),
