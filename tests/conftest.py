@@ -222,14 +222,18 @@ def releases(synthetic_dir, tmp_path_factory):
     """Releases of the shared data set, one MLflow store: in the privacy store beside it,
     2026Q4-test with seed A twice (the second a rerun: same noise, nothing spent), then
     2026Q4-next (a new release id: every measurement reused); in a privacy store of its
-    own, 2026Q4-other with seed B (new noise). Returns (root, tracking URI)."""
+    own, 2026Q4-other with seed B (new noise). The last two without the workbook and the
+    Parquet copies: their tests compare data files and documents only. Returns (root,
+    tracking URI)."""
     root = tmp_path_factory.mktemp("releases")
     uri = f"sqlite:///{root / 'audit' / 'mlflow.db'}"
-    codes = {name: run_release(synthetic_dir, root / name, seed, uri, release_id, store=store)
-             for name, seed, release_id, store in [
-                 ("a", SEED_A, "2026Q4-test", None), ("a_again", SEED_A, "2026Q4-test", None),
-                 ("a_next", None, "2026Q4-next", store_beside(uri)),
-                 ("b", SEED_B, "2026Q4-other", _new_store(root / "store-b"))]}
+    lean = without_extras(root / "without-extras.toml")
+    codes = {name: run_release(synthetic_dir, root / name, seed, uri, release_id, extra, store)
+             for name, seed, release_id, extra, store in [
+                 ("a", SEED_A, "2026Q4-test", (), None),
+                 ("a_again", SEED_A, "2026Q4-test", (), None),
+                 ("a_next", None, "2026Q4-next", lean, store_beside(uri)),
+                 ("b", SEED_B, "2026Q4-other", lean, _new_store(root / "store-b"))]}
     assert codes == {"a": 0, "a_again": 0, "a_next": 0, "b": 0}
     return root, uri
 
