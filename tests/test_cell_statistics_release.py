@@ -93,10 +93,10 @@ def test_the_mos_release_of_a_hand_built_table_adds_laplace_chi_over_epsilon_n(t
 
 
 @pytest.fixture(scope="module")
-def mos_release(synthetic_dir, tmp_path_factory):
+def mos_release(small_synthetic_dir, tmp_path_factory):
     root = tmp_path_factory.mktemp("mos-release")
     uri = f"sqlite:///{root / 'audit' / 'mlflow.db'}"
-    assert run_release(synthetic_dir, root / "r", SEED_A, uri, "MOS1",
+    assert run_release(small_synthetic_dir, root / "r", SEED_A, uri, "MOS1",
                        extra=without_extras(root / "mos.toml", MOS)) == 0
     return root, uri
 
@@ -112,7 +112,8 @@ def test_a_release_with_mos_publishes_pseom_with_honest_documentation(mos_releas
     assert (pseom["cip_level"] == "A").all() and (pseom["inst_level"] == "I").all()
     for s in ("mean_y1", "mean_y5", "mean_y10", "growth_1_5"):
         status = pseom[f"status_{s}"].astype(int)
-        assert set(status) <= {1, 5, -1} and (status == 1).sum() > 50
+        # the small data set publishes 41 to 74 of its 114 cells per statistic
+        assert set(status) <= {1, 5, -1} and (status == 1).sum() > 30
         assert pseom.loc[status != 1, s].isna().all() and pseom.loc[status == 1, s].notna().all()
         assert pseom.loc[status == 1, f"{s}_chi"].notna().all()
     ledger = pd.read_csv(internal / "ledger.csv", dtype=str).set_index("tabulation_id")
@@ -150,14 +151,15 @@ def test_republish_rebuilds_pseom_from_the_store_alone(mos_release, tmp_path):
 
 
 @pytest.mark.slow
-def test_the_audit_checks_and_replays_a_release_with_mos(mos_release, synthetic_dir, tmp_path,
-                                                         capsys):
+def test_the_audit_checks_and_replays_a_release_with_mos(mos_release, small_synthetic_dir,
+                                                         tmp_path, capsys):
     """`pseo-das audit` knows the cell statistics' epsilon (mos.epsilon per measurement) and
     replays pseom_all.csv byte for byte from the recorded seed (the same Laplace stream)."""
     from pseo_das.cli import main
     root, uri = mos_release
     with pytest.raises(SystemExit) as stop:
-        main(["audit", str(root / "r"), "--tracking-uri", uri, "--data", str(synthetic_dir),
+        main(["audit", str(root / "r"), "--tracking-uri", uri,
+              "--data", str(small_synthetic_dir),
               "--report", str(tmp_path / "report")])
     printed = capsys.readouterr().out
     assert stop.value.code == 0, printed
@@ -167,14 +169,14 @@ def test_the_audit_checks_and_replays_a_release_with_mos(mos_release, synthetic_
 
 @pytest.mark.slow
 def test_a_second_release_reuses_the_stored_cell_statistics_at_zero_epsilon(
-        mos_release, synthetic_dir, capsys):
+        mos_release, small_synthetic_dir, capsys):
     """The cell statistics are durable measurements of the privacy store: a later release
     with the same data and configuration spends nothing on them and publishes the same
     pseom_all.csv byte for byte (and the store still verifies)."""
     from pseo_das.cli import main
     root, uri = mos_release
     capsys.readouterr()
-    assert run_release(synthetic_dir, root / "r2", None, uri, "MOS2",
+    assert run_release(small_synthetic_dir, root / "r2", None, uri, "MOS2",
                        extra=("--config", str(root / "mos.toml")),
                        store=store_beside(uri)) == 0
     said = capsys.readouterr().out

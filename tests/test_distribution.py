@@ -182,6 +182,16 @@ def test_a_workbook_of_more_rows_than_a_sheet_holds_continues_on_more_sheets(tmp
         assert header[0] == "agg_level_pseo" and len(values) == rows
         earnings += [dict(zip(header, v))["y1_p50_earnings"] for v in values]
     assert earnings == list(range(40000, 40010))
+    # turned into cells in blocks (memory of one block): blocks that end inside a sheet and
+    # at its end, handed over as a frame or as blocks, give the same bytes
+    for block_rows in (3, 4):
+        monkeypatch.setattr(labelled_workbook, "WORKBOOK_BLOCK_ROWS", block_rows)
+        for given in (frame, [frame.iloc[:0], *labelled_workbook._blocks(frame)]):
+            again = tmp_path / f"{block_rows}-{type(given).__name__}" / "pseoe_all.xlsx"
+            again.parent.mkdir()
+            labelled_workbook.write_labelled_workbook(given, again, Product.PSEOE,
+                                                      datetime(2026, 10, 1))
+            assert again.read_bytes() == path.read_bytes()
 
 
 def test_the_configuration_switch(tmp_path):

@@ -22,7 +22,9 @@ The bytes are the same on every run: XlsxWriter dates the zip members 1980-01-01
 document's creation time is the release's production time (`created`)."""
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
+from itertools import chain
 from pathlib import Path
 
 import pandas as pd
@@ -33,6 +35,7 @@ from pseo_das.schemas.pseo_layout import Product, code_labels, layout, read_labe
 from pseo_das.tasks.publication.metadata_files import release_production
 
 XLSX_ROWS = 1_048_576            # rows of a worksheet
+WORKBOOK_BLOCK_ROWS = 50_000     # rows turned into worksheet cells at a time
 LABEL_SUFFIX = "_label"
 
 
@@ -74,40 +77,66 @@ def cell_values(column: pd.Series, numeric: bool) -> list:
     return values.astype(object).where(present, None).tolist()
 
 
-def write_labelled_workbook(frame: pd.DataFrame, path: Path, product: Product,
-                            created: datetime) -> int:
-    """`path` (.xlsx): the labelled table of `frame` (every value as text, as published)
-    and its variables sheet. Returns the data rows. A table of more rows than a worksheet
-    holds continues on further sheets, each with the header line (`data_sheets`)."""
-    table = labelled_table(frame)
+def write_labelled_workbook(frame: pd.DataFrame | Iterable[pd.DataFrame], path: Path,
+                            product: Product, created: datetime) -> int:
+    """`path` (.xlsx): the labelled table of `frame` (every value as text, as published;
+    or its rows in blocks, in order, the first block holding the columns even if it has no
+    row) and its variables sheet. Returns the data rows. A table of more rows than a
+    worksheet holds continues on further sheets, each with the header line (`data_sheets`).
+    Memory holds one block's cells, not the table's."""
+    blocks = _blocks(frame) if isinstance(frame, pd.DataFrame) else iter(frame)
+    first = next(blocks)
+    columns = list(labelled_table(first.head(0)).columns)
     numeric = {c for c in layout(product).columns if c not in layout(product).identifiers} \
         | {"agg_level_pseo", "grad_cohort_years"}
     workbook = xlsxwriter.Workbook(str(path), {"constant_memory": True})
+    rows = 0
     try:
         workbook.set_properties({"created": created.replace(tzinfo=None),
                                  "title": path.stem, "comments": "LEHD Public Use Schema"})
         header = workbook.add_format({"bold": True})
-        # one (column, numeric, values) per column, values as Python objects (None: empty)
-        columns = [(c, column in numeric, cell_values(table[column], column in numeric))
-                   for c, column in enumerate(table.columns)]
-        for name, start, stop in data_sheets(path.stem, len(table)):
-            sheet = workbook.add_worksheet(name)
-            sheet.freeze_panes(1, 0)
-            for c, column in enumerate(table.columns):
-                sheet.write_string(0, c, column, header)
-            writers = [(c, sheet.write_number if is_number else sheet.write_string, values)
-                       for c, is_number, values in columns]
-            for r in range(start, stop):
+        sheet, start = _data_sheet(workbook, path.stem, 0, columns, header), 0
+        for block in chain([first], blocks):
+            table = labelled_table(block)
+            # one (column, numeric, values) per column, values as Python objects (None: empty)
+            cells = [(c, column in numeric, cell_values(table[column], column in numeric))
+                     for c, column in enumerate(columns)]
+            writers = _cell_writers(sheet, cells)
+            for r in range(len(table)):
+                if rows - start == XLSX_ROWS - 1:
+                    sheet, start = _data_sheet(workbook, path.stem, rows, columns, header), rows
+                    writers = _cell_writers(sheet, cells)
                 for c, write, values in writers:
                     if values[r] is not None:
-                        write(r - start + 1, c, values[r])
+                        write(rows - start + 1, c, values[r])
+                rows += 1
         variables = workbook.add_worksheet("variables")
         variables.write_row(0, 0, ["variable", "description"], header)
-        for r, (column, text) in enumerate(column_descriptions(product, list(table.columns))):
+        for r, (column, text) in enumerate(column_descriptions(product, columns)):
             variables.write_row(r + 1, 0, [column, text])
     finally:
         workbook.close()
-    return len(table)
+    return rows
+
+
+def _cell_writers(sheet, cells: list[tuple[int, bool, list]]) -> list[tuple[int, Callable, list]]:
+    return [(c, sheet.write_number if is_number else sheet.write_string, values)
+            for c, is_number, values in cells]
+
+
+def _blocks(frame: pd.DataFrame) -> Iterator[pd.DataFrame]:
+    for start in range(0, max(len(frame), 1), WORKBOOK_BLOCK_ROWS):
+        yield frame.iloc[start:start + WORKBOOK_BLOCK_ROWS]
+
+
+def _data_sheet(workbook, name: str, first_row: int, columns: list[str], header):
+    """The data sheet whose first row is the table's `first_row` (`data_sheets`' names),
+    with its header line."""
+    sheet = workbook.add_worksheet(data_sheets(name, first_row + 1)[-1][0])
+    sheet.freeze_panes(1, 0)
+    for c, column in enumerate(columns):
+        sheet.write_string(0, c, column, header)
+    return sheet
 
 
 def data_sheets(name: str, rows: int) -> list[tuple[str, int, int]]:
@@ -128,10 +157,12 @@ def write_release_workbook(public: Path | str, release_id: str) -> Path:
     back as text: the workbook holds what the file publishes). A release writes it in its
     second process (second_process.py)."""
     public = Path(public)
-    frame = pd.read_csv(table_path(public, Product.PSEOE.file_name), dtype=str,
-                        keep_default_na=False)
+    source = table_path(public, Product.PSEOE.file_name)
+    header = pd.read_csv(source, dtype=str, keep_default_na=False, nrows=0)
+    blocks = pd.read_csv(source, dtype=str, keep_default_na=False, chunksize=WORKBOOK_BLOCK_ROWS)
     production = release_production(release_id)
     path = public / ALL_FOLDER / WORKBOOK_NAME
-    write_labelled_workbook(frame, path, Product.PSEOE,
-                            production[1] if production else NO_PRODUCTION_TIME)
+    with blocks:
+        write_labelled_workbook(chain([header], blocks), path, Product.PSEOE,
+                                production[1] if production else NO_PRODUCTION_TIME)
     return path
