@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import SEED_A, public_table, run_release, store_beside
+from conftest import SEED_A, public_table, run_release, store_beside, without_extras
 from pseo_das.config import ConfigError, ReleaseConfig, load_config
 from pseo_das.tasks.earnings.cell_statistics import measure_statistic
 from pseo_das.tasks.earnings.cell_statistics_plan import cell_statistics_questions
@@ -96,10 +96,8 @@ def test_the_mos_release_of_a_hand_built_table_adds_laplace_chi_over_epsilon_n(t
 def mos_release(small_synthetic_dir, tmp_path_factory):
     root = tmp_path_factory.mktemp("mos-release")
     uri = f"sqlite:///{root / 'audit' / 'mlflow.db'}"
-    config = root / "mos.toml"
-    config.write_text(MOS)
     assert run_release(small_synthetic_dir, root / "r", SEED_A, uri, "MOS1",
-                       extra=("--config", str(config))) == 0
+                       extra=without_extras(root / "mos.toml", MOS)) == 0
     return root, uri
 
 

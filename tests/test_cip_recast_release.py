@@ -12,7 +12,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import SMALL_INSTITUTIONS, public_table, run_release, small_data_set, store_beside
+from conftest import (SMALL_INSTITUTIONS, public_table, run_release, small_data_set, store_beside,
+                      without_extras)
 from pseo_das.config import load_config
 from pseo_das.tasks.cip_recast.recast import RecastError, check_recastable, recast_context
 from pseo_das.tasks.cip_recast.recast_inputs import load_recast_inputs
@@ -166,8 +167,8 @@ def test_republish_recasts_a_release_published_as_measured(synthetic_dir, tmp_pa
         return full.model_copy(update={"recast": None, "ipeds": None})
     monkeypatch.setattr(release_flow, "keep_publication_record", legacy_record)
     data = small_data_set(synthetic_dir, tmp_path / "data", SMALL_INSTITUTIONS + ("02541200",))
-    assert run_release(data, tmp_path / "legacy", "ab" * 32, tracking_uri,
-                       "2026Q4-legacy") == 0
+    assert run_release(data, tmp_path / "legacy", "ab" * 32, tracking_uri, "2026Q4-legacy",
+                       without_extras(tmp_path / "lean.toml")) == 0
     for vintage, out in ((None, "as-measured"), ("2020", "recast")):
         with pytest.raises(SystemExit) as stop:
             main(["republish", "--store", str(store_beside(tracking_uri)), "--release",

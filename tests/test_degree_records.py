@@ -225,14 +225,14 @@ def test_synth_jobs_writes_the_agency_layout(tmp_path):
 def test_release_of_the_jobs_layout_says_sensitivity_k(tmp_path, tracking_uri):
     """A release of two-degree persons with multi-job years at k = 2: every geometric
     row of ledger.csv at sensitivity 2, the release notes say so."""
-    from conftest import SEED_A, run_release
+    from conftest import SEED_A, run_release, without_extras
     from pseo_das.cli import main
     data = tmp_path / "data"
     with pytest.raises(SystemExit):
         main(["synth", "--out", str(data), "--graduates", "4000", "--jobs"])
-    (tmp_path / "k2.toml").write_text("[privacy]\nmax_degrees_per_person = 2\n")
     assert run_release(data, tmp_path / "out", SEED_A, tracking_uri,
-                       extra=("--config", str(tmp_path / "k2.toml"))) == 0
+                       extra=without_extras(tmp_path / "k2.toml",
+                                            "[privacy]\nmax_degrees_per_person = 2\n")) == 0
     ledger = pd.read_csv(tmp_path / "out" / "internal" / "ledger.csv")
     geometric = ledger[ledger["mechanism"] == "two-sided geometric"]
     assert len(geometric) == 9 and (geometric["sensitivity"] == 2).all()

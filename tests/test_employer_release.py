@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import SEED_A, public_table, run_release, small_data_set
+from conftest import SEED_A, public_table, run_release, small_data_set, without_extras
 from pseo_das.synth import write_synthetic
 from pseo_das.tasks.publication.flows_files import read_flows_state
 
@@ -20,11 +20,10 @@ def test_a_release_measures_the_flows_with_smooth_laplace(tmp_path, tracking_uri
     whole = tmp_path / "whole"
     write_synthetic(whole, graduates=30_000, seed=7, progress=lambda _: None, employers=True)
     data = small_data_set(whole, tmp_path / "data")     # the claims do not depend on its size
-    config = tmp_path / "release.toml"
-    config.write_text('[flows]\nmechanism = "smooth-laplace"\nemployer_alpha = 0.05\n'
-                      'employer_delta = 1e-3\n')
+    extra = without_extras(tmp_path / "release.toml", '[flows]\nmechanism = "smooth-laplace"\n'
+                           'employer_alpha = 0.05\nemployer_delta = 1e-3\n')
     out = tmp_path / "release"
-    assert run_release(data, out, SEED_A, tracking_uri, extra=("--config", str(config))) == 0
+    assert run_release(data, out, SEED_A, tracking_uri, extra=extra) == 0
     ledger = pd.read_csv(out / "internal" / "ledger.csv", dtype=str, keep_default_na=False)
     flows = ledger[ledger["tabulation_id"].str.match(r"^flows\.I\.cip2\.y\d+$")]
     assert len(flows) == 3 and flows["mechanism"].str.startswith("smooth Laplace").all()

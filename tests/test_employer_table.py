@@ -15,7 +15,8 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import SEED_A, public_table, run_release, small_data_set, store_beside
+from conftest import (SEED_A, public_table, run_release, small_data_set, store_beside,
+                      without_extras)
 from pseo_das.config import ConfigError, load_config
 from pseo_das.synth import write_synthetic
 from pseo_das.tasks.employment_flows.employer_table import employer_table_questions
@@ -182,9 +183,7 @@ def test_releases_publish_reuse_and_remeasure_the_table(tmp_path, tracking_uri):
     full = small_data_set(whole, tmp_path / "full")   # five institutions: the size is not tested
     newcomer = sorted(pd.read_parquet(full / "graduates.parquet")["institution"].astype(str))[-1]
     partial = _without_early_graduates(full, tmp_path / "partial", newcomer)
-    settings = tmp_path / "table.toml"
-    settings.write_text(TABLE)
-    extra = ("--config", str(settings))
+    extra = without_extras(tmp_path / "table.toml", TABLE)
     first, second, third = tmp_path / "r1", tmp_path / "r2", tmp_path / "r3"
     assert run_release(partial, first, SEED_A, tracking_uri, "2026Q4-a", extra) == 0
     table = pd.read_csv(public_table(first, "pseoemp_all.csv"), dtype=str)

@@ -179,12 +179,11 @@ nonemployed_weight = 1.0
 def appendix_state(synthetic_dir, tmp_path_factory):
     """flows_state of a release with the appendix's correction as earlier versions ran
     it (total = noisy sum of the cell's flows, non-employed weight 1), and its ledger."""
-    from conftest import SEED_A, run_release
+    from conftest import SEED_A, run_release, without_extras
     root = tmp_path_factory.mktemp("appendix")
-    config = root / "appendix.toml"
-    config.write_text(APPENDIX)
     uri = f"sqlite:///{root / 'audit' / 'mlflow.db'}"
-    assert run_release(synthetic_dir, root / "r", SEED_A, uri, extra=("--config", str(config))) == 0
+    assert run_release(synthetic_dir, root / "r", SEED_A, uri,
+                       extra=without_extras(root / "appendix.toml", APPENDIX)) == 0
     state = read_flows_state(root / "r" / "internal")
     return (state, pd.read_csv(root / "r" / "internal" / "ledger.csv", dtype=str),
             (root / "r" / "internal" / "drb_report.md").read_text(), root / "r")

@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from conftest import SEED_A, public_table, run_release
+from conftest import SEED_A, public_table, run_release, without_extras
 
 pytestmark = pytest.mark.slow
 
@@ -36,10 +36,9 @@ def frame_releases(tmp_path_factory):
     graduates.to_parquet(root / "data" / "graduates.parquet", index=False)
     outcomes[outcomes["person_id"].isin(graduates["person_id"])].to_parquet(
         root / "data" / "outcomes.parquet", index=False)
-    for choice in ("withhold", "flag"):
-        (root / f"{choice}.toml").write_text(f'[cells]\nframe_not_in_ipeds = "{choice}"\n')
     for name in ("withhold", "flag"):
-        extra = ("--config", str(root / f"{name}.toml"))
+        settings = f'[cells]\nframe_not_in_ipeds = "{name}"\n'
+        extra = without_extras(root / f"{name}.toml", settings)
         uri = f"sqlite:///{root / name / 'audit' / 'mlflow.db'}"
         assert run_release(root / "data", root / name / "release", SEED_A, uri, "2026Q4-frame",
                            extra) == 0

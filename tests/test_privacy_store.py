@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from conftest import SEED_A, run_release, store_beside, public_table
+from conftest import SEED_A, run_release, store_beside, public_table, without_extras
 from pseo_das.config import load_config
 from pseo_das.tasks.inputs.cells import cell_frame, cohort_attributes
 from pseo_das.tasks.inputs.ingest import read_inputs
@@ -314,8 +314,9 @@ def cohort_added(small_synthetic_dir, tmp_path_factory):
     graduates[~added].to_parquet(earlier / "graduates.parquet", index=False)
     outcomes[outcomes["person_id"].isin(graduates.loc[~added, "person_id"])] \
         .to_parquet(earlier / "outcomes.parquet", index=False)
-    assert run_release(earlier, root / "r1", SEED_A, uri, "R1") == 0
-    assert run_release(data, root / "r2", None, uri, "R2") == 0
+    lean = without_extras(root / "lean.toml")
+    assert run_release(earlier, root / "r1", SEED_A, uri, "R1", lean) == 0
+    assert run_release(data, root / "r2", None, uri, "R2", lean) == 0
     shutil.rmtree(data)
     shutil.rmtree(earlier)
     return root, store_beside(uri)

@@ -19,7 +19,7 @@ from conftest import public_table
 from pseo_das.schemas.table_package import public_table_fields
 from pseo_das.tasks.publication.flows_files import read_flows_state
 from pseo_das.tasks.publication.parquet_files import parquet_name
-from test_table_package import FRICTIONLESS, csv_text_of_parquet
+from test_table_package import FRICTIONLESS, assert_parquet_holds_csv
 
 pytestmark = pytest.mark.slow  # reads the session's releases
 
@@ -51,10 +51,8 @@ def test_the_datapackage_validates_with_frictionless(releases):
 def test_the_parquet_copies_hold_the_published_tables(releases):
     root, _ = releases
     for csv_name in public_table_fields():
-        published = pd.read_csv(public_table(root / "a", csv_name), dtype=str,
-                                keep_default_na=False)
         copy = root / "a" / "public" / "all" / "parquet" / parquet_name(csv_name)
-        pd.testing.assert_frame_equal(csv_text_of_parquet(copy), published, check_dtype=False)
+        assert_parquet_holds_csv(copy, public_table(root / "a", csv_name))
 
 
 def test_flows_state_is_compressed_parquet(releases):

@@ -30,13 +30,33 @@ def cli(*args: str) -> int:
     return stop.value.code
 
 
+@pytest.fixture(scope="module")
+def published_once(tmp_path_factory):
+    """Release R1 of a tiny data set, published once for the module in a folder `work` (its
+    data, MLflow store, privacy store and release), and a copy of that folder as made.
+    MLflow keeps no connection to a SQLite file between its sessions here (NullPool): a
+    pooled one would still point to the MLflow store a test replaced."""
+    root = tmp_path_factory.mktemp("published")
+    work = root / "work"
+    work.mkdir()
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("MLFLOW_SQLALCHEMYSTORE_POOLCLASS", "NullPool")
+        data = write_releasable(work / "data")
+        assert run_release(data, work / "R1", SEED, f"sqlite:///{work / 'audit' / 'mlflow.db'}",
+                           "R1") == 0
+        yield work, Path(shutil.copytree(work, root / "as-made"))
+
+
 @pytest.fixture
-def published(tmp_path):
-    """Release R1 of a tiny data set, published; returns (data, tracking URI, store, R1)."""
-    data = write_releasable(tmp_path / "data")
-    uri = f"sqlite:///{tmp_path / 'audit' / 'mlflow.db'}"
-    assert run_release(data, tmp_path / "R1", SEED, uri, "R1") == 0
-    return data, uri, store_beside(uri), tmp_path / "R1"
+def published(published_once):
+    """R1 as published, for a test to tamper with: the module's copy put back in `work`, at
+    the paths the MLflow store and the privacy store recorded (the store's path, R1's
+    folder, the artifacts'). Returns (data, tracking URI, store, R1)."""
+    work, made = published_once
+    shutil.rmtree(work)
+    shutil.copytree(made, work)
+    uri = f"sqlite:///{work / 'audit' / 'mlflow.db'}"
+    return work / "data", uri, store_beside(uri), work / "R1"
 
 
 def _db(store: Path) -> sqlite3.Connection:
