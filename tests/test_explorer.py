@@ -285,3 +285,20 @@ def test_pseoh_as_written_is_the_file_read_back(release):
     identifiers = list(layout(Product.PSEOE).identifiers)
     pd.testing.assert_frame_equal(_as_read(frame, identifiers), _read_codes(path, identifiers))
     assert explorer_data(release / "public", pseoh=frame) == explorer_data(release / "public")
+
+
+@pytest.mark.parametrize("categorical", [False, True])
+def test_neighbouring_institutions_with_the_same_cell_keep_their_own_histograms(categorical):
+    """Two institutions next to each other whose histograms have the same degree, field,
+    cohort and years after: each unit gets its own bins (a national release had 14 such
+    pairs; their histograms were once merged into the first institution's)."""
+    from pseo_das.tasks.publication.explorer_data import histogram_cells
+    rows = [{"institution": inst, "degree_level": "05", "cipcode": "07", "grad_cohort": "0000",
+             "years_after": "1", "bin": b, "noisy_count": count}
+            for inst, counts in (("00588900", [3, 4]), ("00591200", [5, 6])) for b, count in
+            enumerate(counts)]
+    pseoh = pd.DataFrame(rows)
+    if categorical:
+        pseoh = pseoh.astype({c: "category" for c in pseoh.columns if c != "noisy_count"})
+    assert histogram_cells(pseoh) == {"00588900": {"05|07|0000|1": [3, 4]},
+                                      "00591200": {"05|07|0000|1": [5, 6]}}
