@@ -15,6 +15,7 @@ import traceback
 from pathlib import Path
 
 from pseo_das.errors import EXIT_BAD_INPUT, EXIT_CHECK_FAILED, PseoDasError, disclosed
+from pseo_das.process_memory import limit_malloc_arenas
 
 # What a refusal's message follows, per command (fields: the parsed arguments); the other
 # commands: "pseo-das COMMAND: ".
@@ -1160,6 +1161,7 @@ def _use_seed_key(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     args = parser().parse_args(argv)
+    limit_malloc_arenas()      # before a release's threads make arenas of their own
     try:
         _use_seed_key(args)
         code = args.run(args)

@@ -19,7 +19,8 @@ FOLDERS = {"pseo_das": "pseo_das", "flows": "pseo_das.flows", "tasks": "pseo_das
 # the CIP recast) sit on the codes and the inputs; the release plan and the store readers
 # (measurements) take the products; publication, audit and the flows come last.
 LAYERS = [
-    {"pseo_das", "pseo_das.epsilon", "pseo_das.errors", "pseo_das.version", "schemas", "reports",
+    {"pseo_das", "pseo_das.epsilon", "pseo_das.errors", "pseo_das.version",
+     "pseo_das.process_memory", "schemas", "reports",
      "tasks"},
     {"tasks.privacy"},
     {"pseo_das.config"},

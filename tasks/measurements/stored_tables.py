@@ -11,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
 
+from pseo_das.process_memory import release_arrow_memory
 from pseo_das.tasks import file_task, progress
 from pseo_das.tasks.earnings.noisy_histograms import PRODUCT as EARNINGS_PRODUCT
 from pseo_das.tasks.earnings.noisy_histograms import NoisyHistograms
@@ -61,13 +61,6 @@ def keep_measurements(store_path: Path, measured: Iterable[NoisyMeasurement]) ->
     if stored:
         progress(f"kept {len(stored)} new measurement(s) in the privacy store {store_path}")
     return stored
-
-
-def release_arrow_memory() -> None:
-    """Give back to the system what Arrow's memory pool keeps of the buffers it freed
-    (mimalloc holds them for reuse: 0.8 GB after encoding one national flows table to
-    Parquet), so the numpy arrays of the next table do not come on top of it."""
-    pa.default_memory_pool().release_unused()
 
 
 def _categorical_cells(cells: pd.DataFrame) -> pd.DataFrame:

@@ -25,7 +25,7 @@ from pseo_das.tasks.employment_flows.division_flows import (FLOWS_STATE_CSV, FLO
                                                             FLOWS_STATE_SCHEMA, FlowsRelease,
                                                             PseofPart, PublishedFlowsChecks,
                                                             flows_state_rows, pseof_chunks)
-from pseo_das.tasks.measurements.stored_tables import release_arrow_memory
+from pseo_das.process_memory import release_arrow_memory
 from pseo_das.tasks.publication.explorer_data import NATION, FlowCells, FlowColumns
 from pseo_das.tasks.publication.parquet_files import ParquetCopyWriter
 from pseo_das.tasks.publication.metadata_files import ALL_STATES, row_states, state_file_name
