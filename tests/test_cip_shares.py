@@ -83,6 +83,16 @@ def test_shares_fall_back_through_the_four_levels():
         .sum().round(12).eq(1).all()
 
 
+def recast_inputs_at_a():
+    """The 4-digit transitions, 15.05's hard-coded split and institution A's completions of
+    2001 (01.0301 x 3, 01.0309 x 1) of the recast tests."""
+    hard_coded = pd.DataFrame([("15.05", "15.05", 0.6), ("15.05", "15.17", 0.4)],
+                              columns=["cip2010", "cip2020", "share"])
+    counts = transition_counts(completions([("05", "A", 2001, "01.0301", 3),
+                                            ("05", "A", 2001, "01.0309", 1)]), CROSSWALK.six_digit, 4)
+    return CROSSWALK.transitions(4), hard_coded, counts
+
+
 def test_a_recast_table_keeps_every_population_total_and_follows_the_routes():
     from pseo_das.tasks.cip_recast.recast import RecastError, recast_table
     rng = np.random.default_rng(11)
@@ -91,11 +101,7 @@ def test_a_recast_table_keeps_every_population_total_and_follows_the_routes():
         "degree_level": ["05"] * 4, "cipcode": ["01.03", "19.00", "15.05", "01.03"],
         "grad_cohort": [2001] * 4, "grad_cohort_years": [3] * 4})
     values = rng.integers(-5, 40, size=(4, 21))
-    transitions = CROSSWALK.transitions(4)
-    hard_coded = pd.DataFrame([("15.05", "15.05", 0.6), ("15.05", "15.17", 0.4)],
-                              columns=["cip2010", "cip2020", "share"])
-    counts = transition_counts(completions([("05", "A", 2001, "01.0301", 3),
-                                            ("05", "A", 2001, "01.0309", 1)]), CROSSWALK.six_digit, 4)
+    transitions, hard_coded, counts = recast_inputs_at_a()
     keyed = cells.rename(columns={"cipcode": "cip2010"})
     shares = transition_shares(keyed, counts, transitions)
     recast = recast_table(cells, values, transitions, hard_coded, shares, b"s" * 32,
@@ -180,11 +186,7 @@ def test_kept_cells_are_added_to_the_recast_cells_of_their_code():
                     "15.05"],
         "grad_cohort": 2001, "grad_cohort_years": 3})
     values = rng.integers(-5, 40, size=(9, 21))
-    transitions = CROSSWALK.transitions(4)
-    hard_coded = pd.DataFrame([("15.05", "15.05", 0.6), ("15.05", "15.17", 0.4)],
-                              columns=["cip2010", "cip2020", "share"])
-    counts = transition_counts(completions([("05", "A", 2001, "01.0301", 3),
-                                            ("05", "A", 2001, "01.0309", 1)]), CROSSWALK.six_digit, 4)
+    transitions, hard_coded, counts = recast_inputs_at_a()
     shares = transition_shares(cells.rename(columns={"cipcode": "cip2010"}), counts, transitions)
     kept = cells.iloc[[0, 1, 4, 6]].assign(cipcode=["01.03", "51.12", "15.17", "01.10"])
     kept_values = rng.integers(-5, 40, size=(4, 21))

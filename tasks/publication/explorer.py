@@ -70,12 +70,12 @@ def write_explorer(out: Path, data: ExplorerData, board: dict | None = None,
             _link_or_copy(share_with / name, out / name)
         else:
             shutil.copyfile(source, out / name)
-    for unit, value in data.units.items():
+    for unit in data.units:                 # one unit's data made at a time
         name = unit_file(unit)
         if share_with is not None:
             _link_or_copy(share_with / name, out / name)
         else:
-            (out / name).write_text(script(f"u_{unit}", value))
+            (out / name).write_text(script(f"u_{unit}", data.units[unit]))
     facts = data.facts | {"board": board is not None}
     (out / DATA / f"{RELEASE_DATA}.js").write_text(script(RELEASE_DATA, facts))
     if board is not None:
@@ -100,7 +100,7 @@ def write_release_explorers(release: Path, data: ExplorerData | None = None
 
 
 def _earnings(data: ExplorerData) -> dict[str, dict[str, list]]:
-    return {unit: value["earnings"] for unit, value in data.units.items()}
+    return data.units.part("earnings")
 
 
 def default_out(release: Path) -> Path:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -207,7 +208,7 @@ class FlowColumns:
             [("D", d, i) for d in self.divisions for i in industries]
 
 
-def flow_cells(pseof: pd.DataFrame, columns: FlowColumns) -> dict[str, dict[str, dict]]:
+def flow_cells(pseof: pd.DataFrame, columns: FlowColumns) -> "FlowUnits":
     """unit -> cell key -> {"y1": {"emp": [value per national destination and per division
     (all industries)], "sectors": [destination index, value, ...] for the division x sector
     flows that are not 0, "instate": [value per national destination], "nme": value}, ...},
@@ -294,32 +295,59 @@ class FlowCells:
                 self._values = np.concatenate([self._values, more])
         return row
 
-    def units(self) -> dict[str, dict[str, dict]]:
-        """unit -> cell key -> the cell's flows (`flow_cells`)."""
+    def units(self) -> "FlowUnits":
+        """unit -> cell key -> the cell's flows (`flow_cells`), each unit's made when it is
+        asked for (`FlowUnits`)."""
+        return FlowUnits(self)
+
+    def cells_of(self, rows: list[int], keys: list[str]) -> dict[str, dict]:
+        """cell key -> the flows of the origin cells `rows` (in `_values`), keyed `keys`."""
         width, n_destinations = self.width, self.n_destinations
         totals = list(range(0, n_destinations, width))                  # all industries
         sector_columns = np.array([c for c in range(width, n_destinations) if c % width])
-        values = self._values[:len(self._origin_row)]
+        values = self._values[rows]
 
         def sparse(block: np.ndarray) -> list[list[int]]:
             rows, cols = np.nonzero(block)
-            bounds = 2 * np.searchsorted(rows, np.arange(len(block) + 1))
-            flat = decoded(np.stack([sector_columns[cols], block[rows, cols]], axis=1).ravel())
-            return [flat[a:b] for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist())]
+            bounds = np.searchsorted(rows, np.arange(len(block) + 1))
+            flat = np.stack([sector_columns[cols], block[rows, cols]], axis=1)
+            return [decoded(flat[a:b].ravel().tolist()) for a, b in zip(bounds[:-1], bounds[1:])]
 
-        per_year = {}
+        cells: dict[str, dict] = {key: {} for key in keys}
         for j, k in enumerate(YEARS_AFTER):
             emp = values[:, j, :n_destinations]
-            per_year[k] = (decoded(emp[:, totals[:1] + list(range(1, width)) + totals[1:]]),
-                           sparse(emp[:, sector_columns]),
-                           decoded(values[:, j, n_destinations:-1]), decoded(values[:, j, -1]))
-        units: dict[str, dict[str, dict]] = {}
-        for n, (unit, *cell) in enumerate(self._origin_row):
-            units.setdefault(unit, {})["|".join(cell)] = {
-                f"y{k}": {"emp": emp[n], "sectors": sectors[n], "instate": instate[n],
-                          "nme": nme[n]}
-                for k, (emp, sectors, instate, nme) in per_year.items()}
-        return units
+            shown = emp[:, totals[:1] + list(range(1, width)) + totals[1:]].tolist()
+            sectors = sparse(emp[:, sector_columns])
+            instate = values[:, j, n_destinations:-1].tolist()
+            nme = values[:, j, -1].tolist()
+            for n, key in enumerate(keys):
+                cells[key][f"y{k}"] = {"emp": decoded(shown[n]), "sectors": sectors[n],
+                                       "instate": decoded(instate[n]),
+                                       "nme": decoded([nme[n]])[0]}
+        return cells
+
+
+class FlowUnits(Mapping):
+    """unit -> cell key -> the cell's flows (`flow_cells`) of a `FlowCells`, a unit's made
+    when it is asked for: memory holds one unit's lists, not every unit's (a national
+    release's were several GB of Python lists at once in "write release files")."""
+
+    def __init__(self, cells: FlowCells):
+        self._cells = cells
+        self._rows: dict[str, tuple[list[int], list[str]]] = {}
+        for n, (unit, *cell) in enumerate(cells._origin_row):
+            rows, keys = self._rows.setdefault(unit, ([], []))
+            rows.append(n)
+            keys.append("|".join(cell))
+
+    def __getitem__(self, unit: str) -> dict[str, dict]:
+        return self._cells.cells_of(*self._rows[unit])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._rows)
+
+    def __len__(self) -> int:
+        return len(self._rows)
 
 
 def labels(name: str, code: str = "", keep=None) -> dict[str, str]:
@@ -346,11 +374,35 @@ def dollar_years(notes: str) -> dict[str, str | None]:
             "bins": bins.group(1) if bins else None}
 
 
+class UnitData(Mapping):
+    """unit -> its data file's content, {"earnings": ..., "histograms": ..., "flows": ...}
+    (`parts`, each unit -> its cells; {} where a part has none), made when it is asked for:
+    the flows of one unit at a time (`FlowUnits`)."""
+
+    def __init__(self, units: list[str], parts: dict[str, Mapping[str, dict]]):
+        self._units, self._known, self._parts = units, set(units), parts
+
+    def part(self, name: str) -> dict[str, dict]:
+        """unit -> the cells of one part (`earnings`, `histograms` or `flows`)."""
+        return {unit: self._parts[name].get(unit, {}) for unit in self._units}
+
+    def __getitem__(self, unit: str) -> dict[str, dict]:
+        if unit not in self._known:
+            raise KeyError(unit)
+        return {name: part.get(unit, {}) for name, part in self._parts.items()}
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._units)
+
+    def __len__(self) -> int:
+        return len(self._units)
+
+
 @dataclass(frozen=True)
 class ExplorerData:
     """The explorer's data files: `facts` (release.js) and one file per unit."""
     facts: dict
-    units: dict[str, dict]
+    units: UnitData
 
 
 def explorer_data(public: Path, pseof_flows: FlowCells | None = None,
@@ -412,9 +464,8 @@ def explorer_data(public: Path, pseof_flows: FlowCells | None = None,
         },
         "rows": {"pseoe": len(pseoe), "pseoh": len(pseoh), "pseof": pseof_rows},
     }
-    return ExplorerData(facts, {unit: {"earnings": earnings.get(unit, {}),
-                                       "histograms": histograms.get(unit, {}),
-                                       "flows": flows.get(unit, {})} for unit in units})
+    return ExplorerData(facts, UnitData(units, {"earnings": earnings, "histograms": histograms,
+                                                "flows": flows}))
 
 
 def script(name: str, value) -> str:
