@@ -96,7 +96,7 @@ def flagged(values: pd.Series, status: pd.Series) -> np.ndarray:
     return out
 
 
-def decoded(numbers: np.ndarray) -> list:
+def decoded(numbers: np.ndarray | list) -> list:
     """The page's values of an array of `flagged` integers (nested lists for more than one
     dimension): the number, SUPPRESSED or None."""
     numbers = np.asarray(numbers)
