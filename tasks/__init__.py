@@ -108,6 +108,24 @@ class _WithoutTraceback(logging.Filter):
 _RUN_LOGS = _WithoutTraceback()
 
 
+class _WithoutDrainNotice(logging.Filter):
+    """Prefect's "Still processing items: N items remaining..." (a WARNING of its events
+    worker, logger `EventsWorker`, when sending its last events to the server takes a while
+    at exit, as on a loaded machine): Prefect's own bookkeeping, not the release's. Dropped
+    once `runs` hides the refusals the CLI reports (not with --debug)."""
+
+    def __init__(self, runs: _WithoutTraceback) -> None:
+        super().__init__()
+        self.runs = runs
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (self.runs.expected
+                    and record.getMessage().startswith("Still processing items"))
+
+
+_DRAIN_NOTICE = _WithoutDrainNotice(_RUN_LOGS)
+
+
 def _class_names(classes: tuple[type[BaseException], ...]) -> set[str]:
     """The names of `classes` and of every subclass of them."""
     names, todo = set(), list(classes)
@@ -122,11 +140,14 @@ def _class_names(classes: tuple[type[BaseException], ...]) -> set[str]:
 def hide_tracebacks_of(*expected: type[BaseException]) -> None:
     """Prefect's run logs show no traceback of a withheld error, and no warning or error
     line at all about an exception of these classes (the refusals the CLI reports itself;
-    `--debug` does not call this)."""
+    `--debug` does not call this), nor, once there are such classes, the events worker's
+    drain notice (`_WithoutDrainNotice`)."""
     _RUN_LOGS.expected += expected
     for name in ("prefect.flow_runs", "prefect.task_runs"):
         if _RUN_LOGS not in logging.getLogger(name).filters:
             logging.getLogger(name).addFilter(_RUN_LOGS)
+    if _DRAIN_NOTICE not in logging.getLogger("EventsWorker").filters:
+        logging.getLogger("EventsWorker").addFilter(_DRAIN_NOTICE)
 
 
 def _deferred_task(**options) -> Callable[[Callable], DeferredTask]:
