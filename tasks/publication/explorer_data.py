@@ -311,19 +311,18 @@ class FlowCells:
             rows, cols = np.nonzero(block)
             bounds = np.searchsorted(rows, np.arange(len(block) + 1))
             flat = np.stack([sector_columns[cols], block[rows, cols]], axis=1)
-            return [decoded(flat[a:b].ravel().tolist()) for a, b in zip(bounds[:-1], bounds[1:])]
+            return [decoded(flat[a:b].ravel()) for a, b in zip(bounds[:-1], bounds[1:])]
 
         cells: dict[str, dict] = {key: {} for key in keys}
         for j, k in enumerate(YEARS_AFTER):
             emp = values[:, j, :n_destinations]
-            shown = emp[:, totals[:1] + list(range(1, width)) + totals[1:]].tolist()
+            shown = decoded(emp[:, totals[:1] + list(range(1, width)) + totals[1:]])
             sectors = sparse(emp[:, sector_columns])
-            instate = values[:, j, n_destinations:-1].tolist()
-            nme = values[:, j, -1].tolist()
-            for n, key in enumerate(keys):
-                cells[key][f"y{k}"] = {"emp": decoded(shown[n]), "sectors": sectors[n],
-                                       "instate": decoded(instate[n]),
-                                       "nme": decoded([nme[n]])[0]}
+            instate = decoded(values[:, j, n_destinations:-1])
+            nme = decoded(values[:, j, -1])
+            for n, key in enumerate(keys):   # decoded a year's cells at once, not cell by cell
+                cells[key][f"y{k}"] = {"emp": shown[n], "sectors": sectors[n],
+                                       "instate": instate[n], "nme": nme[n]}
         return cells
 
 
