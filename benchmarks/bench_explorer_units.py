@@ -1,0 +1,33 @@
+"""Peak memory and CPU of making a national-size explorer FlowCells into unit JSON (docs/operate/scale.md):
+
+    .venv/bin/python benchmarks/bench_explorer_units.py lazy|eager UNITS CELLS_PER_UNIT   (under /usr/bin/time)
+
+"lazy": one unit at a time, as a release does (FlowUnits); "eager": every unit's lists at once
+(as FlowCells.units() did before 544c401). Random counts; prints peak RSS and CPU."""
+import json
+import resource
+import sys
+import time
+
+import numpy as np
+from pseo_das.tasks.publication.explorer_data import FlowCells, FlowColumns
+from pseo_das.schemas.codes import NAICS_SECTORS
+from pseo_das.tasks.employment_flows.division_flows import DIVISIONS
+mode, units, cells_per_unit = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+columns = FlowColumns(sorted(NAICS_SECTORS), sorted(DIVISIONS))
+n = units * cells_per_unit
+fc = FlowCells(columns, n)
+rng = np.random.default_rng(1)
+fc._values[:] = rng.integers(-1, 400, size=fc._values.shape, dtype=np.int32)
+for u in range(units):
+    for c in range(cells_per_unit):
+        fc._row((f"{u:08d}", "05", f"{c % 50:02d}", f"{2000 + c // 50}"))
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+t = time.process_time()
+fu = fc.units()
+if mode == "eager":
+    fu = {u: fu[u] for u in fu}
+size = sum(len(json.dumps(fu[u])) for u in fu)
+print(f"{mode}: {n:,} origin cells, values {fc._values.nbytes/1e6:.0f} MB; peak before {base:.0f} MB, "
+      f"after {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss/1024:.0f} MB; "
+      f"{time.process_time()-t:.1f} CPU s; JSON {size/1e6:.0f} MB")
