@@ -123,10 +123,23 @@ def xdist_group(item) -> str | None:
 
 @pytest.fixture(scope="session", autouse=True)
 def prefect_server():
-    """One temporary Prefect server (and database) for the whole test session."""
+    """One temporary Prefect server (and database) for the whole test session, named in the
+    environment too (PREFECT_API_URL): the releases run in this process and the CLI
+    processes the tests start report to it instead of each booting a server of its own
+    (4-5 CPU s each). A test of the CLI's own server takes PREFECT_API_URL out of the
+    environment it gives its process."""
+    from prefect.settings import PREFECT_API_URL
     from prefect.testing.utilities import prefect_test_harness
+    before = os.environ.get("PREFECT_API_URL")
     with prefect_test_harness(server_startup_timeout=120):
-        yield
+        os.environ["PREFECT_API_URL"] = PREFECT_API_URL.value()
+        try:
+            yield
+        finally:
+            if before is None:
+                del os.environ["PREFECT_API_URL"]
+            else:
+                os.environ["PREFECT_API_URL"] = before
 
 
 @pytest.fixture(scope="session")

@@ -56,12 +56,13 @@ def store_rows(store: Path) -> tuple[list, list, list]:
 
 
 def session_server_env() -> dict[str, str]:
-    """This process's environment with the session's Prefect server (conftest.prefect_server)
-    as the API: the killed and the resumed releases report to it instead of each booting a
-    server of its own, and the kill (of the release's process group) leaves it running.
-    (A release killed with the server it started: the test of no server left behind.)"""
-    from prefect.settings import PREFECT_API_URL
-    return os.environ | {"PREFECT_API_URL": PREFECT_API_URL.value()}
+    """This process's environment, which names the session's Prefect server
+    (conftest.prefect_server): the killed and the resumed releases report to it instead of
+    each booting a server of its own, and the kill (of the release's process group) leaves
+    it running. (A release killed with the server it started: the test of no server left
+    behind.)"""
+    assert os.environ.get("PREFECT_API_URL")
+    return dict(os.environ)
 
 
 def assert_absent_or_complete(out: Path) -> None:

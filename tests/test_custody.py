@@ -82,6 +82,7 @@ def custody(tmp_path_factory):
     refused = run(*refusal)
     printed = "".join(run.stdout + run.stderr for run in (resumed, audited, refused))
     assert SEED_A not in printed     # nor is the seed printed (it was given, never echoed)
+    assert "Error logging to API" not in printed   # each run's own server outlived its flows
     return root, (data, ragged), refused
 
 

@@ -265,17 +265,16 @@ def test_the_lifetime_cap_refuses_the_table_before_any_noise(tmp_path, tracking_
     data = tmp_path / "data"
     write_synthetic(data, graduates=3_000, seed=12, progress=lambda _: None, employers=True)
     store = init_store(store_beside(tracking_uri), lifetime_cap=Fraction(8))
-    settings = tmp_path / "table.toml"
-    settings.write_text(TABLE)
     out = tmp_path / "r"
-    code = run_release(data, out, SEED_A, tracking_uri, "2026Q4-cap", ("--config", str(settings)),
-                       store=store)
+    code = run_release(data, out, SEED_A, tracking_uri, "2026Q4-cap",
+                       without_extras(tmp_path / "table.toml", TABLE), store=store)
     assert code == 2 and not out.exists()
     with PrivacyStore.open(store) as opened:   # nothing recorded, so nothing drawn
         assert opened.table("SELECT COUNT(*) AS n FROM releases")["n"].iloc[0] == 0
         assert opened.table("SELECT COUNT(*) AS n FROM measurements")["n"].iloc[0] == 0
     # without the table the same release fits (7.5 of 8)
-    assert run_release(data, out, SEED_A, tracking_uri, "2026Q4-cap", store=store) == 0
+    assert run_release(data, out, SEED_A, tracking_uri, "2026Q4-cap",
+                       without_extras(tmp_path / "lean.toml"), store=store) == 0
 
 
 def test_the_audit_knows_the_table_and_its_configured_epsilon():

@@ -77,18 +77,17 @@ def test_division_and_national_flows_are_sums_of_state_flows(published):
     pseof, state = published
     pseof = pseof[(pseof["inst_level"] == "I") & (pseof["grad_cohort"] != "0000")]
     employed = state[state["industry"] != NONEMPLOYED_INDUSTRY]
-    division = employed["state"].map(DIVISION_OF_STATE)
-    sums = {
-        "D": pd.concat([employed.assign(geography=division, industry="00"),
-                        employed.assign(geography=division)]),
-        "N": pd.concat([employed.assign(geography="00", industry="00"),
-                        employed.assign(geography="00")]),
-    }
+    employed = employed.assign(geography=employed["state"].map(DIVISION_OF_STATE))
     keys = ORIGIN + ["geography", "industry"]
-    expected_by_years_after = {geo_level: rows.groupby(["years_after"] + keys)["corrected_count"].sum()
-                               for geo_level, rows in sums.items()}
+    employed = employed.astype({key: "category" for key in keys})   # grouped by codes
+    expected_by_years_after = {}
+    for geo_level, rows in (("D", employed), ("N", employed.assign(geography="00"))):
+        by_industry = rows.groupby(["years_after"] + keys, sort=False)["corrected_count"].sum()
+        every_industry = rows.assign(industry="00") \
+            .groupby(["years_after"] + keys, sort=False)["corrected_count"].sum()
+        expected_by_years_after[geo_level] = pd.concat([by_industry, every_industry]).sort_index()
     for k in YEARS:
-        for geo_level in sums:
+        for geo_level in expected_by_years_after:
             expected = expected_by_years_after[geo_level].loc[k]
             shown = pseof.loc[(pseof["geo_level"] == geo_level)
                               & (pseof[f"status_y{k}_grads_emp"] == 1), keys + [f"y{k}_grads_emp"]]

@@ -2,6 +2,7 @@
 runs): checked in a fresh interpreter per command, the way a user starts them."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -15,9 +16,12 @@ PROBE = ("import sys\nfrom pseo_das.cli import main\ntry:\n    main(sys.argv[1:]
 
 
 def loaded_by(args: list[str], cwd) -> set[str]:
-    """The heavy packages `pseo-das ARGS` imported (stderr's last line of the probe)."""
+    """The heavy packages `pseo-das ARGS` imported (stderr's last line of the probe), run
+    with no Prefect server configured (`schedule` then prints what it needs instead of
+    serving its deployment until interrupted)."""
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
     done = subprocess.run([sys.executable, "-c", PROBE, *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=300)
+                          text=True, timeout=300, env=env)
     assert "usage:" not in done.stderr, done.stderr       # the command itself ran
     return set(done.stderr.strip().splitlines()[-1].split()) if done.stderr.strip() else set()
 
