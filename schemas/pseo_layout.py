@@ -391,7 +391,8 @@ CELL_HASH_KEYS = ("pseo-das-cells-1", "pseo-das-cells-2")
 def text_column(column: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
     """A column's values as the text a CSV file of it holds: Arrow's CSV writer casts each
     column to text (as here) and writes a null as the empty field."""
-    return pc.fill_null(column.cast(pa.string()), "")
+    text = column.cast(pa.string())
+    return pc.fill_null(text, "") if column.null_count else text
 
 
 def text_table(table: pa.Table) -> pa.Table:
