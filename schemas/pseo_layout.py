@@ -391,8 +391,21 @@ CELL_HASH_KEYS = ("pseo-das-cells-1", "pseo-das-cells-2")
 def text_column(column: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
     """A column's values as the text a CSV file of it holds: Arrow's CSV writer casts each
     column to text (as here) and writes a null as the empty field."""
-    text = column.cast(pa.string())
+    if column.type == pa.int8():             # flags: their text looked up, not formatted
+        text = pa.chunked_array([_int8_text(chunk) for chunk in column.chunks], pa.string()) \
+            if isinstance(column, pa.ChunkedArray) else _int8_text(column)
+    else:
+        text = column.cast(pa.string())
     return pc.fill_null(text, "") if column.null_count else text
+
+
+_INT8_TEXT = pa.array([str(byte - 256 if byte > 127 else byte) for byte in range(256)],
+                      pa.string())     # the text of each int8 value, by its byte
+
+
+def _int8_text(array: pa.Array) -> pa.Array:
+    return _INT8_TEXT.take(pa.Array.from_buffers(pa.uint8(), len(array), array.buffers(),
+                                                 array.null_count, array.offset))
 
 
 def text_table(table: pa.Table) -> pa.Table:
