@@ -44,8 +44,21 @@ class CodedColumn:
     def encode(cls, column: pa.Array | pa.ChunkedArray) -> CodedColumn:
         if isinstance(column, pa.ChunkedArray):
             column = column.combine_chunks()
+        if pa.types.is_dictionary(column.type) and not column.null_count:
+            return cls._recode(column)
         coded = pc.dictionary_encode(column)
         return cls(coded.dictionary, coded.indices.to_numpy(zero_copy_only=False))
+
+    @classmethod
+    def _recode(cls, column: pa.DictionaryArray) -> CodedColumn:
+        """A column already coded (`pseo_layout.text_column` of flags): the distinct values
+        its rows hold, from its dictionary, without reading a string per row."""
+        index = column.indices.to_numpy()
+        held = np.flatnonzero(np.bincount(index, minlength=len(column.dictionary)))
+        coded = pc.dictionary_encode(column.dictionary.take(held))
+        position = np.zeros(len(column.dictionary), np.int64)
+        position[held] = coded.indices.to_numpy()
+        return cls(coded.dictionary, position[index])
 
     def __len__(self) -> int:
         return len(self.index)

@@ -390,8 +390,26 @@ CELL_HASH_KEYS = ("pseo-das-cells-1", "pseo-das-cells-2")
 
 def text_column(column: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
     """A column's values as the text a CSV file of it holds: Arrow's CSV writer casts each
-    column to text (as here) and writes a null as the empty field."""
-    return pc.fill_null(column.cast(pa.string()), "")
+    column to text (as here) and writes a null as the empty field. int8 flags without
+    nulls come coded (a dictionary of their text: the layout check reads each text once)."""
+    if column.type == pa.int8() and not column.null_count:   # flags: coded by their byte
+        return pa.chunked_array([_int8_text(chunk) for chunk in column.chunks], _INT8_CODED) \
+            if isinstance(column, pa.ChunkedArray) else _int8_text(column)
+    text = column.cast(pa.string())
+    return pc.fill_null(text, "") if column.null_count else text
+
+
+_INT8_TEXT = pa.array([str(byte - 256 if byte > 127 else byte) for byte in range(256)],
+                      pa.string())     # the text of each int8 value, by its byte
+_INT8_CODED = pa.dictionary(pa.uint8(), pa.string())
+
+
+def _int8_text(array: pa.Array) -> pa.DictionaryArray:
+    """An int8 array's text as a dictionary array: its bytes index their text (one
+    dictionary, not a string per row: the writer and the check read each text once)."""
+    return pa.DictionaryArray.from_arrays(
+        pa.Array.from_buffers(pa.uint8(), len(array), array.buffers(), 0, array.offset),
+        _INT8_TEXT)
 
 
 def text_table(table: pa.Table) -> pa.Table:
@@ -400,7 +418,8 @@ def text_table(table: pa.Table) -> pa.Table:
 
 
 def as_text(table: pa.Table) -> pd.DataFrame:
-    return text_table(table).to_pandas()
+    return pa.table([column.cast(pa.string()) for column in text_table(table).columns],
+                    names=table.column_names).to_pandas()
 
 
 class TableCheck:

@@ -52,3 +52,18 @@ def test_row_hashes_agree_exactly_on_equal_rows_across_blocks():
     swapped = row_hashes([_column(["1"]), _column(["a"])], "pseo-das-cells-1")
     assert swapped[0] != one[0]
     assert row_hashes(first, "pseo-das-cells-2")[0] != one[0]
+
+
+def test_a_coded_column_is_read_as_its_text():
+    """A dictionary column (the text of int8 flags, `pseo_layout.text_column`) is coded from
+    its dictionary: each row's text and the distinct values held are those of its text."""
+    from pseo_das.schemas.pseo_layout import text_column
+    flags = pa.array(RNG.choice([-1, 1, 5], 300), pa.int8())
+    coded = text_column(pa.chunked_array([flags[:100], flags[100:]]))
+    assert pa.types.is_dictionary(coded.type)
+    values = [str(v) for v in flags.to_pylist()]
+    column = CodedColumn.encode(coded)
+    assert [column.text(r) for r in range(len(values))] == values
+    assert sorted(column.distinct()) == sorted(set(values))
+    assert (column.isin({"5"}) == [v == "5" for v in values]).all()
+    assert (row_hashes([column], "0123456789abcdef") == row_hashes([_column(values)], "0123456789abcdef")).all()

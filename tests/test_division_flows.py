@@ -7,7 +7,8 @@ import pytest
 from pseo_das.schemas.codes import NAICS_SECTORS, STATE_FIPS, STATUS_NOT_AVAILABLE, STATUS_SUPPRESSED
 from pseo_das.tasks.employment_flows.division_flows import (PublishedFlowsChecks, flows_state_rows,
                                                             flows_table, institution_state_flows,
-                                                            origin_tables, pseof_chunks, pseof_parts,
+                                                            origin_tables, pseof_chunks, pseof_frame,
+                                                            pseof_parts,
                                                             unobserved_division_share,
                                                             unobserved_states)
 from pseo_das.tasks.codes.destinations import NONEMPLOYED, N_DESTINATIONS, N_STATES
@@ -161,7 +162,7 @@ def test_pseof_built_in_chunks_is_the_whole_file_row_for_row(monkeypatch):
     whole = flows_table(origins)
     parts = pseof_parts(origins)
     for rows_per_chunk in (1, 7, 200, 10 ** 6):
-        chunks = [rows for _, _, rows in pseof_chunks(parts, rows_per_chunk)]
+        chunks = [pseof_frame(rows) for _, _, rows in pseof_chunks(parts, rows_per_chunk)]
         if rows_per_chunk < 10 ** 6:
             assert len(chunks) > len(parts)      # some level is split between chunks
         pd.testing.assert_frame_equal(pd.concat(chunks, ignore_index=True), whole)
@@ -175,7 +176,7 @@ def published_checks(corrupt=None) -> dict[str, str]:
     checks.expect_divisions(FLOWS, *flows_state_rows(FLOWS))
     for part, start, chunk in pseof_chunks(pseof_parts(origin_tables(FLOWS, np.zeros((3, 9), bool))), 20):
         if corrupt is not None:
-            chunk = corrupt(part, chunk)
+            chunk = pa.Table.from_pandas(corrupt(part, pseof_frame(chunk)), preserve_index=False)
         checks.add(part, start, chunk)
     return {c["name"].split(" (")[0]: c["result"] for c in checks.results()}
 

@@ -97,3 +97,16 @@ def test_a_table_breaking_a_rule_is_refused_in_stream_as_validate_layout_refuses
     assert stop.value.code == 1 and all(str(p) in out for p in problems)
     result = official_layout_check(public, [check], CIP_2020)["result"]
     assert result == f"FAILED ({len(problems)} problems; first: {problems[0]})"
+
+
+def test_text_column_is_the_text_arrow_writes():
+    """text_column (what the writer writes and the check reads) is Arrow's text of each value,
+    null as empty: int8 flags looked up by their byte (any value, nulls, slices, chunks) and
+    every other type cast."""
+    from pseo_das.schemas.pseo_layout import text_column
+    flags = pa.array(list(range(-128, 128)) + [None, 5, -1], pa.int8())
+    counts = pa.array([0, 7, None, 12345678901], pa.int64())
+    for column in (flags, flags.slice(3, 200), pa.chunked_array([flags.slice(250), flags[:9]]),
+                   counts, pa.chunked_array([counts, counts.slice(2)])):
+        assert text_column(column).to_pylist() == [
+            "" if v is None else str(v) for v in column.to_pylist()]

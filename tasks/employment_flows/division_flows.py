@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from pseo_das.schemas.codes import (CENSUS_DIVISIONS, DIVISION_OF_STATE, NAICS_SECTORS,
                                     STATE_FIPS, STATUS_NOT_AVAILABLE,
@@ -202,6 +204,11 @@ class OriginLevelRows:
     in_table: dict[int, np.ndarray]            # years-after -> table row of each union cell
     tables: dict[int, OriginTable]             # years-after -> origin table
 
+    @cached_property
+    def id_table(self) -> pa.Table:
+        """`ids` as Arrow columns (what each chunk of rows takes its identifiers from)."""
+        return pa.Table.from_pandas(self.ids, preserve_index=False)
+
 
 @dataclass(frozen=True)
 class PseofPart:
@@ -260,25 +267,27 @@ def pseof_parts(origins: list[OriginTable]) -> list[PseofPart]:
     return sorted(parts, key=lambda part: part.agg_level)
 
 
-def part_rows(part: PseofPart, start: int = 0, stop: int | None = None) -> pd.DataFrame:
+def part_table(part: PseofPart, start: int = 0, stop: int | None = None) -> pa.Table:
     """pseof rows of the origin cells start:stop of one part, the official columns in order:
-    one row per origin cell x geography x industry. A years-after the cell does not have is
-    not available (-1); a suppressed division flow is 5 (non-employment, which has no
-    geography, is never suppressed). Non-employment is a measure of the origin, not of a
-    destination: published on the nation's all-industries row only, empty and not available
-    (-1) on the sector and division rows, as the real files carry it
-    (`pseo_layout.ORIGIN_MEASURE_LEVELS`)."""
+    one row per origin cell x geography x industry, built as Arrow columns (what the files
+    are written from). A years-after the cell does not have is not available (-1); a
+    suppressed division flow is 5 (non-employment, which has no geography, is never
+    suppressed). Non-employment is a measure of the origin, not of a destination: published
+    on the nation's all-industries row only, empty and not available (-1) on the sector and
+    division rows, as the real files carry it (`pseo_layout.ORIGIN_MEASURE_LEVELS`)."""
     origin, per_cell = part.origin, part.rows_per_cell
     stop = part.n_cells if stop is None else min(stop, part.n_cells)
     n = max(stop - start, 0)
-    frame = origin.ids.iloc[np.repeat(np.arange(start, start + n), per_cell)].reset_index(drop=True)
-    frame.insert(0, "agg_level_pseo", part.agg_level)
-    geographies = np.array(part.geographies, dtype=object)   # tiled as references to the codes
-    industries = np.array(part.industries, dtype=object)
-    columns: dict[str, object] = {"geo_level": part.geo_level,
-                                  "geography": np.tile(np.repeat(geographies, len(industries)), n),
-                                  "ind_level": part.ind_level,
-                                  "industry": np.tile(industries, n * len(geographies))}
+    ids = origin.id_table.take(np.repeat(np.arange(start, start + n), per_cell))
+    destination = np.tile(np.arange(per_cell), n)      # geography-major, industry-minor
+    everywhere = np.zeros(n * per_cell, np.int8)
+    columns: dict[str, pa.Array | pa.ChunkedArray] = {
+        "agg_level_pseo": pa.array(np.full(n * per_cell, part.agg_level, np.int64)),
+        **{name: ids.column(name) for name in ids.column_names},
+        "geo_level": _codes([part.geo_level], everywhere),
+        "geography": _codes(part.geographies, destination // len(part.industries)),
+        "ind_level": _codes([part.ind_level], everywhere),
+        "industry": _codes(part.industries, destination % len(part.industries))}
     for k in YEARS_AFTER:
         rows = origin.in_table[k][start:stop] if k in origin.in_table else None
         table, block, nonemployed = origin.tables.get(k), None, None
@@ -288,13 +297,24 @@ def part_rows(part: PseofPart, start: int = 0, stop: int | None = None) -> pd.Da
             nonemployed = table.corrected[at, NONEMPLOYED]
         columns.update(_year_columns(k, n, per_cell, rows, block, nonemployed,
                                      carries_origin_measures(part.geo_level, part.ind_level)))
-    frame = pd.concat([frame, pd.DataFrame(columns, index=frame.index)], axis=1)   # one copy
-    return frame[list(layout(PRODUCT).columns)]
+    return pa.table([columns[name] for name in layout(PRODUCT).columns],
+                    names=list(layout(PRODUCT).columns))
+
+
+def part_rows(part: PseofPart, start: int = 0, stop: int | None = None) -> pd.DataFrame:
+    """`part_table` as a frame (`pseof_frame`)."""
+    return pseof_frame(part_table(part, start, stop))
+
+
+def pseof_frame(rows: pa.Table) -> pd.DataFrame:
+    """pseof rows (`part_table`) as a frame: codes as text, measures as Int64 (empty: NA),
+    flags int8."""
+    return rows.to_pandas(types_mapper={pa.int64(): pd.Int64Dtype()}.get)
 
 
 def _year_columns(k: int, n_cells: int, per_cell: int, rows: np.ndarray | None,
                   block: tuple | None, nonemployed: np.ndarray | None,
-                  with_nonemployed: bool = True) -> dict[str, object]:
+                  with_nonemployed: bool = True) -> dict[str, pa.Array]:
     """The year-k measures and status flags of n_cells origin cells' rows; `rows` gives each
     cell's row in the year-k table (-1: none); `block` (employed, in-state, suppressed) and
     `nonemployed` are of the cells that have one, in order; `with_nonemployed` False: rows
@@ -313,17 +333,29 @@ def _year_columns(k: int, n_cells: int, per_cell: int, rows: np.ndarray | None,
         present[mine] = True
         hidden[mine] = np.broadcast_to(suppressed, employed.shape).reshape(count, per_cell)
     present, hidden = present.reshape(-1), hidden.reshape(-1)
-    status = np.select([~present, hidden], [STATUS_NOT_AVAILABLE, STATUS_SUPPRESSED],
-                       STATUS_OK).astype(np.int8)    # flags -1, 1, 5: one byte each
+    status = pa.array(np.select([~present, hidden], [STATUS_NOT_AVAILABLE, STATUS_SUPPRESSED],
+                                STATUS_OK).astype(np.int8))    # flags -1, 1, 5: one byte each
     columns = {}
     for name, values in (("grads_emp", emp), ("grads_emp_instate", instate)):
-        columns[f"y{k}_{name}"] = pd.array(np.where(hidden, np.nan, values.reshape(-1)), dtype="Int64")
+        columns[f"y{k}_{name}"] = _counts(np.where(hidden, np.nan, values.reshape(-1)))
         columns[f"status_y{k}_{name}"] = status
     carried = present & with_nonemployed
-    columns[f"y{k}_grads_nme"] = pd.array(np.where(carried, nme.reshape(-1), np.nan), dtype="Int64")
-    columns[f"status_y{k}_grads_nme"] = np.where(carried, STATUS_OK,
-                                                 STATUS_NOT_AVAILABLE).astype(np.int8)
+    columns[f"y{k}_grads_nme"] = _counts(np.where(carried, nme.reshape(-1), np.nan))
+    columns[f"status_y{k}_grads_nme"] = pa.array(np.where(carried, STATUS_OK,
+                                                          STATUS_NOT_AVAILABLE).astype(np.int8))
     return columns
+
+
+def _codes(values: list[str], index: np.ndarray) -> pa.Array:
+    """values[index] as text (through a dictionary: quicker than a column of references)."""
+    return pa.DictionaryArray.from_arrays(index, pa.array(values, pa.large_string())
+                                          ).cast(pa.large_string())
+
+
+def _counts(values: np.ndarray) -> pa.Array:
+    """Whole counts held as floats, NaN for none: int64, null where NaN."""
+    empty = np.isnan(values)
+    return pa.array(np.where(empty, 0, values).astype(np.int64), mask=empty)
 
 
 ROWS_PER_CHUNK = 250_000    # pseof rows built at a time: memory holds one chunk, not the file
@@ -335,7 +367,7 @@ def pseof_chunks(parts: list[PseofPart], rows_per_chunk: int = ROWS_PER_CHUNK):
     for part in parts:
         step = max(1, rows_per_chunk // part.rows_per_cell)
         for start in range(0, part.n_cells, step):
-            yield part, start, part_rows(part, start, start + step)
+            yield part, start, part_table(part, start, start + step)
 
 
 def flows_table(origins: list[OriginTable]) -> pd.DataFrame:
@@ -439,6 +471,10 @@ def flows_invariants(tables: list[NoisyFlows], block_cells: int = 8192) -> list[
     ])
 
 
+def _trues(flags: pa.ChunkedArray) -> int:
+    return pc.sum(flags).as_py() or 0
+
+
 def _check_results(checks: list[tuple[str, int, str]]) -> list[dict]:
     return [{"name": name, "result": ("passed" if bad == 0 else "FAILED") + f" ({bad:,} {what})"}
             for name, bad, what in checks]
@@ -465,24 +501,25 @@ class PublishedFlowsChecks:
         sums += division_sums(len(table.cells), rows, cols,
                               state_rows["corrected_count"].to_numpy())
 
-    def add(self, part: PseofPart, start: int, rows: pd.DataFrame) -> None:
-        """pseof rows of the origin cells from `start` of `part`."""
+    def add(self, part: PseofPart, start: int, rows: pa.Table) -> None:
+        """pseof rows (`part_table`) of the origin cells from `start` of `part`."""
         for k in YEARS_AFTER:
-            self.negative += sum(int((rows[f"y{k}_{name}"] < 0).sum()) for name in MEASURES)
-            self.instate_over += int((rows[f"y{k}_grads_emp_instate"] > rows[f"y{k}_grads_emp"]).sum())
+            self.negative += sum(_trues(pc.less(rows[f"y{k}_{name}"], 0)) for name in MEASURES)
+            self.instate_over += _trues(pc.greater(rows[f"y{k}_grads_emp_instate"],
+                                                   rows[f"y{k}_grads_emp"]))
         origin = part.origin
         if not (origin.inst_level == "I" and origin.by_cohort and part.geo_level == "D"
                 and part.ind_level == "A"):
             return
-        cell = start + np.arange(len(rows)) // part.rows_per_cell
-        division = rows["geography"].astype(int).to_numpy() - 1
+        cell = start + np.arange(rows.num_rows) // part.rows_per_cell
+        division = rows["geography"].cast(pa.int64()).to_numpy() - 1
         for k in YEARS_AFTER:
             if k not in origin.in_table:
                 continue
-            published = (rows[f"status_y{k}_grads_emp"] == STATUS_OK).to_numpy()
+            published = pc.equal(rows[f"status_y{k}_grads_emp"], STATUS_OK).to_numpy()
             self.published.append((origin.cip_level, k, origin.in_table[k][cell[published]],
                                    division[published],
-                                   rows[f"y{k}_grads_emp"].to_numpy()[published].astype(np.int64)))
+                                   pc.fill_null(rows[f"y{k}_grads_emp"], 0).to_numpy()[published]))
 
     def results(self) -> list[dict]:
         compared = differ = 0

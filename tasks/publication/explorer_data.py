@@ -220,9 +220,10 @@ def flow_cells(pseof: pd.DataFrame, columns: FlowColumns) -> "FlowUnits":
     return cells.units()
 
 
-def _text(column: pd.Series) -> list[str]:
+def _text(column: pd.Series | pa.ChunkedArray) -> list[str]:
     """The values as a CSV file of them holds them (`pseo_layout.text_column`)."""
-    return text_column(pa.array(column)).to_pylist()
+    return text_column(column if isinstance(column, pa.ChunkedArray) else pa.array(column)
+                       ).to_pylist()
 
 
 class FlowCells:
@@ -252,19 +253,21 @@ class FlowCells:
         return _positions(geography, self.geographies) * self.width \
             + _positions(industry, self.industries)
 
-    def add_rows(self, rows: pd.DataFrame, per_cell: int) -> None:
-        """pseof rows of whole origin cells, `per_cell` rows each, every cell's rows to the
-        same destinations in the same order (`division_flows.pseof_chunks`). The codes are
-        taken as the CSV file holds them (Arrow's text of each value)."""
-        if not len(rows):
+    def add_rows(self, rows: pa.Table, per_cell: int) -> None:
+        """pseof rows (`division_flows.part_table`) of whole origin cells, `per_cell` rows
+        each, every cell's rows to the same destinations in the same order
+        (`division_flows.pseof_chunks`). The codes are taken as the CSV file holds them
+        (Arrow's text of each value)."""
+        if not rows.num_rows:
             return
-        first = rows.iloc[::per_cell]
+        first = rows.take(np.arange(0, rows.num_rows, per_cell))
         keys = [_text(first[c]) for c in ("institution",) + CELL]
         self.cipcodes.update(keys[2])
-        pattern = self.where(*(pd.Series(pd.Categorical(_text(rows[c].iloc[:per_cell])), name=c)
+        pattern = self.where(*(pd.Series(pd.Categorical(_text(rows[c][:per_cell])), name=c)
                                for c in ("geography", "industry")))
-        self.add(list(zip(*keys)), np.repeat(np.arange(len(first)), per_cell),
-                 np.tile(pattern, len(first)), rows)
+        measures = [c for c in rows.column_names if c.startswith(("y", "status_y"))]
+        self.add(list(zip(*keys)), np.repeat(np.arange(first.num_rows), per_cell),
+                 np.tile(pattern, first.num_rows), rows.select(measures).to_pandas())
 
     def add(self, origins: list[tuple], of_row: np.ndarray, where: np.ndarray,
             rows: pd.DataFrame) -> None:

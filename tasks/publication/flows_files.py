@@ -24,7 +24,8 @@ from pseo_das.tasks import progress
 from pseo_das.tasks.employment_flows.division_flows import (FLOWS_STATE_CSV, FLOWS_STATE_FILE,
                                                             FLOWS_STATE_SCHEMA, FlowsRelease,
                                                             PseofPart, PublishedFlowsChecks,
-                                                            flows_state_rows, pseof_chunks)
+                                                            flows_state_rows, pseof_chunks,
+                                                            pseof_frame)
 from pseo_das.process_memory import release_arrow_memory
 from pseo_das.tasks.publication.explorer_data import NATION, FlowCells, FlowColumns
 from pseo_das.tasks.publication.parquet_files import ParquetCopyWriter
@@ -109,22 +110,21 @@ def write_pseof(public: Path, flows: FlowsRelease, institution_state: Mapping[st
             if parquet else None
         progress(f"writing {all_name} ({flows.n_pseof_rows:,} rows) and its state copies")
         last_note = time.monotonic()
-        for part, start, rows in pseof_chunks(flows.pseof):
+        for part, start, table in pseof_chunks(flows.pseof):
             if time.monotonic() - last_note > PROGRESS_EVERY_S:
                 progress(f"writing {all_name}: {writers[ALL_STATES].rows:,} of "
                          f"{flows.n_pseof_rows:,} rows")
                 last_note = time.monotonic()
                 release_arrow_memory()   # the written chunks' buffers, kept by Arrow's pool
-            checks.add(part, start, rows)
+            checks.add(part, start, table)
             if _national_all_fields(part):
-                national.append(rows)
-            table = pa.Table.from_pandas(rows, preserve_index=False)
+                national.append(pseof_frame(table))
             text = writers[ALL_STATES].write(table)      # formatted once: the states' rows too
-            explorer_flows.add_rows(rows, part.rows_per_cell)
+            explorer_flows.add_rows(table, part.rows_per_cell)
             if copy is not None:
                 copy.write(table)
             cell_offsets = row_offsets(text, table.num_rows)[::part.rows_per_cell]
-            cells = part.origin.ids.iloc[start:start + len(rows) // part.rows_per_cell]
+            cells = part.origin.ids.iloc[start:start + table.num_rows // part.rows_per_cell]
             cohorts[ALL_STATES].update(cells["grad_cohort"].unique())
             cell_state = row_states(cells, institution_state).to_numpy()
             for fips in sorted(set(cell_state) & states):
