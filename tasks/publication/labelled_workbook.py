@@ -132,7 +132,7 @@ def _blocks(frame: pd.DataFrame) -> Iterator[pd.DataFrame]:
 def _data_sheet(workbook, name: str, first_row: int, columns: list[str], header):
     """The data sheet whose first row is the table's `first_row` (`data_sheets`' names),
     with its header line."""
-    sheet = workbook.add_worksheet(data_sheets(name, first_row + 1)[-1][0])
+    sheet = workbook.add_worksheet(sheet_name(name, first_row))
     sheet.freeze_panes(1, 0)
     for c, column in enumerate(columns):
         sheet.write_string(0, c, column, header)
@@ -144,8 +144,15 @@ def data_sheets(name: str, rows: int) -> list[tuple[str, int, int]]:
     XLSX_ROWS - 1 rows (under its header line), `name (2)` the next, and so on; one sheet
     for an empty table."""
     per_sheet = XLSX_ROWS - 1
-    return [(name if start == 0 else f"{name} ({start // per_sheet + 1})", start,
-             min(start + per_sheet, rows)) for start in range(0, max(rows, 1), per_sheet)]
+    return [(sheet_name(name, start), start, min(start + per_sheet, rows))
+            for start in range(0, max(rows, 1), per_sheet)]
+
+
+def sheet_name(name: str, first_row: int) -> str:
+    """The name of the data sheet whose first row is the table's `first_row` (0, or a
+    multiple of XLSX_ROWS - 1): `name`, then `name (2)`, `name (3)`, ..."""
+    k = first_row // (XLSX_ROWS - 1)
+    return name if k == 0 else f"{name} ({k + 1})"
 
 
 WORKBOOK_NAME = "pseoe_all.xlsx"
