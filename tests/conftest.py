@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import csv
 import os
 import tempfile
 from contextlib import contextmanager
@@ -194,6 +195,20 @@ def public_table(release: Path, name: str, folder: str | None = None) -> Path:
     gzipped (`.csv.gz`) or not (schemas/distribution.py). pandas reads either."""
     from pseo_das.schemas.distribution import table_path
     return table_path(Path(release) / "public", name, folder)
+
+
+def csv_fields(path: Path):
+    """A CSV file's fields as written (gzipped or not), every column Arrow text, empty
+    fields "" (as `dtype=str, keep_default_na=False` reads them), read by Arrow's CSV reader:
+    no Python object per value."""
+    import pyarrow as pa
+    import pyarrow.csv as pa_csv
+
+    from pseo_das.schemas.distribution import open_table
+    with open_table(path) as text:
+        names = next(csv.reader(text))
+    return pa_csv.read_csv(path, convert_options=pa_csv.ConvertOptions(
+        column_types=dict.fromkeys(names, pa.string())))
 
 
 def store_beside(tracking_uri: str) -> Path:

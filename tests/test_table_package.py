@@ -13,10 +13,10 @@ from pathlib import Path
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 import pytest
 
+from conftest import csv_fields
 from pseo_das.schemas.outputs import pseoh_schema
 from pseo_das.schemas.pseo_layout import (STATUS_FLAGS, Product, code_lists, expected_columns,
                                           read_label_file)
@@ -46,8 +46,7 @@ def assert_parquet_holds_csv(parquet: Path, csv: Path) -> None:
     names = table.column_names
     copy = {name: pc.fill_null(pc.cast(column, pa.string()), "")
             for name, column in zip(names, table.columns)}
-    text = pa_csv.read_csv(csv, convert_options=pa_csv.ConvertOptions(
-        column_types=dict.fromkeys(names, pa.string())))      # empty fields stay ""
+    text = csv_fields(csv)
     assert (text.column_names, text.num_rows) == (names, table.num_rows), csv.name
     assert [name for name in names if not text[name].equals(copy[name])] == [], csv.name
 
