@@ -3,6 +3,7 @@ that allocate at once share at most MALLOC_ARENAS arenas; without it each gets i
 (glibc), which kept 1.3 to 1.5 GB more in a national release's flows steps."""
 from __future__ import annotations
 
+import os
 import platform
 import subprocess
 import sys
@@ -48,7 +49,7 @@ def arenas(mode: str, env: dict | None = None) -> int:
 
 
 def test_threads_share_at_most_two_arenas_with_the_limit_and_not_without():
-    env = {k: v for k, v in __import__("os").environ.items() if k != "MALLOC_ARENA_MAX"}
+    env = {k: v for k, v in os.environ.items() if k != "MALLOC_ARENA_MAX"}
     assert arenas("limit", env) <= 2
     assert arenas("default", env) > 2          # the control: glibc's default gives more
 
