@@ -127,8 +127,8 @@ def prefect_server():
     """One temporary Prefect server (and database) for the whole test session, named in the
     environment too (PREFECT_API_URL): the releases run in this process and the CLI
     processes the tests start report to it instead of each booting a server of its own
-    (4-5 CPU s each). A test of the CLI's own server takes PREFECT_API_URL out of the
-    environment it gives its process."""
+    (4.2-5.1 CPU s each, docs/develop/tests.md). A test of the CLI's own server takes
+    PREFECT_API_URL out of the environment it gives its process."""
     from prefect.settings import PREFECT_API_URL
     from prefect.testing.utilities import prefect_test_harness
     before = os.environ.get("PREFECT_API_URL")
