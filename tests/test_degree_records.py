@@ -70,8 +70,9 @@ def oracle_layout(graduates: pd.DataFrame, jobs: pd.DataFrame, k: int,
         ordered = sorted(mine.itertuples(index=False), key=lambda d: (
             d.grad_year, int(d.degree_level), d.institution, d.cipcode))
         kept += ordered[:k]
-    by_year = {key: list(group.itertuples(index=False))
-               for key, group in jobs.groupby(["person_id", "year"])}
+    by_year: dict[tuple, list] = {}     # (person, year) -> the jobs, in row order
+    for job in jobs.itertuples(index=False):
+        by_year.setdefault((job.person_id, job.year), []).append(job)
     degree_rows, outcome_rows = [], []
     for record, degree in enumerate(kept):
         degree_rows.append((record, degree.institution, degree.inst_state, degree.degree_level,
