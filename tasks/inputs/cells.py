@@ -172,11 +172,14 @@ def coarser_cells(cells: pd.DataFrame, inst_level: str, cip_level: str, source_c
     elif inst_level == "N":
         coarse = coarse.assign(institution=map_codes(coarse["inst_state"], lambda s: NATIONAL_INSTITUTION),
                                inst_state=map_codes(coarse["inst_state"], lambda s: "00"))
-    groups = coarse.groupby(CELL_KEYS, sort=True, observed=True)
-    summed = groups.agg(inst_state=("inst_state", "first"),
-                        grad_cohort_years=("grad_cohort_years", "first"),
-                        noise_terms=("noise_terms", "sum")).reset_index()
-    return summed[cells.columns], groups.ngroup().to_numpy()
+    group = coarse.groupby(CELL_KEYS, sort=True, observed=True).ngroup().to_numpy()
+    # a coarser cell: its first row (its rows share inst_state and grad_cohort_years), the
+    # rows' noise terms added (a groupby's named aggregations cost 2x more on small tables)
+    first = np.unique(group, return_index=True)[1]
+    summed = coarse.iloc[first].reset_index(drop=True)
+    summed["noise_terms"] = sum_by_group(coarse["noise_terms"].to_numpy(np.int64), group,
+                                         len(first))
+    return summed[cells.columns], group
 
 
 def cohort_attributes(graduates: pd.DataFrame, cfg: CellsConfig,
