@@ -10,7 +10,7 @@ import pytest
 
 from pseo_das.tasks.publication.labelled_workbook import WORKBOOK_NAME, write_release_workbook
 from pseo_das.tasks.publication.release_files import write_code_table
-from pseo_das.tasks.publication.second_process import SecondProcessFailed, second_process
+from pseo_das.tasks.publication.second_process import Here, SecondProcessFailed, second_process
 
 ROW = {"agg_level_pseo": "40", "inst_level": "I", "institution": "00134500",
        "degree_level": "05", "cip_level": "2", "cipcode": "52", "grad_cohort": "0000",
@@ -47,3 +47,22 @@ def test_a_release_that_fails_stops_the_work_apart(tmp_path):
         call = apart(time.sleep, 60)
         raise KeyError("the release failed")
     assert call._process.returncode is not None and call._process.returncode != 0
+
+
+def test_a_small_call_made_here_writes_the_same_bytes_when_asked_and_once(tmp_path):
+    folders = [tmp_path / "here" / "all", tmp_path / "apart" / "all"]
+    for folder in folders:
+        folder.mkdir(parents=True)
+        write_code_table(pd.DataFrame([ROW]), folder / "pseoe_all.csv.gz")
+    call = Here(write_release_workbook, folders[0].parent, "R2026Q3")
+    assert not (folders[0] / WORKBOOK_NAME).exists()            # not before it is asked for
+    call.result()
+    written = (folders[0] / WORKBOOK_NAME).stat().st_mtime_ns
+    call.result()                                               # made once
+    assert (folders[0] / WORKBOOK_NAME).stat().st_mtime_ns == written
+    with second_process() as apart:
+        apart(write_release_workbook, folders[1].parent, "R2026Q3").result()
+    assert (folders[1] / WORKBOOK_NAME).read_bytes() == (folders[0] / WORKBOOK_NAME).read_bytes()
+    stopped = Here(write_release_workbook, tmp_path / "nowhere", "R2026Q3")
+    stopped.stop()
+    stopped.result()                                            # a stopped call is not made

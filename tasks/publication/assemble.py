@@ -45,7 +45,7 @@ from pseo_das.tasks.publication.side_tables import SECTIONS, SideTable
 from pseo_das.tasks.publication.labelled_workbook import WORKBOOK_NAME, write_release_workbook
 from pseo_das.tasks.publication.parquet_files import (DATAPACKAGE_FILE, write_national_table,
                                                      write_table_package)
-from pseo_das.tasks.publication.second_process import Apart
+from pseo_das.tasks.publication.second_process import Apart, Here
 from pseo_das.tasks.publication.review_request import ReviewRequest, decision_request
 from pseo_das.tasks.publication.release_files import fingerprints, write_code_table, write_csv, write_manifest
 
@@ -236,10 +236,10 @@ class EarningsPublication:
 class EarningsFiles:
     """pseoe_all and pseoh_all, written first so that their slow parts work while the flows
     are made: pseoe_all's layout check (its own thread), the labelled workbook (`workbook`,
-    a second process; None without xlsx) and pseoh_all with its Parquet copy (`pseoh`, a
+    a second process, or this one for a small table; None without xlsx) and pseoh_all with its Parquet copy (`pseoh`, a
     second thread). `parquet_rows()`: the Parquet copies written, once they all are."""
     pseoe_check: TableCheck
-    workbook: Apart | None
+    workbook: Apart | Here | None
     pseoe_parquet: dict[str, int]
     pseoh: Future
 
@@ -247,21 +247,27 @@ class EarningsFiles:
         return self.pseoe_parquet | self.pseoh.result()
 
 
+# a workbook of more pseoe rows is written in the second process; a smaller one (under half
+# a CPU second) in this one, when the release waits for it
+WORKBOOK_APART_ROWS = 2_000
+
+
 @file_task("write the earnings files")
 def write_earnings_files(staging: Path, cfg: ReleaseConfig, earnings: EarningsPublication,
                          release_id: str, beside: Callable[..., Future],
                          apart: Callable[..., Apart]) -> EarningsFiles:
     """pseoe_all (checked as written) into `staging`, then the workbook started in the
-    second process of `apart` (`second_process`) and pseoh_all written in the second
-    thread of `beside` (`second_thread`); both outlive this task."""
+    second process of `apart` (`second_process`; a small one left to write in this
+    process, WORKBOOK_APART_ROWS) and pseoh_all written in the second thread of `beside`
+    (`second_thread`); both outlive this task."""
     public = staging / "public"
     table_format, parquet = cfg.publication.table_format, cfg.publication.parquet
     pseoe_name = published_name(Product.PSEOE.file_name, table_format)
     pseoe_check = TableCheck(pseoe_name, Product.PSEOE, list(earnings.pseoe.columns))
     pseoe_parquet = write_national_table(earnings.pseoe, public, Product.PSEOE.file_name,
                                          table_format, pseoe_check, parquet)
-    workbook = apart(write_release_workbook, public, release_id) \
-        if cfg.publication.xlsx else None
+    workbook = ((apart if len(earnings.pseoe) > WORKBOOK_APART_ROWS else Here)(
+        write_release_workbook, public, release_id) if cfg.publication.xlsx else None)
     pseoh = beside(write_national_table, earnings.pseoh, public, HISTOGRAMS_FILE, table_format,
                    None, parquet)
     progress(f"wrote {Product.PSEOE.file_name} ({len(earnings.pseoe):,} rows); writing "

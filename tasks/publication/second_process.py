@@ -56,6 +56,24 @@ class Apart:
             self._error = self._process.communicate()[1]
 
 
+class Here:
+    """A call too small to pay for a process of its own (a new interpreter importing pandas
+    costs about 1.5 CPU s), made in this process when its result is first asked for: after
+    the work it was meant to run beside. Its failure is raised as it is."""
+
+    def __init__(self, function: Callable, *args: object):
+        self._call: tuple[Callable, tuple] | None = (function, args)
+
+    def result(self) -> None:
+        if self._call is not None:
+            function, args = self._call
+            self._call = None
+            function(*map(str, args))
+
+    def stop(self) -> None:
+        self._call = None
+
+
 @contextmanager
 def second_process() -> Iterator[Callable[..., Apart]]:
     """`apart(function, *args)`: function(*map(str, args)) in a process of its own. The
