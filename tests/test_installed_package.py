@@ -100,7 +100,7 @@ def test_a_release_from_the_installed_wheel(installed, tmp_path):
     assert Path(where.stdout.strip()).is_relative_to(installed.parent), where.stderr
     data, out = tmp_path / "data", tmp_path / "release"
     synth = run([installed / "pseo-das", "synth", "--out", data, "--graduates", "2000",
-                 "--seed", "3"], cwd=tmp_path, timeout=300)
+                 "--institutions", "5", "--seed", "3"], cwd=tmp_path, timeout=300)
     assert synth.returncode == 0, synth.stderr[-3000:]
     # reports to the session's Prefect server (PREFECT_API_URL, conftest.prefect_server): a
     # release that boots its own on a new Prefect home, as on a fresh machine, is test_custody's
