@@ -72,12 +72,19 @@ def assert_absent_or_complete(out: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def uninterrupted(small_synthetic_dir, tmp_path_factory) -> Path:
-    """The release the killed ones resume to, made once without a kill: the same data (the
-    session's small data set: killing and resuming does not depend on its size), seed,
-    release id and configuration."""
+def releasable(tmp_path_factory) -> Path:
+    """The tests' tiny releasable data set (test_ingest.write_releasable): killing and
+    resuming does not depend on the data's size."""
+    from test_ingest import write_releasable
+    return write_releasable(tmp_path_factory.mktemp("crash") / "data")
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(releasable, tmp_path_factory) -> Path:
+    """The release the killed ones resume to, made once without a kill: the same data,
+    seed, release id and configuration."""
     root = tmp_path_factory.mktemp("uninterrupted")
-    assert run_release(small_synthetic_dir, root / "release", SEED_A,
+    assert run_release(releasable, root / "release", SEED_A,
                        f"sqlite:///{root / 'audit' / 'mlflow.db'}", RELEASE_ID) == 0
     return root / "release"
 
@@ -89,16 +96,16 @@ def uninterrupted(small_synthetic_dir, tmp_path_factory) -> Path:
     "record audit run",               # around the atomic rename into place
 ])
 def test_killed_release_resumes_to_the_same_bytes_without_spending_twice(
-        marker, uninterrupted, small_synthetic_dir, tmp_path):
+        marker, uninterrupted, releasable, tmp_path):
     out, store = tmp_path / "release", tmp_path / "audit"
     env = session_server_env()
-    assert run_until(release_command(small_synthetic_dir, out, store), marker, env), \
+    assert run_until(release_command(releasable, out, store), marker, env), \
         "never reached " + marker
     assert_absent_or_complete(out)
     spent_before = store_rows(store)
     assert all(spent_before)  # the plan and its spend were recorded before any noise
 
-    rerun = subprocess.run(release_command(small_synthetic_dir, out, store), capture_output=True,
+    rerun = subprocess.run(release_command(releasable, out, store), capture_output=True,
                            text=True, env=env, timeout=600)
     assert rerun.returncode == 0, rerun.stdout[-3000:] + rerun.stderr[-3000:]
     assert store_rows(store) == spent_before  # nothing spent twice
