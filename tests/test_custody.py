@@ -35,8 +35,9 @@ RAGGED_ROW = f"1,1,{CANARY},26,54,extra"
 
 
 def planted(folder: Path) -> Path:
-    """Small synthetic microdata, one outcome's earnings the canary."""
-    write_synthetic(folder, graduates=2_000, seed=33, progress=lambda _: None)
+    """Small synthetic microdata (5 institutions: what is searched for does not depend on
+    the size), one outcome's earnings the canary."""
+    write_synthetic(folder, graduates=2_000, seed=33, progress=lambda _: None, institutions=5)
     outcomes = pd.read_parquet(folder / "outcomes.parquet")
     outcomes.loc[outcomes["earnings"].first_valid_index(), "earnings"] = CANARY
     outcomes.to_parquet(folder / "outcomes.parquet")
