@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from conftest import public_table
+from conftest import csv_fields, public_table
 from test_explorer import INSTITUTION, STATE, tiny_release
 from pseo_das.tasks.publication.explorer import EXPLORER, write_release_explorers
 
@@ -166,7 +166,7 @@ def test_the_release_explorer_in_the_browser(browser, demo, tmp_path):
     page.choose(state_of[suppressed.institution], suppressed.institution,
                 suppressed.degree_level, suppressed.cipcode, suppressed.grad_cohort)
     assert page.text('#earnings-table td[data-field="y1_p50_earnings"]') == "suppressed"
-    pseof = pd.read_csv(public_table(demo, "pseof_all.csv"), dtype=str, keep_default_na=False)
+    pseof = csv_fields(public_table(demo, "pseof_all.csv")).to_pandas()
     pseof = pseof[~pseof["y5_grads_emp"].isin(["", "0"])]          # a cell with a diagram
     origin = _first(pseof, inst_level="I", cip_level="2", geo_level="N", industry="00",
                     status_y5_grads_emp="1", status_y5_grads_nme="1")

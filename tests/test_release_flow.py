@@ -16,7 +16,7 @@ import pyarrow.csv as csv
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import SEED_A, SEED_B, run_release, public_table
+from conftest import SEED_A, SEED_B, csv_fields, public_table, run_release
 from pseo_das.tasks.audit.run_fingerprints import read_fingerprints
 from pseo_das.tasks.privacy.release_seed import seed_sha256
 from pseo_das.config import load_config
@@ -374,8 +374,7 @@ def test_an_independent_check_against_the_schema_label_files(releases):
     states = set(label("label_fipsnum.csv").query("geo_level == 'S'")["geography"])
     root, _ = releases
     for product in ("pseoe", "pseof"):
-        published = pd.read_csv(public_table(root / "a", f"{product}_all.csv"), dtype=str,
-                                keep_default_na=False)
+        published = csv_fields(public_table(root / "a", f"{product}_all.csv")).to_pandas()
         variables = label(f"variables_{product}.csv")
         assert list(published.columns) == (list(label("lehd_identifiers_pseo.csv")["Variable"])
                                            + list(variables["Indicator Variable"])
