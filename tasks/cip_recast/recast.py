@@ -129,11 +129,11 @@ def recast_table(cells: pd.DataFrame, values: np.ndarray, transitions: pd.DataFr
     all_cells = parts_cells if kept is None else pd.concat([parts_cells, kept[0][CELL_COLUMNS]],
                                                            ignore_index=True)
     first, group, n_out = _cell_groups(all_cells)
-    # each part is added straight to its cell of the result (a last row takes the slots a
-    # cell lacks): memory holds one block of parts, not every cell x column x slot
-    summed = np.zeros((n_out + 1, n_columns), dtype=np.int64)
+    # each part is added straight to its cell of the result (the slots a cell lacks hold
+    # zeros and are skipped): memory holds one block of parts, not every cell x column x slot
+    summed = np.zeros((n_out, n_columns), dtype=np.int64)
     np.add.at(summed, group[len(rows):], kept_values)
-    destination = np.full((len(frame), width), n_out, dtype=np.int64)
+    destination = np.zeros((len(frame), width), dtype=np.int64)
     destination[rows, slot] = group[:len(rows)]
     blocks, entry = post_processing_split_blocks(
         stream_seed, step_id, product, len(frame), n_columns, derived_from,
@@ -142,15 +142,16 @@ def recast_table(cells: pd.DataFrame, values: np.ndarray, transitions: pd.DataFr
     for first_count, parts in blocks:
         start = first_count // n_columns
         parts = parts.reshape(-1, n_columns, width)
-        for j in range(width):
-            np.add.at(summed, destination[start:start + len(parts), j], parts[:, :, j])
+        for j in range(width):   # slot j of the cells with a j-th part
+            mine = np.flatnonzero(parts_of[start:start + len(parts)] > j)
+            np.add.at(summed, destination[start + mine, j], parts[mine, :, j])
     how = pd.Series(route).value_counts()
     # the level of each cell split by IPEDS shares (its first share's: all its shares')
     matched = np.r_[True, shares_cell[1:] != shares_cell[:-1]] if len(shares_cell) else []
     level = pd.Series(shares["level"].to_numpy()[shares_row[matched]], name="level")
     # the split's own variance: part j of |c| is Binomial(|c|, p_j), variance |c| p_j (1 - p_j)
     spread = 1.0 - (matrix ** 2).sum(axis=1)
-    return RecastTable(all_cells.iloc[first].reset_index(drop=True), summed[:n_out], how, entry,
+    return RecastTable(all_cells.iloc[first].reset_index(drop=True), summed, how, entry,
                        level.value_counts().sort_index(), np.abs(values).sum(axis=1) * spread)
 
 
