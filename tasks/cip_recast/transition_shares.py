@@ -56,8 +56,9 @@ class Destinations:
 
     def of(self, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Each code's first row (of `rows`) and number of destinations (0: none)."""
-        first = np.searchsorted(self.codes, codes, "left")
-        return first, np.searchsorted(self.codes, codes, "right") - first
+        index, distinct = pd.factorize(codes)    # each distinct code looked up once
+        first = np.searchsorted(self.codes, distinct, "left")
+        return first[index], (np.searchsorted(self.codes, distinct, "right") - first)[index]
 
 
 def expanded(first: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -90,10 +91,10 @@ class IpedsSums:
         """Each value's position among the IPEDS values of its column (-1: not there)."""
         codes = {}
         for column, known in self.known.items():
-            values = columns[column]
-            at = np.searchsorted(known, values).clip(max=max(len(known) - 1, 0))
-            codes[column] = (np.where(known[at] == values, at, -1) if len(known)
-                             else np.full(len(values), -1))
+            index, distinct = pd.factorize(columns[column])   # each value looked up once
+            at = np.searchsorted(known, distinct).clip(max=max(len(known) - 1, 0))
+            codes[column] = (np.where(known[at] == distinct, at, -1) if len(known)
+                             else np.full(len(distinct), -1))[index]
         return codes
 
     def _key(self, codes: dict[str, np.ndarray], columns: list[str]) -> np.ndarray:
