@@ -207,3 +207,47 @@ def test_kept_cells_are_added_to_the_recast_cells_of_their_code():
     pd.testing.assert_frame_equal(together.cells, summed_cells)
     np.testing.assert_array_equal(together.values, summed_values)
     assert together.entry == alone.entry and together.added_variance == alone.added_variance
+
+
+def _shares_by_merges(cells, counts, transitions, unseen_weight):
+    """The shares as earlier versions computed them (merges and groupbys of frames)."""
+    keys = ["degree_level", "institution", "grad_cohort", "cip2010"]
+    choices = cells[keys].drop_duplicates().merge(transitions, on="cip2010")
+    choices = choices[choices.groupby(keys)["cip2020"].transform("size") > 1] \
+        .reset_index(drop=True).assign(level=5, weight=1.0)
+    for level, group in ((4, []), (3, ["degree_level"]), (2, ["degree_level", "institution"]),
+                         (1, ["degree_level", "institution", "grad_cohort"])):
+        pairs = counts.groupby(group + ["cip2010", "cip2020"], as_index=False)["awards"].sum()
+        codes = pairs.groupby(group + ["cip2010"], as_index=False)["awards"].sum() \
+            .rename(columns={"awards": "code_total"})
+        here = choices[group + ["cip2010", "cip2020"]].merge(pairs, how="left").merge(codes, how="left")
+        supported = (here["code_total"].fillna(0) > 0).to_numpy()
+        awards = here["awards"].fillna(0).to_numpy(dtype=float)[supported]
+        choices.loc[supported, "level"] = level
+        choices.loc[supported, "weight"] = np.where(awards > 0, awards, unseen_weight)
+    total = choices.groupby(keys)["weight"].transform("sum")
+    return choices.assign(share=choices["weight"] / total).drop(columns="weight")
+
+
+@pytest.mark.parametrize("digits", [2, 4])
+def test_the_shares_are_those_of_the_merges_to_the_last_bit(digits):
+    """The shares looked up by integer keys are the merges' to the last bit, for cells in
+    sorted order and not (pandas sums a cell's weights by two paths, which round
+    differently: large award counts next to the unseen weight show it), since the
+    split's draws depend on them."""
+    rng = np.random.default_rng(digits)
+    six = [old for old, new in CROSSWALK.six_digit.items() if new]
+    ipeds = completions(list(zip(rng.choice(["03", "05"], 2000), rng.choice(list("ABCDEFGH"), 2000),
+                                 rng.choice([2001, 2004], 2000), rng.choice(six, 2000),
+                                 rng.choice([1, 7, 2872, 3 * 10 ** 7], 2000))))
+    counts = transition_counts(ipeds, CROSSWALK.six_digit, digits)
+    transitions = CROSSWALK.transitions(digits)
+    codes = transitions["cip2010"].to_numpy()
+    cells = pd.DataFrame({"degree_level": rng.choice(["03", "05", "07"], 300),
+                          "institution": rng.choice(list("ABCDEFGHIJ"), 300),
+                          "grad_cohort": rng.choice([2001, 2004, 2007], 300),
+                          "cip2010": rng.choice(codes, 300)})
+    for order in (cells, cells.sort_values(list(cells.columns))):
+        pd.testing.assert_frame_equal(transition_shares(order, counts, transitions),
+                                      _shares_by_merges(order, counts, transitions, 1e-6),
+                                      check_exact=True)

@@ -13,7 +13,7 @@ the same in both vintages, value by value.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -21,7 +21,8 @@ import pandas as pd
 
 from pseo_das.errors import PseoDasError
 from pseo_das.config import CellsConfig
-from pseo_das.tasks.cip_recast.transition_shares import WIDTH, transition_counts, transition_shares
+from pseo_das.tasks.cip_recast.transition_shares import (WIDTH, Destinations, IpedsSums, expanded,
+                                                         sorted_groups, transition_counts)
 from pseo_das.tasks.inputs.cells import (CELL_COLUMNS, CIP_2010, CIP_2020, institution_blocks,
                                          sum_by_group)
 from pseo_das.tasks.inputs.row_files import RowSink
@@ -82,49 +83,58 @@ def recast_table(cells: pd.DataFrame, values: np.ndarray, transitions: pd.DataFr
     already in CIP-2020 (codes written as the crosswalk writes them) and their values,
     added to the recast cells of the same code (the table's measured CIP-2020 cells)."""
     frame = cells[CELL_COLUMNS].reset_index(drop=True).assign(
-        cip2010=cells["cipcode"].astype(str).to_numpy(), row=np.arange(len(cells)))
+        cip2010=cells["cipcode"].astype(str).to_numpy())
     for column in ("institution", "degree_level"):
         frame[column] = frame[column].astype(str)
-    destinations = transitions.groupby("cip2010")["cip2020"].agg(list)
-    # per distinct code, then joined to the cells (a Python call per cell is slow)
-    single = (frame["cip2010"].map(destinations.map(len)).fillna(0) == 1).to_numpy()
-    hard = frame["cip2010"].isin(set(hard_coded["cip2010"])).to_numpy()
-    route = np.where(single, DIRECT, np.where(hard, HARD_CODED, SHARES))
-    missing = sorted(set(frame.loc[route == SHARES, "cip2010"]) - set(destinations.index))
+    code = frame["cip2010"].to_numpy(dtype=object)
+    crosswalk, hard = Destinations(transitions), Destinations(hard_coded)
+    first, n = crosswalk.of(code)
+    hard_first, hard_n = hard.of(code)
+    route = np.where(n == 1, DIRECT, np.where(hard_n > 0, HARD_CODED, SHARES))
+    missing = sorted(set(code[(route == SHARES) & (n == 0)]))
     if missing:
         raise RecastError(f"CIP-2010 code(s) {', '.join(missing)} have no CIP-2020 destination "
                           "in the crosswalk and no hard-coded transition")
-    weights = pd.concat([
-        frame.loc[route == DIRECT, ["row", "cip2010"]].assign(
-            cip2020=lambda f: f["cip2010"].map(destinations.map(lambda d: d[0])), share=1.0),
-        frame.loc[route == HARD_CODED, ["row", "cip2010"]].merge(hard_coded, on="cip2010"),
-        frame.loc[route == SHARES, ["row"] + CELL_KEYS].merge(
-            shares[CELL_KEYS + ["cip2020", "share"]], on=CELL_KEYS)[
-                ["row", "cip2010", "cip2020", "share"]],
-    ], ignore_index=True).sort_values(["row", "cip2020"], kind="stable", ignore_index=True)
-    lacking = sorted(set(frame.loc[route == SHARES, "row"]) - set(weights["row"]))
-    if lacking:
+    # each cell's parts (cell, CIP-2020 code, share): its one destination, its hard-coded
+    # shares or its IPEDS shares (a join by integer keys, not a merge of frames)
+    direct = np.flatnonzero(route == DIRECT)
+    by_hand = np.flatnonzero(route == HARD_CODED)
+    hard_cell, hard_row = expanded(hard_first[by_hand], hard_n[by_hand])
+    by_shares = np.flatnonzero(route == SHARES)
+    shares_cell, shares_row = _joined(frame.iloc[by_shares], shares, CELL_KEYS)
+    rows = np.concatenate([direct, by_hand[hard_cell], by_shares[shares_cell]])
+    cip2020 = np.concatenate([crosswalk.rows["cip2020"].to_numpy(dtype=object)[first[direct]],
+                              hard.rows["cip2020"].to_numpy(dtype=object)[hard_row],
+                              shares["cip2020"].to_numpy(dtype=object)[shares_row]])
+    share = np.concatenate([np.ones(len(direct)), hard.rows["share"].to_numpy(dtype=float)[hard_row],
+                            shares["share"].to_numpy(dtype=float)[shares_row]])
+    lacking = np.setdiff1d(by_shares, rows)
+    if len(lacking):
         raise RecastError(f"{len(lacking)} cell(s) have no transition shares (e.g. "
                           f"{frame.loc[lacking[0], CELL_KEYS].to_dict()})")
+    order = np.argsort(pd.factorize(cip2020, sort=True)[0], kind="stable")
+    order = order[np.argsort(rows[order], kind="stable")]      # by cell, then CIP-2020 code
+    rows, cip2020, share = rows[order], cip2020[order], share[order]
     # one share vector per cell (padded with zeros), each value of the cell split by it
-    slot = weights.groupby("row").cumcount().to_numpy()
-    width = int(slot.max()) + 1 if len(weights) else 1
+    parts_of = np.bincount(rows, minlength=len(frame))
+    slot = np.arange(len(rows)) - (np.cumsum(parts_of) - parts_of)[rows]
+    width = int(slot.max()) + 1 if len(rows) else 1
     matrix = np.zeros((len(frame), width))
-    matrix[weights["row"].to_numpy(), slot] = weights["share"].to_numpy()
+    matrix[rows, slot] = share
     # the cells of the result: each part's (cell x CIP-2020 code), then the kept cells
-    parts_cells = frame.loc[weights["row"].to_numpy(), CELL_COLUMNS].reset_index(drop=True)
-    parts_cells["cipcode"] = weights["cip2020"].to_numpy()
+    parts_cells = frame[CELL_COLUMNS].take(rows).reset_index(drop=True)
+    parts_cells["cipcode"] = cip2020
     n_columns = values.shape[1]
     kept_values = np.zeros((0, n_columns), dtype=np.int64) if kept is None else kept[1]
     all_cells = parts_cells if kept is None else pd.concat([parts_cells, kept[0][CELL_COLUMNS]],
                                                            ignore_index=True)
     first, group, n_out = _cell_groups(all_cells)
-    # each part is added straight to its cell of the result (a last row takes the slots a
-    # cell lacks): memory holds one block of parts, not every cell x column x slot
-    summed = np.zeros((n_out + 1, n_columns), dtype=np.int64)
-    np.add.at(summed, group[len(weights):], kept_values)
-    destination = np.full((len(frame), width), n_out, dtype=np.int64)
-    destination[weights["row"].to_numpy(), slot] = group[:len(weights)]
+    # each part is added straight to its cell of the result (the slots a cell lacks hold
+    # zeros and are skipped): memory holds one block of parts, not every cell x column x slot
+    summed = np.zeros((n_out, n_columns), dtype=np.int64)
+    np.add.at(summed, group[len(rows):], kept_values)
+    destination = np.zeros((len(frame), width), dtype=np.int64)
+    destination[rows, slot] = group[:len(rows)]
     blocks, entry = post_processing_split_blocks(
         stream_seed, step_id, product, len(frame), n_columns, derived_from,
         values.reshape(-1), matrix, repeat=n_columns, stream=stream,
@@ -132,14 +142,16 @@ def recast_table(cells: pd.DataFrame, values: np.ndarray, transitions: pd.DataFr
     for first_count, parts in blocks:
         start = first_count // n_columns
         parts = parts.reshape(-1, n_columns, width)
-        for j in range(width):
-            np.add.at(summed, destination[start:start + len(parts), j], parts[:, :, j])
+        for j in range(width):   # slot j of the cells with a j-th part
+            mine = np.flatnonzero(parts_of[start:start + len(parts)] > j)
+            np.add.at(summed, destination[start + mine, j], parts[mine, :, j])
     how = pd.Series(route).value_counts()
-    level = frame.loc[route == SHARES, ["row"] + CELL_KEYS].merge(
-        shares[CELL_KEYS + ["level"]].drop_duplicates(CELL_KEYS), on=CELL_KEYS)["level"]
+    # the level of each cell split by IPEDS shares (its first share's: all its shares')
+    matched = np.r_[True, shares_cell[1:] != shares_cell[:-1]] if len(shares_cell) else []
+    level = pd.Series(shares["level"].to_numpy()[shares_row[matched]], name="level")
     # the split's own variance: part j of |c| is Binomial(|c|, p_j), variance |c| p_j (1 - p_j)
     spread = 1.0 - (matrix ** 2).sum(axis=1)
-    return RecastTable(all_cells.iloc[first].reset_index(drop=True), summed[:n_out], how, entry,
+    return RecastTable(all_cells.iloc[first].reset_index(drop=True), summed, how, entry,
                        level.value_counts().sort_index(), np.abs(values).sum(axis=1) * spread)
 
 
@@ -156,6 +168,10 @@ class RecastContext:
     hard_coded: pd.DataFrame     # cip2010, cip2020, share, at this level
     counts: pd.DataFrame         # IPEDS transition counts (transition_counts)
     unseen_weight: float
+    sums: IpedsSums = field(init=False, repr=False, compare=False)   # of `counts`, made once
+
+    def __post_init__(self):
+        object.__setattr__(self, "sums", IpedsSums(self.counts))
 
 
 def recast_context(inputs: "RecastInputs", cells_cfg: CellsConfig, cip_level: str,
@@ -194,10 +210,25 @@ def _summed(cells: pd.DataFrame, values: np.ndarray) -> tuple[pd.DataFrame, np.n
 
 def _cell_groups(cells: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, int]:
     """The distinct cells of `cells` (CELL_COLUMNS) in sorted order: each one's first row,
-    each row's cell (0 to n - 1) and n."""
-    groups = cells.groupby(CELL_COLUMNS, sort=True)
-    group = groups.ngroup().to_numpy()
-    return np.unique(group, return_index=True)[1], group, groups.ngroups
+    each row's cell (0 to n - 1) and n (the cells of a groupby, sorted: one integer key
+    per row from each column's sorted codes, not a groupby of a frame)."""
+    return sorted_groups([cells[column] for column in CELL_COLUMNS])
+
+
+def _joined(left: pd.DataFrame, right: pd.DataFrame, columns: list[str]
+            ) -> tuple[np.ndarray, np.ndarray]:
+    """The (left row, right row) pairs equal in `columns`, by left row then right row (the
+    rows of an inner DataFrame.merge), by integer keys."""
+    keys = np.zeros(len(left) + len(right), dtype=np.int64)
+    for column in columns:
+        codes, uniques = pd.factorize(np.concatenate([left[column].to_numpy(),
+                                                      right[column].to_numpy()]))
+        keys = pd.factorize(keys * len(uniques) + codes)[0]     # 0 to n - 1 again
+    order = np.argsort(keys[len(left):], kind="stable")
+    ordered = keys[len(left):][order]
+    first = np.searchsorted(ordered, keys[:len(left)], "left")
+    cell, row = expanded(first, np.searchsorted(ordered, keys[:len(left)], "right") - first)
+    return cell, order[row]
 
 
 RECAST_BLOCK_CELLS = 8192   # measured cells recast at a time (whole institutions)
@@ -221,8 +252,8 @@ def to_cip_2020(cells: pd.DataFrame, values: np.ndarray, context: RecastContext 
         return cells[CELL_COLUMNS].reset_index(drop=True), values, None
     stream = post_processing_split_stream(stream_seed, step_id)
     source = _crosswalk_coded(cells.loc[old, CELL_COLUMNS])   # the CIP-2010 cells
-    shares = transition_shares(source.rename(columns={"cipcode": "cip2010"}), context.counts,
-                               context.transitions, context.unseen_weight)
+    shares = context.sums.shares(source.rename(columns={"cipcode": "cip2010"}),
+                                 Destinations(context.transitions), context.unseen_weight)
     in_source = np.r_[0, np.cumsum(old)]      # rows of `source` before each row of `cells`
     out_cells, recasts = [], []
     out_values = RowSink(values.shape[1], dtype or np.int64, spill)

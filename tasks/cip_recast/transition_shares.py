@@ -41,29 +41,125 @@ def transition_counts(completions: pd.DataFrame, six_digit: Mapping[str, str | N
     return counts.groupby(LEVELS[1] + ["cip2010", "cip2020"], as_index=False)["awards"].sum()
 
 
+KEYS = LEVELS[1] + ["cip2010"]   # a cell of the shares: its population and CIP-2010 code
+
+
+class Destinations:
+    """The possible CIP-2020 codes of each CIP-2010 code (`transitions`: cip2010, cip2020,
+    and any other columns, e.g. share), found for many codes at once: each code's rows
+    are consecutive, in the order of `transitions`."""
+
+    def __init__(self, transitions: pd.DataFrame):
+        order = np.argsort(transitions["cip2010"].to_numpy(dtype=object), kind="stable")
+        self.rows = transitions.iloc[order].reset_index(drop=True)
+        self.codes = self.rows["cip2010"].to_numpy(dtype=object)
+
+    def of(self, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Each code's first row (of `rows`) and number of destinations (0: none)."""
+        index, distinct = pd.factorize(codes)    # each distinct code looked up once
+        first = np.searchsorted(self.codes, distinct, "left")
+        return first[index], (np.searchsorted(self.codes, distinct, "right") - first)[index]
+
+
+def expanded(first: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For items with rows first[i] to first[i] + n[i] - 1: each row's item and the row."""
+    item = np.repeat(np.arange(len(n)), n)
+    return item, first[item] + np.arange(len(item)) - np.repeat(np.cumsum(n) - n, n)
+
+
+class IpedsSums:
+    """IPEDS awards (`transition_counts`) summed at each level of detail by CIP-2010 code
+    and by (CIP-2010, CIP-2020) code pair, looked up for many cells at once by integer
+    keys: computed once per CIP level of a release, not per table."""
+    COLUMNS = KEYS + ["cip2020"]
+
+    def __init__(self, counts: pd.DataFrame):
+        self.known = {c: np.unique(counts[c].to_numpy()) for c in self.COLUMNS}
+        if np.prod([len(v) + 1.0 for v in self.known.values()]) >= 2 ** 62:
+            raise ValueError("too many distinct IPEDS keys for 64-bit lookups")
+        codes = self._codes({c: counts[c].to_numpy() for c in self.COLUMNS})
+        awards = counts["awards"].to_numpy(dtype=np.int64)
+        self.sums = {}
+        for group in LEVELS.values():
+            for columns in (group + ["cip2010"], group + ["cip2010", "cip2020"]):
+                keys, inverse = np.unique(self._key(codes, columns), return_inverse=True)
+                sums = np.zeros(len(keys), dtype=np.int64)
+                np.add.at(sums, inverse, awards)
+                self.sums[tuple(columns)] = keys, sums
+
+    def _codes(self, columns: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Each value's position among the IPEDS values of its column (-1: not there)."""
+        codes = {}
+        for column, known in self.known.items():
+            index, distinct = pd.factorize(columns[column])   # each value looked up once
+            at = np.searchsorted(known, distinct).clip(max=max(len(known) - 1, 0))
+            codes[column] = (np.where(known[at] == distinct, at, -1) if len(known)
+                             else np.full(len(distinct), -1))[index]
+        return codes
+
+    def _key(self, codes: dict[str, np.ndarray], columns: list[str]) -> np.ndarray:
+        key = np.zeros(len(codes["cip2010"]), dtype=np.int64)
+        for column in columns:
+            key = key * (len(self.known[column]) + 1) + codes[column]
+        return np.where(np.all([codes[c] >= 0 for c in columns], axis=0), key, -1)
+
+    def _summed(self, codes: dict[str, np.ndarray], columns: list[str]) -> np.ndarray:
+        """The awards of each cell's `columns` (0 where IPEDS has none)."""
+        keys, sums = self.sums[tuple(columns)]
+        query = self._key(codes, columns)
+        if not len(keys):
+            return np.zeros(len(query), dtype=np.int64)
+        at = np.searchsorted(keys, query).clip(max=len(keys) - 1)
+        return np.where((query >= 0) & (keys[at] == query), sums[at], 0)
+
+    def shares(self, cells: pd.DataFrame, destinations: Destinations,
+               unseen_weight: float = DEFAULT_UNSEEN_WEIGHT) -> pd.DataFrame:
+        """`transition_shares` of `cells`."""
+        distinct = cells[KEYS].drop_duplicates()
+        first, n = destinations.of(distinct["cip2010"].to_numpy(dtype=object))
+        several = n > 1
+        cell, row = expanded(first[several], n[several])
+        choices = {c: distinct[c].to_numpy()[several][cell] for c in KEYS}
+        choices["cip2020"] = destinations.rows["cip2020"].to_numpy(dtype=object)[row]
+        codes = self._codes(choices)
+        level = np.full(len(row), 5)
+        weight = np.ones(len(row))
+        for number in (4, 3, 2, 1):              # the most detailed supported level wins
+            group = LEVELS[number]
+            supported = self._summed(codes, group + ["cip2010"]) > 0
+            awards = self._summed(codes, group + ["cip2010", "cip2020"])[supported]
+            level[supported] = number
+            weight[supported] = np.where(awards > 0, awards, unseen_weight)
+        # each cell's total by pandas' groupby over the cells in sorted order, as earlier
+        # versions summed it: its rounding depends on pandas' path (a sorted sum, or added
+        # row by row with compensation), and the split's draws on the shares' last bit
+        group = np.repeat(sorted_groups([distinct[c].to_numpy()[several] for c in KEYS])[1],
+                          n[several])
+        share = weight / pd.Series(weight).groupby(group).transform("sum").to_numpy()
+        return pd.DataFrame({**{c: pd.Series(v, dtype=cells[c].dtype)
+                                for c, v in choices.items() if c in KEYS},
+                             "cip2020": choices["cip2020"], "level": level, "share": share})
+
+
+def sorted_groups(columns: list) -> tuple[np.ndarray, np.ndarray, int]:
+    """The distinct rows of `columns` (arrays or Series of one length) in sorted order, as a
+    groupby's groups: each one's first row, each row's group (0 to n - 1) and n; one
+    integer key per row from each column's sorted codes, not a groupby of a frame."""
+    key, bound = np.zeros(len(columns[0]), dtype=np.int64), 1
+    for column in columns:
+        codes, uniques = pd.factorize(column, sort=True)
+        if bound * len(uniques) >= 2 ** 62:   # renumber the keys so far: 0 to n - 1
+            distinct, key = np.unique(key, return_inverse=True)
+            bound = len(distinct)
+        key, bound = key * len(uniques) + codes, bound * len(uniques)
+    distinct, first, group = np.unique(key, return_index=True, return_inverse=True)
+    return first, group, len(distinct)
+
+
 def transition_shares(cells: pd.DataFrame, counts: pd.DataFrame, transitions: pd.DataFrame,
                       unseen_weight: float = DEFAULT_UNSEEN_WEIGHT) -> pd.DataFrame:
     """For every cell (degree_level, institution, grad_cohort, cip2010) with more than one
     possible destination: one row per destination with its share and the level it came
-    from (1-4, or 5 when IPEDS never shows the code)."""
-    keys = LEVELS[1] + ["cip2010"]
-    choices = cells[keys].drop_duplicates().merge(transitions, on="cip2010")
-    several = choices.groupby(keys)["cip2020"].transform("size") > 1
-    choices = choices[several].reset_index(drop=True)
-    choices["level"] = 5
-    choices["weight"] = 1.0
-    for level in (4, 3, 2, 1):                    # the most detailed supported level wins
-        group = LEVELS[level]
-        by_pair = counts.groupby(group + ["cip2010", "cip2020"], as_index=False)["awards"].sum()
-        by_code = by_pair.groupby(group + ["cip2010"], as_index=False)["awards"].sum() \
-            .rename(columns={"awards": "code_total"})
-        here = choices[group + ["cip2010", "cip2020"]] \
-            .merge(by_pair, on=group + ["cip2010", "cip2020"], how="left") \
-            .merge(by_code, on=group + ["cip2010"], how="left")
-        supported = (here["code_total"].fillna(0) > 0).to_numpy()
-        awards = here["awards"].fillna(0).to_numpy(dtype=float)
-        choices.loc[supported, "level"] = level
-        choices.loc[supported, "weight"] = np.where(awards[supported] > 0, awards[supported],
-                                                    unseen_weight)
-    total = choices.groupby(keys)["weight"].transform("sum")
-    return choices.assign(share=choices["weight"] / total).drop(columns="weight")
+    from (1-4, or 5 when IPEDS never shows the code). A release's recast uses the sums
+    of its `RecastContext` (`IpedsSums.shares`), made once."""
+    return IpedsSums(counts).shares(cells, Destinations(transitions), unseen_weight)

@@ -64,8 +64,7 @@ def keep_measurements(store_path: Path, measured: Iterable[NoisyMeasurement]) ->
 
 
 def _categorical_cells(cells: pd.DataFrame) -> pd.DataFrame:
-    """Cells in canonical order with sorted categorical codes (as the cell frame has)."""
-    cells = cells.sort_values(CELL_KEYS, kind="stable")
+    """Cells (in canonical order) with sorted categorical codes (as the cell frame has)."""
     out = cells.reset_index(drop=True)
     for column in ("institution", "inst_state", "degree_level", "cipcode"):
         out[column] = pd.Categorical(out[column], categories=sorted(out[column].unique()))
@@ -135,7 +134,7 @@ def _question_table(store: PrivacyStore, question: Question, rows: pd.DataFrame,
         entries.append(replace(first, n_cells=sum(r.entry.n_cells for r in recasts),
                                noise_stream=";".join(r.entry.noise_stream for r in recasts)))
         summary = recast_summary(question, recasts)
-    return _categorical_cells(cells), values, tuple(sources), entries, summary
+    return _categorical_cells(cells.iloc[order]), values, tuple(sources), entries, summary
 
 
 def recast_summary(question: Question, recasts: list[RecastTable]) -> dict:
