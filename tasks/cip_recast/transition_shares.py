@@ -133,9 +133,9 @@ class IpedsSums:
         # each cell's total by pandas' groupby over the cells in sorted order, as earlier
         # versions summed it: its rounding depends on pandas' path (a sorted sum, or added
         # row by row with compensation), and the split's draws on the shares' last bit
-        group = np.repeat(sorted_groups([distinct[c].to_numpy()[several] for c in KEYS])[1],
-                          n[several])
-        share = weight / pd.Series(weight).groupby(group).transform("sum").to_numpy()
+        of_cell = np.repeat(sorted_groups([distinct[c].to_numpy()[several] for c in KEYS])[1],
+                            n[several])
+        share = weight / pd.Series(weight).groupby(of_cell).transform("sum").to_numpy()
         return pd.DataFrame({**{c: pd.Series(v, dtype=cells[c].dtype)
                                 for c, v in choices.items() if c in KEYS},
                              "cip2020": choices["cip2020"], "level": level, "share": share})
