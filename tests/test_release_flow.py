@@ -16,7 +16,7 @@ import pyarrow.csv as csv
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import SEED_A, SEED_B, csv_fields, public_table, run_release
+from conftest import SEED_A, SEED_B, csv_fields, public_table, run_release, without_extras
 from pseo_das.tasks.audit.run_fingerprints import read_fingerprints
 from pseo_das.tasks.privacy.release_seed import seed_sha256
 from pseo_das.config import load_config
@@ -262,12 +262,14 @@ def test_existing_destination_is_refused(releases, synthetic_dir):
     assert public_table(root / "a", "pseoe_all.csv").read_bytes() == before
 
 
-def test_configured_cip_levels_and_budget_cap(small_synthetic_dir, tmp_path, tracking_uri,
-                                              capsys):
-    config = tmp_path / "measure2.toml"
-    config.write_text('[privacy]\nepsilon_per_tabulation = 0.5\ncip_levels = { "4" = "measure", "2" = "measure", "A" = "derive" }\n')
-    assert run_release(small_synthetic_dir, tmp_path / "r", SEED_A, tracking_uri,
-                       extra=("--config", str(config))) == 0
+def test_configured_cip_levels_and_budget_cap(tmp_path, tracking_uri, capsys):
+    """Of the tests' tiny data set, without the extras: the ledger and the notes do not
+    depend on the data's size."""
+    from test_ingest import write_releasable
+    data = write_releasable(tmp_path / "data")
+    config = without_extras(tmp_path / "measure2.toml", '[privacy]\nepsilon_per_tabulation = 0.5\n'
+                            'cip_levels = { "4" = "measure", "2" = "measure", "A" = "derive" }\n')
+    assert run_release(data, tmp_path / "r", SEED_A, tracking_uri, extra=config) == 0
     ledger = pd.read_csv(tmp_path / "r" / "internal" / "ledger.csv")
     earnings = ledger[ledger["product"] == "earnings histograms"]
     assert earnings["epsilon"].sum() == pytest.approx(3.0)  # 3 years x 2 measured levels x 0.5
@@ -278,7 +280,7 @@ def test_configured_cip_levels_and_budget_cap(small_synthetic_dir, tmp_path, tra
 
     over = tmp_path / "over.toml"
     over.write_text("[privacy]\nepsilon_per_tabulation = 4.0\n")
-    assert run_release(small_synthetic_dir, tmp_path / "r2", SEED_A, tracking_uri,
+    assert run_release(data, tmp_path / "r2", SEED_A, tracking_uri,
                        extra=("--config", str(over))) == 2
     assert "exceeds privacy.epsilon_cap" in capsys.readouterr().err
     assert not (tmp_path / "r2").exists()

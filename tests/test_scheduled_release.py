@@ -30,9 +30,11 @@ def test_deployment_is_quarterly_parameterised_and_retried(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_rerun_of_a_scheduled_release_spends_nothing(small_synthetic_dir, tmp_path):
+def test_a_rerun_of_a_scheduled_release_spends_nothing(tmp_path):
+    from test_ingest import write_releasable
     uri = f"sqlite:///{tmp_path / 'audit' / 'mlflow.db'}"
-    kwargs = dict(data_dir=str(small_synthetic_dir), releases_dir=str(tmp_path / "releases"),
+    data = write_releasable(tmp_path / "data")    # the claim does not depend on the size
+    kwargs = dict(data_dir=str(data), releases_dir=str(tmp_path / "releases"),
                   tracking_uri=uri, release_id="2027Q1", store=str(init_store(tmp_path / "store")))
     first = scheduled_quarterly_release(**kwargs)
     assert first["new_epsilon"] == "7.5" and not first["already_published"]
