@@ -70,14 +70,16 @@ def installed(wheel, tmp_path_factory) -> Path:
     dependencies. It lies in a git repository, as a user's .venv in a clone would.
     `--no-compile` skips writing .pyc files of every dependency at install time (40 of 130 s
     here): Python compiles what it imports when it imports it; the files installed and
-    where they go are the same."""
+    where they go are the same. The installer is this environment's pip (`pip --python`,
+    the pip `make install` upgrades to), not the older one `venv` bundles: 12.1 + 8.0
+    against 33.5 + 2.8 CPU s for the same install, and 3.5 s less to make the venv."""
     clone = tmp_path_factory.mktemp("clone")
     for command in (["git", "init", "-q"],
                     ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q",
                      "--allow-empty", "-m", "a user's clone"],
-                    [sys.executable, "-m", "venv", ".venv"],
-                    [".venv/bin/python", "-m", "pip", "install", "--quiet", "--no-compile",
-                     wheel]):
+                    [sys.executable, "-m", "venv", "--without-pip", ".venv"],
+                    [sys.executable, "-m", "pip", "--python", ".venv/bin/python", "install",
+                     "--quiet", "--no-compile", wheel]):
         done = run(command, cwd=clone, timeout=1200)
         assert done.returncode == 0, f"{command}: {done.stderr[-3000:]}"
     return clone / ".venv" / "bin"
