@@ -22,9 +22,9 @@ import pandas as pd
 from pseo_das.errors import PseoDasError
 from pseo_das.config import CellsConfig
 from pseo_das.tasks.cip_recast.transition_shares import (WIDTH, Destinations, IpedsSums, expanded,
-                                                         sorted_groups, transition_counts)
+                                                         transition_counts)
 from pseo_das.tasks.inputs.cells import (CELL_COLUMNS, CIP_2010, CIP_2020, institution_blocks,
-                                         sum_by_group)
+                                         sorted_groups, sum_by_group)
 from pseo_das.tasks.inputs.row_files import RowSink
 from pseo_das.tasks.privacy.ledger import LedgerEntry
 from pseo_das.tasks.privacy.post_processing import (SPLIT_BLOCK, post_processing_split_blocks,

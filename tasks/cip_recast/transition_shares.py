@@ -21,6 +21,8 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
+from pseo_das.tasks.inputs.cells import sorted_groups
+
 LEVELS = {1: ["degree_level", "institution", "grad_cohort"], 2: ["degree_level", "institution"],
           3: ["degree_level"], 4: []}
 DEFAULT_UNSEEN_WEIGHT = 1e-6
@@ -139,21 +141,6 @@ class IpedsSums:
         return pd.DataFrame({**{c: pd.Series(v, dtype=cells[c].dtype)
                                 for c, v in choices.items() if c in KEYS},
                              "cip2020": choices["cip2020"], "level": level, "share": share})
-
-
-def sorted_groups(columns: list) -> tuple[np.ndarray, np.ndarray, int]:
-    """The distinct rows of `columns` (arrays or Series of one length) in sorted order, as a
-    groupby's groups: each one's first row, each row's group (0 to n - 1) and n; one
-    integer key per row from each column's sorted codes, not a groupby of a frame."""
-    key, bound = np.zeros(len(columns[0]), dtype=np.int64), 1
-    for column in columns:
-        codes, uniques = pd.factorize(column, sort=True)
-        if bound * len(uniques) >= 2 ** 62:   # renumber the keys so far: 0 to n - 1
-            distinct, key = np.unique(key, return_inverse=True)
-            bound = len(distinct)
-        key, bound = key * len(uniques) + codes, bound * len(uniques)
-    distinct, first, group = np.unique(key, return_index=True, return_inverse=True)
-    return first, group, len(distinct)
 
 
 def transition_shares(cells: pd.DataFrame, counts: pd.DataFrame, transitions: pd.DataFrame,

@@ -129,6 +129,21 @@ def sum_by_group(counts: np.ndarray, group: np.ndarray, n_groups: int) -> np.nda
                            dtype=counts.dtype)
 
 
+def sorted_groups(columns: list) -> tuple[np.ndarray, np.ndarray, int]:
+    """The distinct rows of `columns` (arrays or Series of one length) in sorted order, as a
+    groupby's groups: each one's first row, each row's group (0 to n - 1) and n; one
+    integer key per row from each column's sorted codes, not a groupby of a frame."""
+    key, bound = np.zeros(len(columns[0]), dtype=np.int64), 1
+    for column in columns:
+        codes, uniques = pd.factorize(column, sort=True)
+        if bound * len(uniques) >= 2 ** 62:   # renumber the keys so far: 0 to n - 1
+            distinct, key = np.unique(key, return_inverse=True)
+            bound = len(distinct)
+        key, bound = key * len(uniques) + codes, bound * len(uniques)
+    distinct, first, group = np.unique(key, return_index=True, return_inverse=True)
+    return first, group, len(distinct)
+
+
 def institution_blocks(cells: pd.DataFrame, block_cells: int) -> list[slice]:
     """Consecutive row ranges of `cells` of about `block_cells` rows that hold whole
     institutions (a cell and every cell it can be added to: the same institution); one
@@ -172,13 +187,12 @@ def coarser_cells(cells: pd.DataFrame, inst_level: str, cip_level: str, source_c
     elif inst_level == "N":
         coarse = coarse.assign(institution=map_codes(coarse["inst_state"], lambda s: NATIONAL_INSTITUTION),
                                inst_state=map_codes(coarse["inst_state"], lambda s: "00"))
-    group = coarse.groupby(CELL_KEYS, sort=True, observed=True).ngroup().to_numpy()
     # a coarser cell: its first row (its rows share inst_state and grad_cohort_years), the
     # rows' noise terms added (a groupby's named aggregations cost 2x more on small tables)
-    first = np.unique(group, return_index=True)[1]
+    first, group, n_groups = sorted_groups([coarse[key] for key in CELL_KEYS])
     summed = coarse.iloc[first].reset_index(drop=True)
     summed["noise_terms"] = sum_by_group(coarse["noise_terms"].to_numpy(np.int64), group,
-                                         len(first))
+                                         n_groups)
     return summed[cells.columns], group
 
 
