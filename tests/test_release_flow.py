@@ -267,9 +267,9 @@ def test_configured_cip_levels_and_budget_cap(tmp_path, tracking_uri, capsys):
     depend on the data's size."""
     from test_ingest import write_releasable
     data = write_releasable(tmp_path / "data")
-    config = without_extras(tmp_path / "measure2.toml", '[privacy]\nepsilon_per_tabulation = 0.5\n'
-                            'cip_levels = { "4" = "measure", "2" = "measure", "A" = "derive" }\n')
-    assert run_release(data, tmp_path / "r", SEED_A, tracking_uri, extra=config) == 0
+    measure2 = without_extras(tmp_path / "measure2.toml", '[privacy]\nepsilon_per_tabulation = 0.5\n'
+                              'cip_levels = { "4" = "measure", "2" = "measure", "A" = "derive" }\n')
+    assert run_release(data, tmp_path / "r", SEED_A, tracking_uri, extra=measure2) == 0
     ledger = pd.read_csv(tmp_path / "r" / "internal" / "ledger.csv")
     earnings = ledger[ledger["product"] == "earnings histograms"]
     assert earnings["epsilon"].sum() == pytest.approx(3.0)  # 3 years x 2 measured levels x 0.5

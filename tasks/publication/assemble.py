@@ -236,8 +236,9 @@ class EarningsPublication:
 class EarningsFiles:
     """pseoe_all and pseoh_all, written first so that their slow parts work while the flows
     are made: pseoe_all's layout check (its own thread), the labelled workbook (`workbook`,
-    a second process, or this one for a small table; None without xlsx) and pseoh_all with its Parquet copy (`pseoh`, a
-    second thread). `parquet_rows()`: the Parquet copies written, once they all are."""
+    a second process, or this one for a small table; None without xlsx) and pseoh_all with
+    its Parquet copy (`pseoh`, a second thread). `parquet_rows()`: the Parquet copies
+    written, once they all are."""
     pseoe_check: TableCheck
     workbook: Apart | Here | None
     pseoe_parquet: dict[str, int]
