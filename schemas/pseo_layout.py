@@ -575,15 +575,15 @@ class _FileChecks:
 
 
 def repeated_rows(keys: np.ndarray) -> np.ndarray:
-    """Rows whose keys (rows x 2 hashes) an earlier row has, in order. One sort by the
-    first hash finds the candidates (rows sharing it); only those are sorted by both
-    hashes, then by row (the lexsort of every row took most of the check's time)."""
-    order = np.argsort(keys[:, 0], kind="stable")
-    first = keys[order, 0]                       # sorted once; neighbours compared in place
-    tied = first[1:] == first[:-1]
+    """Rows whose keys (rows x 2 hashes) an earlier row has, in order. The first hashes,
+    sorted (a plain sort: a third of an argsort's time), give the values that repeat; only
+    the rows holding one are sorted by both hashes, then by row."""
+    first = np.sort(keys[:, 0])
+    tied = np.unique(first[1:][first[1:] == first[:-1]])
     del first
-    candidates = np.unique(np.concatenate([order[1:][tied], order[:-1][tied]]))
-    del order, tied
+    candidates = np.flatnonzero(tied[np.minimum(np.searchsorted(tied, keys[:, 0]),
+                                                 len(tied) - 1)] == keys[:, 0]) \
+        if len(tied) else np.zeros(0, np.int64)
     repeat = np.zeros(len(keys), bool)
     if len(candidates):
         sub = keys[candidates]

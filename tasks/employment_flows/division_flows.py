@@ -116,6 +116,13 @@ class OriginTable:
     def level(self) -> tuple[str, str, bool]:
         return self.inst_level, self.cip_level, self.by_cohort
 
+    @cached_property
+    def home_state(self) -> np.ndarray:
+        """Each cell's state of institution as its index in STATE_FIPS (the in-state
+        destinations), found once per table, not per block of rows."""
+        return np.searchsorted(np.array(STATE_FIPS),
+                               self.cells["inst_state"].astype(str).to_numpy())
+
 
 def origin_tables(table: NoisyFlows, suppressed: np.ndarray) -> list[OriginTable]:
     """The institution table as corrected, and the state-of-institution and all-cohort
@@ -156,8 +163,7 @@ def destination_level(table: OriginTable, rows: np.ndarray, block: int
     Only what the level needs is summed (the divisions x sectors for the last alone)."""
     rows = np.asarray(rows)
     by_state = state_flows(table.corrected[rows])                      # cells x sectors x states
-    home = np.searchsorted(np.array(STATE_FIPS),
-                           table.cells["inst_state"].astype(str).to_numpy()[rows])
+    home = table.home_state[rows]
     n = len(home)
     instate = by_state[np.arange(n), :, home]                          # cells x sectors
     never = np.zeros((n, 1, 1), bool)
