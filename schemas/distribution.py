@@ -28,7 +28,10 @@ from __future__ import annotations
 
 import gzip
 import io
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from enum import StrEnum
+from functools import cache
 from pathlib import Path
 from typing import TextIO
 
@@ -99,16 +102,24 @@ def open_table(path: Path) -> TextIO:
     return open(path, encoding="utf-8", newline="")
 
 
+GZIP_BLOCKS_AHEAD = 8      # blocks a stream may have waiting for the compressing thread
+
+
 class _DeterministicGzip(io.RawIOBase):
     """A gzip stream to a file it owns (hashed as written, written_hashes.py): ISA-L at
     GZIP_LEVEL, the text fed to it in blocks of GZIP_BLOCK_BYTES, so the bytes depend on
-    the text only, not on how it was split into writes."""
+    the text only, not on how it was split into writes. The blocks are compressed and
+    written in order by one thread shared by every stream (ISA-L lets go of the GIL:
+    the writer goes on formatting rows meanwhile); a stream waits when it has
+    GZIP_BLOCKS_AHEAD blocks waiting, and a failure there is raised by its next write or
+    its close."""
 
     def __init__(self, path: Path):
         super().__init__()
         self._raw = HashingFile(path)
         self._compressor = isal_zlib.compressobj(GZIP_LEVEL, isal_zlib.DEFLATED, GZIP_WBITS)
         self._pending = bytearray()
+        self._ahead: deque[Future] = deque()
 
     def writable(self) -> bool:
         return True
@@ -117,21 +128,39 @@ class _DeterministicGzip(io.RawIOBase):
         self._pending += data
         whole = len(self._pending) - len(self._pending) % GZIP_BLOCK_BYTES
         for start in range(0, whole, GZIP_BLOCK_BYTES):
-            self._raw.write(self._compressor.compress(
-                memoryview(self._pending)[start:start + GZIP_BLOCK_BYTES]))
+            self._submit(bytes(memoryview(self._pending)[start:start + GZIP_BLOCK_BYTES]))
         del self._pending[:whole]
         return len(data)
+
+    def _submit(self, block: bytes) -> None:
+        while len(self._ahead) >= GZIP_BLOCKS_AHEAD or (self._ahead and self._ahead[0].done()):
+            self._ahead.popleft().result()
+        self._ahead.append(_compressing().submit(self._compress, block))
+
+    def _compress(self, block: bytes) -> None:
+        self._raw.write(self._compressor.compress(block))
 
     def close(self) -> None:
         if self.closed:
             return
         try:
+            while self._ahead:
+                self._ahead.popleft().result()
             if self._pending:
                 self._raw.write(self._compressor.compress(bytes(self._pending)))
             self._raw.write(self._compressor.flush())
         finally:
+            for waiting in self._ahead:     # after a failure: nothing more is written
+                waiting.cancel()
+            wait(self._ahead)
             self._raw.close()
             super().close()
+
+
+@cache
+def _compressing() -> ThreadPoolExecutor:
+    """The thread that compresses every gzip stream's blocks (in the order submitted)."""
+    return ThreadPoolExecutor(1, thread_name_prefix="pseo-das-gzip")
 
 
 def open_output(path: Path) -> io.RawIOBase:

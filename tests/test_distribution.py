@@ -12,8 +12,9 @@ from fractions import Fraction
 import pandas as pd
 import pytest
 
-from pseo_das.schemas.distribution import (GZIP_BLOCK_BYTES, TableFormat, folder_of,
-                                           open_table, published_table, table_path)
+from pseo_das.schemas.distribution import (GZIP_BLOCK_BYTES, GZIP_BLOCKS_AHEAD, TableFormat,
+                                           folder_of, open_output, open_table,
+                                           published_table, table_path)
 from pseo_das.schemas.pseo_layout import Product
 from pseo_das.tasks.publication.partners_files import (partners_files, partners_text,
                                                        statewide_coverage)
@@ -213,3 +214,15 @@ def test_the_configuration_switch(tmp_path):
     bad.write_text('[publication]\ndata_providers = { "99" = ["x"] }\n')
     with pytest.raises(ConfigError, match="99 not the 2-digit FIPS code"):
         load_config(bad)
+
+
+def test_a_failure_in_the_compressing_thread_is_raised_by_the_stream(tmp_path):
+    """The blocks are compressed and written by a thread: a write that fails there (here
+    the file closed under the stream) is raised by the stream's next write or its close."""
+    out = open_output(tmp_path / "t.csv.gz")
+    out._raw.close()
+    with pytest.raises(ValueError, match="closed file"):
+        out.write(b"1,2\n" * (GZIP_BLOCK_BYTES // 4 * (GZIP_BLOCKS_AHEAD + 2)))
+    with pytest.raises(ValueError, match="closed file"):
+        out.close()
+    assert out.closed

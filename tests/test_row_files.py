@@ -57,7 +57,8 @@ def test_a_spilled_table_reads_like_the_array():
     mask = np.random.default_rng(1).random(53) < 0.4
     keys = [slice(None), slice(3, 40), slice(50, 80), slice(10, 10), slice(2, 30, 4),
             np.array([40, 3, 3, 52, 0, -1]), np.array([], dtype=np.int64), mask,
-            (np.array([5, 44]), 2), (slice(8, 20), slice(1, 3)), (mask, 4)]
+            (np.array([5, 44]), 2), (slice(8, 20), slice(1, 3)), (mask, 4),
+            np.arange(7, 30), np.array([-3, -2, -1]), np.array([3, 5, 4, 6]), np.array([9])]
     for key in keys:
         assert np.array_equal(rows[key], values[key]), key
     assert np.array_equal(np.asarray(rows), values)

@@ -107,6 +107,8 @@ class SpilledRows:
         if len(rows) and (rows.min() < -self.shape[0] or rows.max() >= self.shape[0]):
             raise IndexError(f"row index out of range for {self.shape[0]} rows")
         rows = np.where(rows < 0, rows + self.shape[0], rows)
+        if len(rows) > 1 and rows[-1] - rows[0] == len(rows) - 1 and (np.diff(rows) == 1).all():
+            return self.rows(int(rows[0]), int(rows[-1]) + 1)    # consecutive: read as they are
         out = np.empty((len(rows), self.shape[1]), self.dtype)
         if not len(rows):
             return out
