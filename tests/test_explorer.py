@@ -302,3 +302,48 @@ def test_neighbouring_institutions_with_the_same_cell_keep_their_own_histograms(
         pseoh = pseoh.astype({c: "category" for c in pseoh.columns if c != "noisy_count"})
     assert histogram_cells(pseoh) == {"00588900": {"05|07|0000|1": [3, 4]},
                                       "00591200": {"05|07|0000|1": [5, 6]}}
+
+
+def test_unit_files_text_is_json_dumps_text_of_their_values():
+    """A unit file's text, its flows written from the integers (`UnitData.text`), is
+    json.dumps' text of its values: suppressed and not-available values, destinations
+    without a row (null), a cell whose sector flows are all 0 (empty lists), a unit without
+    flows; years after as json.dumps sorts them ("y1", "y10", "y5")."""
+    from pseo_das.tasks.publication.explorer_data import FlowCells, FlowColumns, UnitData
+    cells = FlowCells(FlowColumns(["11", "23"], ["1", "2"]))
+    # destinations: 0-2 the nation (all industries, 11, 23), 3-5 division 1, 6-8 division 2
+    flows = {("A", "05", "11", "2016"): [9, 4, 5, 6, "s", 6, 3, 0, 3],
+             ("A", "05", "00", "0000"): [12, 12, 0],        # no division rows
+             ("B", "05", "00", "0000"): [0, 0, 0, 0, 0, 0, None, 0, 0]}
+    origins = list(flows)
+    of_row = [n for n, values in enumerate(flows.values()) for _ in values]
+    where = [d for values in flows.values() for d in range(len(values))]
+    rows = {}
+    for k in (1, 5, 10):
+        for measure in ("grads_emp", "grads_emp_instate", "grads_nme"):
+            shown = [v * k if isinstance(v, int) and (measure != "grads_nme" or d == 0)
+                     else None if measure == "grads_nme" or v is None else v
+                     for values in flows.values() for d, v in enumerate(values)]
+            rows[f"y{k}_{measure}"] = [v if isinstance(v, int) else np.nan for v in shown]
+            rows[f"status_y{k}_{measure}"] = [1 if isinstance(v, int) else 5 if v == "s"
+                                              else -1 for v in shown]
+    cells.add(origins, np.array(of_row), np.array(where), pd.DataFrame(rows))
+
+    def years(cell):
+        return {f"y{k}": cell(k) for k in (1, 5, 10)}
+    expected = {
+        "A": {"05|11|2016": years(lambda k: {
+                  "emp": [9 * k, 4 * k, 5 * k, 6 * k, 3 * k], "instate": [9 * k, 4 * k, 5 * k],
+                  "nme": 9 * k, "sectors": [4, SUPPRESSED, 5, 6 * k, 8, 3 * k]}),
+              "05|00|0000": years(lambda k: {
+                  "emp": [12 * k, 12 * k, 0, None, None], "instate": [12 * k, 12 * k, 0],
+                  "nme": 12 * k, "sectors": [4, None, 5, None, 7, None, 8, None]})},
+        "B": {"05|00|0000": years(lambda k: {"emp": [0, 0, 0, 0, None], "instate": [0, 0, 0],
+                                              "nme": 0, "sectors": []})},
+        "C": {}}
+    units = UnitData(["A", "B", "C"], {"earnings": {"A": {"05|00|0000": [3, SUPPRESSED, None]}},
+                                       "histograms": {"C": {"05|00|0000|1": [1, -2]}},
+                                       "flows": cells.units()})
+    for unit, unit_flows in expected.items():
+        assert units[unit]["flows"] == unit_flows
+        assert units.text(unit) == json.dumps(units[unit], sort_keys=True, separators=(",", ":"))

@@ -19,7 +19,7 @@ from pseo_das.errors import PseoDasError
 from pseo_das.tasks import progress
 from pseo_das.tasks.publication.explorer_board import board_data
 from pseo_das.tasks.publication.explorer_data import (ExplorerData,
-                                                      explorer_data, script)
+                                                      explorer_data, json_text, script)
 
 EXPLORER = "explorer"                     # the folder's name in public/ and internal/
 PAGE_FILES = ("index.html", "explorer.css", "explorer.js")
@@ -75,11 +75,11 @@ def write_explorer(out: Path, data: ExplorerData, board: dict | None = None,
         if share_with is not None:
             _link_or_copy(share_with / name, out / name)
         else:
-            (out / name).write_text(script(f"u_{unit}", data.units[unit]))
+            (out / name).write_text(script(f"u_{unit}", data.units.text(unit)))
     facts = data.facts | {"board": board is not None}
-    (out / DATA / f"{RELEASE_DATA}.js").write_text(script(RELEASE_DATA, facts))
+    (out / DATA / f"{RELEASE_DATA}.js").write_text(script(RELEASE_DATA, json_text(facts)))
     if board is not None:
-        (out / DATA / f"{BOARD_DATA}.js").write_text(script(BOARD_DATA, board))
+        (out / DATA / f"{BOARD_DATA}.js").write_text(script(BOARD_DATA, json_text(board)))
     return out
 
 

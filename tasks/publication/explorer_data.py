@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 
 from pseo_das.errors import PseoDasError
@@ -303,36 +304,64 @@ class FlowCells:
         asked for (`FlowUnits`)."""
         return FlowUnits(self)
 
-    def cells_of(self, rows: list[int], keys: list[str]) -> dict[str, dict]:
-        """cell key -> the flows of the origin cells `rows` (in `_values`), keyed `keys`."""
+    def cells_text(self, rows: list[int]) -> list[str]:
+        """The JSON text (`json_text`) of the flows (`flow_cells`) of each origin cell `rows`
+        (in `_values`), written from the integers without Python lists of them."""
         width, n_destinations = self.width, self.n_destinations
         totals = list(range(0, n_destinations, width))                  # all industries
         sector_columns = np.array([c for c in range(width, n_destinations) if c % width])
         values = self._values[rows]
-
-        def sparse(block: np.ndarray) -> list[list[int]]:
-            rows, cols = np.nonzero(block)
-            bounds = np.searchsorted(rows, np.arange(len(block) + 1))
-            flat = np.stack([sector_columns[cols], block[rows, cols]], axis=1)
-            return [decoded(flat[a:b].ravel()) for a, b in zip(bounds[:-1], bounds[1:])]
-
-        cells: dict[str, dict] = {key: {} for key in keys}
+        years = {}
         for j, k in enumerate(YEARS_AFTER):
             emp = values[:, j, :n_destinations]
-            shown = decoded(emp[:, totals[:1] + list(range(1, width)) + totals[1:]])
-            sectors = sparse(emp[:, sector_columns])
-            instate = decoded(values[:, j, n_destinations:-1])
-            nme = decoded(values[:, j, -1])
-            for n, key in enumerate(keys):   # decoded a year's cells at once, not cell by cell
-                cells[key][f"y{k}"] = {"emp": shown[n], "sectors": sectors[n],
-                                       "instate": instate[n], "nme": nme[n]}
-        return cells
+            sectors = emp[:, sector_columns]
+            at, columns = np.nonzero(sectors)             # the flows that are not 0
+            pairs = np.stack([sector_columns[columns], sectors[at, columns]], axis=1)
+            years[f"y{k}"] = _objects({
+                "emp": _arrays(emp[:, totals[:1] + list(range(1, width)) + totals[1:]]),
+                "sectors": _arrays(pairs, 2 * np.searchsorted(at, np.arange(len(rows) + 1))),
+                "instate": _arrays(values[:, j, n_destinations:-1]),
+                "nme": _values_text(values[:, j, -1])})
+        return _objects(years).to_pylist()
+
+
+def _values_text(numbers: np.ndarray) -> pa.Array:
+    """The JSON text of each `flagged` integer as the page shows it (`decoded`): "12",
+    '"s"' or "null"."""
+    numbers = pa.array(numbers.ravel())
+    shown = pc.if_else(pc.equal(numbers, SUPPRESSED_CODE), json.dumps(SUPPRESSED), "null")
+    return pc.if_else(pc.less(numbers, 0), shown, pc.cast(numbers, pa.string()))
+
+
+def _arrays(numbers: np.ndarray, bounds: np.ndarray | None = None) -> pa.Array:
+    """The JSON text of arrays of `flagged` integers (`_values_text`), "[1,\"s\",null]": each
+    row of `numbers`, or its values cut at `bounds` (offsets into them, one more than
+    arrays)."""
+    if bounds is None:
+        bounds = np.arange(0, numbers.size + 1, numbers.shape[-1])
+    arrays = pa.ListArray.from_arrays(pa.array(bounds, pa.int64()), _values_text(numbers))
+    return pc.binary_join_element_wise("[", pc.binary_join(arrays, ","), "]", "")
+
+
+def _objects(members: dict[str, pa.Array]) -> pa.Array:
+    """The JSON text of objects, one per row of `members` (key -> the text of each row's
+    value), keys sorted as json.dumps' sort_keys sorts them."""
+    pieces: list = []
+    for n, key in enumerate(sorted(members)):
+        pieces += [("{" if n == 0 else ",") + json.dumps(key) + ":", members[key]]
+    return pc.binary_join_element_wise(*pieces, "}", "")
+
+
+def _object(members: Mapping[str, str]) -> str:
+    """`_objects` of one object."""
+    return "{" + ",".join(f"{json.dumps(key)}:{members[key]}" for key in sorted(members)) + "}"
 
 
 class FlowUnits(Mapping):
     """unit -> cell key -> the cell's flows (`flow_cells`) of a `FlowCells`, a unit's made
-    when it is asked for: memory holds one unit's lists, not every unit's (a national
-    release's were several GB of Python lists at once in "write release files")."""
+    when it is asked for: memory holds one unit's, not every unit's (a national release's
+    were several GB of Python lists at once in "write release files"). `text`: a unit's as
+    JSON text, which the explorer's files are written from."""
 
     def __init__(self, cells: FlowCells):
         self._cells = cells
@@ -342,8 +371,16 @@ class FlowUnits(Mapping):
             rows.append(n)
             keys.append("|".join(cell))
 
+    def text(self, unit: str) -> str:
+        """The JSON text (`json_text`) of `self[unit]`."""
+        rows, keys = self._rows[unit]
+        return _object(dict(zip(keys, self._cells.cells_text(rows))))
+
     def __getitem__(self, unit: str) -> dict[str, dict]:
-        return self._cells.cells_of(*self._rows[unit])
+        return json.loads(self.text(unit))
+
+    def __contains__(self, unit) -> bool:      # not Mapping's, which makes the unit's flows
+        return unit in self._rows
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._rows)
@@ -392,6 +429,14 @@ class UnitData(Mapping):
         if unit not in self._known:
             raise KeyError(unit)
         return {name: part.get(unit, {}) for name, part in self._parts.items()}
+
+    def text(self, unit: str) -> str:
+        """The JSON text (`json_text`) of `self[unit]`: its flows' written from their
+        integers (`FlowUnits.text`)."""
+        if unit not in self._known:
+            raise KeyError(unit)
+        return _object({name: part.text(unit) if isinstance(part, FlowUnits) and unit in part
+                        else json_text(part.get(unit, {})) for name, part in self._parts.items()})
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._units)
@@ -470,7 +515,12 @@ def explorer_data(public: Path, pseof_flows: FlowCells | None = None,
                                                 "flows": flows}))
 
 
-def script(name: str, value) -> str:
-    """A data file: a script that hands `value` to the page (`PSEO.add`): pages opened from
-    disk may load scripts but not fetch files. Deterministic text (sorted keys)."""
-    return f"PSEO.add({json.dumps(name)},{json.dumps(value, sort_keys=True, separators=(',', ':'))});\n"
+def json_text(value) -> str:
+    """Deterministic JSON text (sorted keys, no spaces)."""
+    return json.dumps(value, sort_keys=True, separators=(',', ':'))
+
+
+def script(name: str, text: str) -> str:
+    """A data file: a script that hands the value of the JSON `text` to the page (`PSEO.add`):
+    pages opened from disk may load scripts but not fetch files."""
+    return f"PSEO.add({json.dumps(name)},{text});\n"
