@@ -560,10 +560,8 @@ class _FileChecks:
                     f"{self.layout.product.value} appears at least once; absent: "
                     f"{', '.join(absent)}", 0))
         if self.cell_keys:
-            keys = np.concatenate(self.cell_keys)
+            rows = repeated_rows(self.cell_keys)
             self.cell_keys = []
-            rows = repeated_rows(keys)
-            del keys
             if len(rows):
                 levels = np.concatenate(self.cell_levels)
                 text = list(self.level_numbers)
@@ -574,22 +572,29 @@ class _FileChecks:
         return out
 
 
-def repeated_rows(keys: np.ndarray) -> np.ndarray:
-    """Rows whose keys (rows x 2 hashes) an earlier row has, in order. The first hashes,
-    sorted (a plain sort: a third of an argsort's time), give the values that repeat; only
-    the rows holding one are sorted by both hashes, then by row."""
-    first = np.sort(keys[:, 0])
+def repeated_rows(blocks: list[np.ndarray]) -> np.ndarray:
+    """Rows whose keys (2 hashes per row; `blocks`: the keys of consecutive rows, in order)
+    an earlier row has, in order. The first hashes, sorted (a plain sort: a third of an
+    argsort's time), give the values that repeat; only the rows holding one are sorted by
+    both hashes, then by row. The blocks are not joined: memory holds them and one copy of
+    their first hashes, not a second copy of every key."""
+    first = np.concatenate([block[:, 0] for block in blocks])
+    first.sort()                               # in place: no second copy
     tied = np.unique(first[1:][first[1:] == first[:-1]])
     del first
-    candidates = np.flatnonzero(tied[np.minimum(np.searchsorted(tied, keys[:, 0]),
-                                                 len(tied) - 1)] == keys[:, 0]) \
-        if len(tied) else np.zeros(0, np.int64)
-    repeat = np.zeros(len(keys), bool)
-    if len(candidates):
-        sub = keys[candidates]
-        by_keys = np.lexsort(sub.T[::-1])      # by the first hash, then the second, then by row
-        repeat[candidates[by_keys[1:]]] = (sub[by_keys[1:]] == sub[by_keys[:-1]]).all(axis=1)
-    return np.flatnonzero(repeat)
+    if not len(tied):
+        return np.zeros(0, np.int64)
+    rows, keys, offset = [], [], 0
+    for block in blocks:
+        hashes = block[:, 0]
+        mine = np.flatnonzero(tied[np.minimum(np.searchsorted(tied, hashes), len(tied) - 1)]
+                              == hashes)
+        rows.append(mine + offset)
+        keys.append(block[mine])
+        offset += len(block)
+    rows, sub = np.concatenate(rows), np.concatenate(keys)
+    by_keys = np.lexsort(sub.T[::-1])          # by the first hash, then the second, then by row
+    return np.sort(rows[by_keys[1:][(sub[by_keys[1:]] == sub[by_keys[:-1]]).all(axis=1)]])
 
 
 def _widths(path: Path) -> np.ndarray:

@@ -455,11 +455,16 @@ def test_the_check_in_small_blocks_finds_what_the_whole_file_check_finds(valid, 
 
 def test_repeated_rows_are_the_rows_an_earlier_row_has_the_keys_of():
     """The repeat search (one sort by the first hash, then both hashes on the candidates)
-    against the definition, on small random keys with many ties in either hash."""
+    against the definition, on small random keys with many ties in either hash, given
+    whole and in blocks of consecutive rows."""
     from pseo_das.schemas.pseo_layout import repeated_rows
     rng = np.random.default_rng(1)
     for _ in range(300):
         keys = rng.integers(0, 4, (int(rng.integers(1, 40)), 2)).astype(np.uint64)
         expected = [r for r in range(len(keys))
                     if any((keys[e] == keys[r]).all() for e in range(r))]
-        assert repeated_rows(keys).tolist() == expected
+        cuts = np.sort(rng.integers(0, len(keys) + 1, int(rng.integers(0, 4))))
+        assert repeated_rows([keys]).tolist() == expected
+        assert repeated_rows(np.split(keys, cuts)).tolist() == expected
+    distinct = np.arange(10, dtype=np.uint64).reshape(5, 2)
+    assert repeated_rows([distinct[:2], distinct[2:]]).tolist() == []
