@@ -584,15 +584,15 @@ def repeated_rows(blocks: list[np.ndarray]) -> np.ndarray:
     del first
     if not len(tied):
         return np.zeros(0, np.int64)
-    rows, keys, offset = [], [], 0
+    found, keys, offset = [], [], 0            # the rows holding a repeated first hash
     for block in blocks:
         hashes = block[:, 0]
         mine = np.flatnonzero(tied[np.minimum(np.searchsorted(tied, hashes), len(tied) - 1)]
                               == hashes)
-        rows.append(mine + offset)
+        found.append(mine + offset)
         keys.append(block[mine])
         offset += len(block)
-    rows, sub = np.concatenate(rows), np.concatenate(keys)
+    rows, sub = np.concatenate(found), np.concatenate(keys)
     by_keys = np.lexsort(sub.T[::-1])          # by the first hash, then the second, then by row
     return np.sort(rows[by_keys[1:][(sub[by_keys[1:]] == sub[by_keys[:-1]]).all(axis=1)]])
 
