@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import os
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from enum import StrEnum
@@ -159,8 +160,12 @@ class _DeterministicGzip(io.RawIOBase):
 
 @cache
 def _compressing() -> ThreadPoolExecutor:
-    """The thread that compresses every gzip stream's blocks (in the order submitted)."""
+    """The thread that compresses every gzip stream's blocks (in the order submitted); a
+    forked process makes its own (it has not its parent's thread)."""
     return ThreadPoolExecutor(1, thread_name_prefix="pseo-das-gzip")
+
+
+os.register_at_fork(after_in_child=_compressing.cache_clear)
 
 
 def open_output(path: Path) -> io.RawIOBase:

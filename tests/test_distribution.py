@@ -3,11 +3,13 @@ folders, the readers' helpers, the partners files and the labelled workbook."""
 from __future__ import annotations
 
 import gzip
+import multiprocessing
 import shutil
 import subprocess
 import time
 from datetime import datetime
 from fractions import Fraction
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -226,3 +228,23 @@ def test_a_failure_in_the_compressing_thread_is_raised_by_the_stream(tmp_path):
     with pytest.raises(ValueError, match="closed file"):
         out.close()
     assert out.closed
+
+
+def _write_gzipped(path: Path) -> None:
+    with open_output(path) as out:
+        out.write(b"1,2\n" * (GZIP_BLOCK_BYTES // 2))
+
+
+def test_a_forked_process_compresses_its_own_tables(tmp_path):
+    """A process forked after this one compressed a table has not its compressing thread:
+    it makes its own (it hung before)."""
+    _write_gzipped(tmp_path / "parent.csv.gz")
+    child = multiprocessing.get_context("fork").Process(target=_write_gzipped,
+                                                        args=(tmp_path / "child.csv.gz",))
+    child.start()
+    child.join(60)
+    if child.is_alive():
+        child.kill()
+    assert child.exitcode == 0
+    assert gzip.decompress((tmp_path / "child.csv.gz").read_bytes()) == \
+        b"1,2\n" * (GZIP_BLOCK_BYTES // 2)
