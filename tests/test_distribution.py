@@ -3,9 +3,9 @@ folders, the readers' helpers, the partners files and the labelled workbook."""
 from __future__ import annotations
 
 import gzip
-import multiprocessing
 import shutil
 import subprocess
+import sys
 import time
 from datetime import datetime
 from fractions import Fraction
@@ -230,21 +230,36 @@ def test_a_failure_in_the_compressing_thread_is_raised_by_the_stream(tmp_path):
     assert out.closed
 
 
-def _write_gzipped(path: Path) -> None:
-    with open_output(path) as out:
-        out.write(b"1,2\n" * (GZIP_BLOCK_BYTES // 2))
+FORKED_WRITE = """
+import multiprocessing, sys
+from pathlib import Path
+from pseo_das.schemas.distribution import GZIP_BLOCK_BYTES, open_output
 
+def write(path):
+    with open_output(Path(path)) as out:
+        out.write(b"1,2\\n" * (GZIP_BLOCK_BYTES // 2))
 
-def test_a_forked_process_compresses_its_own_tables(tmp_path):
-    """A process forked after this one compressed a table has not its compressing thread:
-    it makes its own (it hung before)."""
-    _write_gzipped(tmp_path / "parent.csv.gz")
-    child = multiprocessing.get_context("fork").Process(target=_write_gzipped,
-                                                        args=(tmp_path / "child.csv.gz",))
+if __name__ == "__main__":
+    write(sys.argv[1] + "/parent.csv.gz")
+    child = multiprocessing.get_context("fork").Process(target=write,
+                                                        args=(sys.argv[1] + "/child.csv.gz",))
     child.start()
     child.join(60)
     if child.is_alive():
         child.kill()
-    assert child.exitcode == 0
+        sys.exit("the forked process hung")
+    sys.exit(child.exitcode)
+"""
+
+
+def test_a_forked_process_compresses_its_own_tables(tmp_path):
+    """A process forked after its parent compressed a table has not its compressing thread:
+    it makes its own (it hung before). In a process of its own: a test worker's threads
+    would make the fork itself fragile."""
+    script = tmp_path / "forked_write.py"
+    script.write_text(FORKED_WRITE)
+    done = subprocess.run([sys.executable, str(script), str(tmp_path)], capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
     assert gzip.decompress((tmp_path / "child.csv.gz").read_bytes()) == \
         b"1,2\n" * (GZIP_BLOCK_BYTES // 2)
