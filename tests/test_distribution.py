@@ -9,7 +9,6 @@ import sys
 import time
 from datetime import datetime
 from fractions import Fraction
-from pathlib import Path
 
 import pandas as pd
 import pytest
