@@ -118,9 +118,10 @@ def sum_by_group(counts: np.ndarray, group: np.ndarray, n_groups: int) -> np.nda
     """Rows of integer `counts` summed by `group` (0 to n_groups - 1, every group present),
     in group order. The groups' k-th rows are added to all groups at once, k = 1, 2, ...
     (a national flows table's groups have a few rows of 1,021 columns: np.add.reduceat took
-    3 to 10 times as long, docs/develop/performance.md); a group of more than SUMMED_WHOLE_ROWS rows is summed alone.
-    Integer sums are exact in any order. The sums keep the counts' dtype (32-bit flows stay
-    32-bit: sums of graduate counts are far below 2^31)."""
+    3 to 10 times as long, docs/develop/performance.md); a group of more than
+    SUMMED_WHOLE_ROWS rows is summed alone. Integer sums are exact in any order. The sums
+    keep the counts' dtype (32-bit flows stay 32-bit: sums of graduate counts are far below
+    2^31)."""
     counts = np.asarray(counts)
     if counts.dtype.kind not in "iu":
         raise TypeError(f"sum_by_group sums integer counts, not {counts.dtype}")
