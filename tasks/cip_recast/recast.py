@@ -13,7 +13,8 @@ the same in both vintages, value by value.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -168,10 +169,11 @@ class RecastContext:
     hard_coded: pd.DataFrame     # cip2010, cip2020, share, at this level
     counts: pd.DataFrame         # IPEDS transition counts (transition_counts)
     unseen_weight: float
-    sums: IpedsSums = field(init=False, repr=False, compare=False)   # of `counts`, made once
 
-    def __post_init__(self):
-        object.__setattr__(self, "sums", IpedsSums(self.counts))
+    @cached_property
+    def sums(self) -> IpedsSums:
+        """The IPEDS sums of `counts`, made once for every table recast at this level."""
+        return IpedsSums(self.counts)
 
 
 def recast_context(inputs: "RecastInputs", cells_cfg: CellsConfig, cip_level: str,
@@ -218,12 +220,9 @@ def _cell_groups(cells: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, int]:
 def _joined(left: pd.DataFrame, right: pd.DataFrame, columns: list[str]
             ) -> tuple[np.ndarray, np.ndarray]:
     """The (left row, right row) pairs equal in `columns`, by left row then right row (the
-    rows of an inner DataFrame.merge), by integer keys."""
-    keys = np.zeros(len(left) + len(right), dtype=np.int64)
-    for column in columns:
-        codes, uniques = pd.factorize(np.concatenate([left[column].to_numpy(),
-                                                      right[column].to_numpy()]))
-        keys = pd.factorize(keys * len(uniques) + codes)[0]     # 0 to n - 1 again
+    rows of an inner DataFrame.merge), by integer keys (`sorted_groups` of both sides)."""
+    keys = sorted_groups([np.concatenate([left[column].to_numpy(), right[column].to_numpy()])
+                          for column in columns])[1]
     order = np.argsort(keys[len(left):], kind="stable")
     ordered = keys[len(left):][order]
     first = np.searchsorted(ordered, keys[:len(left)], "left")
