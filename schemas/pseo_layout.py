@@ -382,10 +382,14 @@ def _header(path: Path) -> list[str] | None:
 NOTE_ROWS = 1_000_000         # progress: a line each time this many more rows are checked
 BATCH_BYTES = 16 * 2 ** 20   # the file is read in blocks of this size
 CHECK_ROWS = 1 << 18         # rows are checked in blocks of at least this many (or the file's rest)
-# Repeated cells are found over the whole file by two independent 64-bit hashes of each
-# row's identifiers (16 bytes a row, not the rows): rows count as the same cell when both
-# agree, a false match has a chance of about rows^2 / 2^129.
+# Repeated cells are found over the whole file by 96 bits of each row's identifiers (12
+# bytes a row, not the rows): a 64-bit hash and the top 32 bits of a second, independent
+# one. Rows count as the same cell when both agree; a false match among the 64.6 million
+# rows of a national pseof_all has a chance of about rows^2 / 2^97, 2.6e-14.
 CELL_HASH_KEYS = ("pseo-das-cells-1", "pseo-das-cells-2")
+# the first hashes are sorted in this many parts, by their top bits (a copy of one part at
+# a time, not of every row's: 64 MB, not 517, for a national pseof_all)
+TIE_SEARCH_PARTS = 8
 
 
 def text_column(column: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
@@ -520,7 +524,8 @@ class _FileChecks:
         self.name, self.layout = name, product_layout
         self.found: dict[tuple, list] = {}          # (columns, rule) -> [rows, examples]
         self.levels_seen: set[str] = set()
-        self.cell_keys: list[np.ndarray] = []        # 2 x 64-bit hashes of each row's identifiers
+        # 64 + 32 bits of hashes of each row's identifiers, by blocks of rows
+        self.cell_keys: list[tuple[np.ndarray, np.ndarray]] = []
         self.cell_levels: list[np.ndarray] = []      # each row's agg_level_pseo, numbered
         self.level_numbers: dict[str, int] = {}      # agg_level_pseo text -> its number
         self.has_level = False
@@ -539,14 +544,16 @@ class _FileChecks:
             self.levels_seen |= set(block["agg_level_pseo"].distinct())
         keys = [block[c] for c in self.layout.identifiers if c in block]
         if len(keys) == len(self.layout.identifiers):
-            self.cell_keys.append(np.column_stack([row_hashes(keys, key)
-                                                   for key in CELL_HASH_KEYS]))
-            # a 32-bit number per row, not its text (only shown in examples; a national
-            # pseof_all.csv has tens of millions of rows)
+            first, second = (row_hashes(keys, key) for key in CELL_HASH_KEYS)
+            self.cell_keys.append((first, (second >> np.uint64(32)).astype(np.uint32)))
+            # a number per row, not its text, in a byte while the file has fewer than 256
+            # levels (only shown in examples; a national pseof_all.csv has tens of millions
+            # of rows)
             agg = block["agg_level_pseo"]
-            numbers = np.array([self.level_numbers.setdefault(t, len(self.level_numbers))
-                                for t in agg.distinct()], dtype=np.int32)
-            self.cell_levels.append(numbers[agg.index])
+            numbers = [self.level_numbers.setdefault(t, len(self.level_numbers))
+                       for t in agg.distinct()]
+            self.cell_levels.append(np.array(numbers, dtype=np.min_scalar_type(
+                len(self.level_numbers)))[agg.index])
 
     def problems(self) -> list[LayoutProblem]:
         out = [LayoutProblem(self.name, columns, rule, rows, tuple(examples))
@@ -572,29 +579,41 @@ class _FileChecks:
         return out
 
 
-def repeated_rows(blocks: list[np.ndarray]) -> np.ndarray:
-    """Rows whose keys (2 hashes per row; `blocks`: the keys of consecutive rows, in order)
-    an earlier row has, in order. The first hashes, sorted (a plain sort: a third of an
-    argsort's time), give the values that repeat; only the rows holding one are sorted by
-    both hashes, then by row. The blocks are not joined: memory holds them and one copy of
-    their first hashes, not a second copy of every key."""
-    first = np.concatenate([block[:, 0] for block in blocks])
-    first.sort()                               # in place: no second copy
-    tied = np.unique(first[1:][first[1:] == first[:-1]])
-    del first
+def repeated_rows(blocks: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+    """Rows whose keys an earlier row has, in order. `blocks`: the keys of consecutive
+    rows, in order, as (first hashes, uint64; second hashes). The first hashes, sorted (a
+    plain sort: a third of an argsort's time) part by part (`_tied`), give the values that
+    repeat; only the rows holding one are sorted by both hashes, then by row. The blocks
+    are not joined: memory holds them and a copy of one part of their first hashes."""
+    tied = _tied([first for first, _ in blocks])
     if not len(tied):
         return np.zeros(0, np.int64)
-    found, keys, offset = [], [], 0            # the rows holding a repeated first hash
-    for block in blocks:
-        hashes = block[:, 0]
-        mine = np.flatnonzero(tied[np.minimum(np.searchsorted(tied, hashes), len(tied) - 1)]
-                              == hashes)
+    found, firsts, seconds, offset = [], [], [], 0     # the rows holding a repeated first hash
+    for first, second in blocks:
+        mine = np.flatnonzero(tied[np.minimum(np.searchsorted(tied, first), len(tied) - 1)]
+                              == first)
         found.append(mine + offset)
-        keys.append(block[mine])
-        offset += len(block)
-    rows, sub = np.concatenate(found), np.concatenate(keys)
-    by_keys = np.lexsort(sub.T[::-1])          # by the first hash, then the second, then by row
-    return np.sort(rows[by_keys[1:][(sub[by_keys[1:]] == sub[by_keys[:-1]]).all(axis=1)]])
+        firsts.append(first[mine])
+        seconds.append(second[mine])
+        offset += len(first)
+    rows, first, second = (np.concatenate(x) for x in (found, firsts, seconds))
+    by_keys = np.lexsort((second, first))   # by the first hash, then the second, then by row
+    later, earlier = by_keys[1:], by_keys[:-1]
+    same = (first[later] == first[earlier]) & (second[later] == second[earlier])
+    return np.sort(rows[later[same]])
+
+
+def _tied(firsts: list[np.ndarray], parts: int = TIE_SEARCH_PARTS) -> np.ndarray:
+    """The values that appear more than once in the uint64 arrays `firsts`, sorted: each
+    of `parts` ranges of values (by their top bits) gathered, sorted in place and searched
+    in turn."""
+    shift = np.uint64(64 - int(parts - 1).bit_length())
+    tied = []
+    for part in range(parts):
+        values = np.concatenate([first[(first >> shift) == part] for first in firsts])
+        values.sort()
+        tied.append(np.unique(values[1:][values[1:] == values[:-1]]))
+    return np.concatenate(tied)
 
 
 def _widths(path: Path) -> np.ndarray:

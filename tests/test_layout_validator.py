@@ -454,17 +454,39 @@ def test_the_check_in_small_blocks_finds_what_the_whole_file_check_finds(valid, 
 
 
 def test_repeated_rows_are_the_rows_an_earlier_row_has_the_keys_of():
-    """The repeat search (one sort by the first hash, then both hashes on the candidates)
-    against the definition, on small random keys with many ties in either hash, given
-    whole and in blocks of consecutive rows."""
+    """The repeat search (a sort of the first hashes part by part, then both hashes on the
+    candidates) against the definition, on small random keys with many ties in either
+    hash, in every part of the first hash's range, given whole and in blocks of
+    consecutive rows."""
     from pseo_das.schemas.pseo_layout import repeated_rows
     rng = np.random.default_rng(1)
+    spread = np.arange(8, dtype=np.uint64) << np.uint64(61)   # one value in each part
     for _ in range(300):
-        keys = rng.integers(0, 4, (int(rng.integers(1, 40)), 2)).astype(np.uint64)
-        expected = [r for r in range(len(keys))
-                    if any((keys[e] == keys[r]).all() for e in range(r))]
-        cuts = np.sort(rng.integers(0, len(keys) + 1, int(rng.integers(0, 4))))
-        assert repeated_rows([keys]).tolist() == expected
-        assert repeated_rows(np.split(keys, cuts)).tolist() == expected
-    distinct = np.arange(10, dtype=np.uint64).reshape(5, 2)
-    assert repeated_rows([distinct[:2], distinct[2:]]).tolist() == []
+        n = int(rng.integers(1, 40))
+        first = spread[rng.integers(0, 8, n)] + rng.integers(0, 3, n).astype(np.uint64)
+        second = rng.integers(0, 3, n).astype(np.uint32)
+        expected = [r for r in range(n) if any(first[e] == first[r] and second[e] == second[r]
+                                               for e in range(r))]
+        cuts = np.sort(rng.integers(0, n + 1, int(rng.integers(0, 4))))
+        assert repeated_rows([(first, second)]).tolist() == expected
+        assert repeated_rows(list(zip(np.split(first, cuts), np.split(second, cuts)))
+                             ).tolist() == expected
+    distinct = np.arange(10, dtype=np.uint64), np.zeros(10, np.uint32)
+    assert repeated_rows([(distinct[0][:2], distinct[1][:2]),
+                          (distinct[0][2:], distinct[1][2:])]).tolist() == []
+
+
+def test_tied_values_are_those_found_more_than_once_in_any_part():
+    """`_tied` (the first hashes sorted in parts by their top bits) against np.unique's
+    counts, on values across the whole uint64 range and crowded in one part."""
+    from pseo_das.schemas.pseo_layout import _tied
+    rng = np.random.default_rng(2)
+    for parts in (2, 8, 16):
+        for _ in range(50):
+            pool = rng.integers(0, 2 ** 64 - 1, 30, dtype=np.uint64, endpoint=True)
+            if rng.random() < 0.3:
+                pool >>= np.uint64(8)                       # all in the first part
+            values = pool[rng.integers(0, len(pool), int(rng.integers(0, 60)))]
+            unique, counts = np.unique(values, return_counts=True)
+            cuts = np.sort(rng.integers(0, len(values) + 1, 3))
+            assert _tied(np.split(values, cuts), parts).tolist() == unique[counts > 1].tolist()
