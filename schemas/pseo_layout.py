@@ -52,6 +52,7 @@ import pyarrow.csv as pa_csv
 
 import pseo_das
 from pseo_das.errors import PseoDasError
+from pseo_das.schemas.cell_keys import CellKeys
 from pseo_das.schemas.coded_columns import CodedColumn, ValuesTest, coded_table, full_match, \
     is_in, level_column, row_hashes
 from pseo_das.schemas.distribution import ALL_FOLDER, open_table, table_path
@@ -382,14 +383,9 @@ def _header(path: Path) -> list[str] | None:
 NOTE_ROWS = 1_000_000         # progress: a line each time this many more rows are checked
 BATCH_BYTES = 16 * 2 ** 20   # the file is read in blocks of this size
 CHECK_ROWS = 1 << 18         # rows are checked in blocks of at least this many (or the file's rest)
-# Repeated cells are found over the whole file by 96 bits of each row's identifiers (12
-# bytes a row, not the rows): a 64-bit hash and the top 32 bits of a second, independent
-# one. Rows count as the same cell when both agree; a false match among the 64.6 million
-# rows of a national pseof_all has a chance of about rows^2 / 2^97, 2.6e-14.
+# Repeated cells are found over the whole file by 96 bits of hashes of each row's
+# identifiers (schemas/cell_keys.py): a 64-bit hash and the top 32 bits of a second one.
 CELL_HASH_KEYS = ("pseo-das-cells-1", "pseo-das-cells-2")
-# the first hashes are sorted in this many parts, by their top bits (a copy of one part at
-# a time, not of every row's: 64 MB, not 517, for a national pseof_all)
-TIE_SEARCH_PARTS = 8
 
 
 def text_column(column: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
@@ -524,8 +520,7 @@ class _FileChecks:
         self.name, self.layout = name, product_layout
         self.found: dict[tuple, list] = {}          # (columns, rule) -> [rows, examples]
         self.levels_seen: set[str] = set()
-        # 64 + 32 bits of hashes of each row's identifiers, by blocks of rows
-        self.cell_keys: list[tuple[np.ndarray, np.ndarray]] = []
+        self.cell_keys: CellKeys | None = None       # of each row's identifiers, in files
         self.cell_levels: list[np.ndarray] = []      # each row's agg_level_pseo, numbered
         self.level_numbers: dict[str, int] = {}      # agg_level_pseo text -> its number
         self.has_level = False
@@ -545,7 +540,9 @@ class _FileChecks:
         keys = [block[c] for c in self.layout.identifiers if c in block]
         if len(keys) == len(self.layout.identifiers):
             first, second = (row_hashes(keys, key) for key in CELL_HASH_KEYS)
-            self.cell_keys.append((first, (second >> np.uint64(32)).astype(np.uint32)))
+            if self.cell_keys is None:
+                self.cell_keys = CellKeys()
+            self.cell_keys.add(first, (second >> np.uint64(32)).astype(np.uint32))
             # a number per row, not its text, in a byte while the file has fewer than 256
             # levels (only shown in examples; a national pseof_all.csv has tens of millions
             # of rows)
@@ -566,9 +563,10 @@ class _FileChecks:
                     self.name, ("agg_level_pseo",), f"every level flagged for "
                     f"{self.layout.product.value} appears at least once; absent: "
                     f"{', '.join(absent)}", 0))
-        if self.cell_keys:
-            rows = repeated_rows(self.cell_keys)
-            self.cell_keys = []
+        if self.cell_keys is not None:
+            with self.cell_keys as keys:
+                rows = keys.repeated_rows()
+            self.cell_keys = None
             if len(rows):
                 levels = np.concatenate(self.cell_levels)
                 text = list(self.level_numbers)
@@ -577,43 +575,6 @@ class _FileChecks:
                     "one row per cell (the identifiers are unique)", len(rows),
                     tuple((int(r), f"agg_level_pseo={text[levels[r]]!r}") for r in rows[:EXAMPLES])))
         return out
-
-
-def repeated_rows(blocks: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
-    """Rows whose keys an earlier row has, in order. `blocks`: the keys of consecutive
-    rows, in order, as (first hashes, uint64; second hashes). The first hashes, sorted (a
-    plain sort: a third of an argsort's time) part by part (`_tied`), give the values that
-    repeat; only the rows holding one are sorted by both hashes, then by row. The blocks
-    are not joined: memory holds them and a copy of one part of their first hashes."""
-    tied = _tied([first for first, _ in blocks])
-    if not len(tied):
-        return np.zeros(0, np.int64)
-    found, firsts, seconds, offset = [], [], [], 0     # the rows holding a repeated first hash
-    for first, second in blocks:
-        mine = np.flatnonzero(tied[np.minimum(np.searchsorted(tied, first), len(tied) - 1)]
-                              == first)
-        found.append(mine + offset)
-        firsts.append(first[mine])
-        seconds.append(second[mine])
-        offset += len(first)
-    rows, first, second = (np.concatenate(x) for x in (found, firsts, seconds))
-    by_keys = np.lexsort((second, first))   # by the first hash, then the second, then by row
-    later, earlier = by_keys[1:], by_keys[:-1]
-    same = (first[later] == first[earlier]) & (second[later] == second[earlier])
-    return np.sort(rows[later[same]])
-
-
-def _tied(firsts: list[np.ndarray], parts: int = TIE_SEARCH_PARTS) -> np.ndarray:
-    """The values that appear more than once in the uint64 arrays `firsts`, sorted: each
-    of `parts` ranges of values (by their top bits) gathered, sorted in place and searched
-    in turn."""
-    shift = np.uint64(64 - int(parts - 1).bit_length())
-    tied = []
-    for part in range(parts):
-        values = np.concatenate([first[(first >> shift) == part] for first in firsts])
-        values.sort()
-        tied.append(np.unique(values[1:][values[1:] == values[:-1]]))
-    return np.concatenate(tied)
 
 
 def _widths(path: Path) -> np.ndarray:

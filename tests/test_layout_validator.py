@@ -453,12 +453,19 @@ def test_the_check_in_small_blocks_finds_what_the_whole_file_check_finds(valid, 
     assert division and division[0].examples[0][0] == last
 
 
+def _repeated(blocks, parts=8, read=3):
+    from pseo_das.schemas.cell_keys import CellKeys
+    with CellKeys(parts) as keys:
+        for first, second in blocks:
+            keys.add(first, second)
+        return keys.repeated_rows(read).tolist()
+
+
 def test_repeated_rows_are_the_rows_an_earlier_row_has_the_keys_of():
-    """The repeat search (a sort of the first hashes part by part, then both hashes on the
-    candidates) against the definition, on small random keys with many ties in either
-    hash, in every part of the first hash's range, given whole and in blocks of
-    consecutive rows."""
-    from pseo_das.schemas.pseo_layout import repeated_rows
+    """The repeat search (the first hashes sorted part by part, then both hashes on the
+    candidates, read back a few rows at a time) against the definition, on small random
+    keys with many ties in either hash, in every part of the first hash's range, added
+    whole and in blocks of consecutive rows."""
     rng = np.random.default_rng(1)
     spread = np.arange(8, dtype=np.uint64) << np.uint64(61)   # one value in each part
     for _ in range(300):
@@ -468,18 +475,19 @@ def test_repeated_rows_are_the_rows_an_earlier_row_has_the_keys_of():
         expected = [r for r in range(n) if any(first[e] == first[r] and second[e] == second[r]
                                                for e in range(r))]
         cuts = np.sort(rng.integers(0, n + 1, int(rng.integers(0, 4))))
-        assert repeated_rows([(first, second)]).tolist() == expected
-        assert repeated_rows(list(zip(np.split(first, cuts), np.split(second, cuts)))
-                             ).tolist() == expected
-    distinct = np.arange(10, dtype=np.uint64), np.zeros(10, np.uint32)
-    assert repeated_rows([(distinct[0][:2], distinct[1][:2]),
-                          (distinct[0][2:], distinct[1][2:])]).tolist() == []
+        assert _repeated([(first, second)], read=1 << 20) == expected
+        assert _repeated(zip(np.split(first, cuts), np.split(second, cuts)),
+                         read=int(rng.integers(1, 8))) == expected
+    distinct = np.arange(10, dtype=np.uint64)
+    assert _repeated([(distinct[:2], np.zeros(2, np.uint32)),
+                      (distinct[2:], np.zeros(8, np.uint32))]) == []
 
 
 def test_tied_values_are_those_found_more_than_once_in_any_part():
-    """`_tied` (the first hashes sorted in parts by their top bits) against np.unique's
-    counts, on values across the whole uint64 range and crowded in one part."""
-    from pseo_das.schemas.pseo_layout import _tied
+    """`CellKeys.tied` (the first hashes kept and sorted in parts by their top bits)
+    against np.unique's counts, on values across the whole uint64 range and crowded in
+    one part."""
+    from pseo_das.schemas.cell_keys import CellKeys
     rng = np.random.default_rng(2)
     for parts in (2, 8, 16):
         for _ in range(50):
@@ -488,5 +496,7 @@ def test_tied_values_are_those_found_more_than_once_in_any_part():
                 pool >>= np.uint64(8)                       # all in the first part
             values = pool[rng.integers(0, len(pool), int(rng.integers(0, 60)))]
             unique, counts = np.unique(values, return_counts=True)
-            cuts = np.sort(rng.integers(0, len(values) + 1, 3))
-            assert _tied(np.split(values, cuts), parts).tolist() == unique[counts > 1].tolist()
+            with CellKeys(parts) as keys:
+                for block in np.split(values, np.sort(rng.integers(0, len(values) + 1, 3))):
+                    keys.add(block, np.zeros(len(block), np.uint32))
+                assert keys.tied().tolist() == unique[counts > 1].tolist()
