@@ -11,7 +11,8 @@ import sys
 import time
 
 import numpy as np
-from pseo_das.tasks.publication.explorer_data import FlowCells, FlowColumns, json_text, script
+from pseo_das.tasks.publication.explorer_data import (NOT_AVAILABLE_CODE, FlowCells, FlowColumns,
+                                                     json_text, script)
 from pseo_das.schemas.codes import NAICS_SECTORS
 from pseo_das.tasks.employment_flows.division_flows import DIVISIONS
 mode, units, cells_per_unit = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
@@ -19,7 +20,7 @@ columns = FlowColumns(sorted(NAICS_SECTORS), sorted(DIVISIONS))
 n = units * cells_per_unit
 fc = FlowCells(columns, n)
 rng = np.random.default_rng(1)
-fc._values[:] = rng.integers(-1, 400, size=fc._values.shape, dtype=np.int32)
+fc._values[:] = rng.integers(-1, 400, size=fc._values.shape, dtype=np.int32) - NOT_AVAILABLE_CODE
 for u in range(units):
     for c in range(cells_per_unit):
         fc._row((f"{u:08d}", "05", f"{c % 50:02d}", f"{2000 + c // 50}"))

@@ -199,3 +199,28 @@ def test_spill_folders_of_processes_that_are_gone_are_removed(tmp_path):
         (folder / "sub").mkdir(parents=True)
     remove_orphaned_spill_dirs(tmp_path)
     assert [n for n, f in folders.items() if f.exists()] == [f"{os.getpid()}-def", "xyz"]
+
+
+def _resident_mb() -> float:
+    with open("/proc/self/status") as status:
+        return int(next(line for line in status if line.startswith("VmRSS:")).split()[1]) / 1024
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="Linux: VmRSS")
+def test_mapped_zeros_give_their_pages_back_and_keep_what_was_written():
+    """MappedZeros: zeros at first, what was written read back after its pages were given
+    back (the file keeps them), and the process's resident memory falls by the pages
+    written when they are given back."""
+    from pseo_das.tasks.inputs.row_files import MappedZeros
+    mapped = MappedZeros((2048, 3, 4096), np.int32)          # 96 MiB
+    values = mapped.array
+    assert values.shape == (2048, 3, 4096) and not values[::97].any()
+    before = _resident_mb()
+    values[:] = np.arange(4096, dtype=np.int32)
+    values[5, 1, 7] = -5
+    written = _resident_mb()
+    mapped.release()
+    released = _resident_mb()
+    assert written - before > 80 and written - released > 80
+    assert values[5, 1, 7] == -5 and values[2047, 2, 4095] == 4095
+    assert int(values[:, :, 9].sum()) == 9 * 2048 * 3

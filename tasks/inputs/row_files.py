@@ -15,6 +15,7 @@ order block by block. Privacy cost: none (storage and sums).
 from __future__ import annotations
 
 import atexit
+import mmap
 import os
 import shutil
 import tempfile
@@ -162,6 +163,33 @@ class RowSink:
                     else np.zeros((0, self.n_columns), self.dtype))
         self._file.close()
         return SpilledRows(self._path, self.n_rows, self.n_columns, self.dtype)
+
+
+class MappedZeros:
+    """An integer array of zeros (`array`) over a file of the spill folder mapped into
+    memory (a shared mapping of a sparse file, unlinked at once: the system deletes it
+    when the mapping goes, however the process ends), written and read like any array.
+    `release()` gives the process's pages of it back to the system: the file keeps what
+    was written (the page cache, written to disk as the system needs the memory), and the
+    process holds only the pages it touches after. For a large array written and read a
+    few rows at a time over a long step (the explorer's flows of a national release)."""
+
+    def __init__(self, shape: tuple[int, ...], dtype) -> None:
+        dtype = np.dtype(dtype)
+        count = int(np.prod(shape))
+        handle, name = tempfile.mkstemp(suffix=".mapped", dir=spill_dir())
+        try:
+            os.ftruncate(handle, max(count * dtype.itemsize, 1))
+            self._map = mmap.mmap(handle, max(count * dtype.itemsize, 1))
+        finally:
+            os.close(handle)
+            os.remove(name)
+        self.array = np.frombuffer(self._map, dtype, count).reshape(shape)
+
+    def release(self) -> None:
+        """The pages touched so far given back (Linux; elsewhere the system's own policy)."""
+        if hasattr(mmap, "MADV_DONTNEED"):
+            self._map.madvise(mmap.MADV_DONTNEED)
 
 
 def is_spilled(values) -> bool:

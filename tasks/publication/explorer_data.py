@@ -23,6 +23,7 @@ import pyarrow.csv as pa_csv
 
 from pseo_das.errors import PseoDasError
 from pseo_das.schemas.distribution import ALL_FOLDER, open_table, table_path
+from pseo_das.tasks.inputs.row_files import MappedZeros
 from pseo_das.tasks.publication.document_context import HISTOGRAMS_FILE
 from pseo_das.schemas.pseo_layout import (ALL_COHORTS, ALL_INDUSTRIES, FLAG_PUBLISHED,
                                           FLAG_SUPPRESSED, SCHEMA_DIR, Product, layout,
@@ -243,10 +244,13 @@ class FlowCells:
         self.rows = 0
         self._origin_row: dict[tuple, int] = {}
         # per origin, per years after: emp by destination, instate by national
-        # destination, nme; NOT_AVAILABLE_CODE where pseof_all has no row. Room for
-        # `origins` origin cells at first (the number expected), more made as needed.
-        self._values = np.full((origins, len(YEARS_AFTER), self.n_destinations + self.width + 1),
-                               NOT_AVAILABLE_CODE, np.int32)   # counts of graduates
+        # destination, nme, each stored as value - NOT_AVAILABLE_CODE (0: pseof_all has no
+        # row). Room for `origins` origin cells at first (the number expected: in a file
+        # mapped into memory, `row_files.MappedZeros`, whose pages go back to the system
+        # after each block of rows; a national release's are 0.86 GB), more made as needed.
+        shape = (origins, len(YEARS_AFTER), self.n_destinations + self.width + 1)
+        self._mapped = MappedZeros(shape, np.int32) if origins else None
+        self._values = np.zeros(shape, np.int32) if self._mapped is None else self._mapped.array
 
     def where(self, geography: pd.Series, industry: pd.Series) -> np.ndarray:
         """The destination index (`FlowColumns.destinations`) of each row's geography and
@@ -284,20 +288,26 @@ class FlowCells:
                       for m in ("grads_emp", "grads_emp_instate", "grads_nme")}
             if any(len(v) and v.max() > np.iinfo(np.int32).max for v in values.values()):
                 raise ExplorerInputError(f"y{k}: a published flow is not a count of graduates")
-            self._values[at, j, where] = values["grads_emp"]
+            self._values[at, j, where] = values["grads_emp"] - NOT_AVAILABLE_CODE
             self._values[at[national], j, self.n_destinations + where[national]] = \
-                values["grads_emp_instate"][national]
-            self._values[at[total], j, -1] = values["grads_nme"][total]
+                values["grads_emp_instate"][national] - NOT_AVAILABLE_CODE
+            self._values[at[total], j, -1] = values["grads_nme"][total] - NOT_AVAILABLE_CODE
+        self._release()
 
     def _row(self, origin: tuple) -> int:
         row = self._origin_row.get(origin)
         if row is None:
             row = self._origin_row[origin] = len(self._origin_row)
             if row == len(self._values):          # room for twice as many origins
-                more = np.full_like(self._values, NOT_AVAILABLE_CODE,
-                                    shape=(max(row, 64),) + self._values.shape[1:])
-                self._values = np.concatenate([self._values, more])
+                more = np.zeros_like(self._values, shape=(max(row, 64),) + self._values.shape[1:])
+                self._values = np.concatenate([self._values, more])     # in memory
+                self._mapped = None
         return row
+
+    def _release(self) -> None:
+        """The mapped values' pages given back to the system (they stay in their file)."""
+        if self._mapped is not None:
+            self._mapped.release()
 
     def units(self) -> "FlowUnits":
         """unit -> cell key -> the cell's flows (`flow_cells`), each unit's made when it is
@@ -310,7 +320,8 @@ class FlowCells:
         width, n_destinations = self.width, self.n_destinations
         totals = list(range(0, n_destinations, width))                  # all industries
         sector_columns = np.array([c for c in range(width, n_destinations) if c % width])
-        values = self._values[rows]
+        values = self._values[rows] + NOT_AVAILABLE_CODE
+        self._release()
         years = {}
         for j, k in enumerate(YEARS_AFTER):
             emp = values[:, j, :n_destinations]
