@@ -2,6 +2,7 @@
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from pseo_das.schemas.codes import NAICS_SECTORS, STATE_FIPS, STATUS_NOT_AVAILABLE, STATUS_SUPPRESSED
@@ -247,26 +248,40 @@ def test_flows_invariants_catch_each_broken_promise_in_any_block():
             assert any(broken in r for r in results), (broken, results)
 
 
-def test_flows_state_parquet_reads_as_the_csv_of_earlier_releases(tmp_path):
-    """internal/flows_state.parquet, written a block at a time, reads back (read_flows_state)
-    as the flows_state.csv an earlier release wrote of the same rows: codes as text (the
-    CIP code 11.07 is not 11.07 the number), counts as integers."""
+def test_flows_state_parquet_reads_as_the_files_of_earlier_releases(tmp_path, monkeypatch):
+    """internal/flows_state.parquet, written a block at a time from its dictionary-coded
+    columns (blocks of two tables: other dictionaries; row groups cut across the blocks),
+    reads back (read_flows_state) as the
+    flows_state.parquet earlier releases wrote of the same rows (code columns written as
+    text) and as their flows_state.csv: codes as text (the CIP code 11.07 is not 11.07 the
+    number), counts as integers: the same frame, column types included."""
+    from pseo_das.tasks.publication import release_files
     from pseo_das.tasks.publication.flows_files import read_flows_state
-    from pseo_das.tasks.publication.release_files import CodeTableWriter, ParquetTableWriter
-    from pseo_das.tasks.employment_flows.division_flows import (FLOWS_STATE_COLUMNS,
+    from pseo_das.tasks.employment_flows.division_flows import (FLOWS_STATE_CODED_SCHEMA,
+                                                                FLOWS_STATE_COLUMNS,
                                                                 FLOWS_STATE_SCHEMA)
-    new, old = tmp_path / "new" / "internal", tmp_path / "old" / "internal"
-    new.mkdir(parents=True), old.mkdir(parents=True)
-    blocks = [flows_state_rows(FLOWS, start, start + 2)[0] for start in (0, 2)]
-    with ParquetTableWriter(new / "flows_state.parquet", FLOWS_STATE_SCHEMA) as parquet, \
-            CodeTableWriter(old / "flows_state.csv", FLOWS_STATE_COLUMNS) as csv:
+    monkeypatch.setattr(release_files, "PARQUET_ROW_GROUP_ROWS", 5)
+    coded, text, csv = (tmp_path / name / "internal" for name in ("coded", "text", "csv"))
+    for folder in (coded, text, csv):
+        folder.mkdir(parents=True)
+    other = table([LATE], [2010], ["00000003"])          # a table of other institutions
+    blocks = [flows_state_rows(FLOWS, start, start + 2)[0] for start in (0, 2)] + \
+        [flows_state_rows(other)[0]]
+    assert blocks[0]["institution"].chunk(0).dictionary != blocks[2]["institution"].chunk(0).dictionary
+    with release_files.ParquetTableWriter(coded / "flows_state.parquet",
+                                          FLOWS_STATE_CODED_SCHEMA) as coded_file, \
+            release_files.ParquetTableWriter(text / "flows_state.parquet",
+                                             FLOWS_STATE_SCHEMA) as text_file, \
+            release_files.CodeTableWriter(csv / "flows_state.csv", FLOWS_STATE_COLUMNS) as csv_file:
         for block in blocks:
-            parquet.write(block)
-            csv.write(block)
-    read_new, read_old = read_flows_state(new), read_flows_state(old)
-    assert len(read_new) == sum(b.num_rows for b in blocks) > 0
-    pd.testing.assert_frame_equal(read_new, read_old)
-    assert read_new["noisy_count"].dtype == np.int64
-    assert read_new["cipcode"].map(type).eq(str).all()
+            for writer in (coded_file, text_file, csv_file):
+                writer.write(block)
+    assert pq.ParquetFile(coded / "flows_state.parquet").metadata.num_row_groups > len(blocks)
+    read = read_flows_state(coded)
+    assert len(read) == sum(b.num_rows for b in blocks) > 0
+    pd.testing.assert_frame_equal(read, read_flows_state(text))
+    pd.testing.assert_frame_equal(read, read_flows_state(csv))
+    assert read["noisy_count"].dtype == np.int64
+    assert read["cipcode"].map(type).eq(str).all()
     with pytest.raises(FileNotFoundError, match="flows_state.parquet"):
         read_flows_state(tmp_path)

@@ -11,8 +11,10 @@ import json
 import re
 from dataclasses import dataclass, field
 from itertools import zip_longest
+from collections.abc import Iterator
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pseo_das.schemas.distribution import is_gzipped, open_bytes
@@ -115,11 +117,11 @@ def plan_replay(release: AuditedRelease, locations: InputLocations, workdir: Pat
                       release.params.get("remeasure") or None, tuple(notes))
 
 
-def first_difference(a: Path, b: Path) -> str:
+def first_difference(a: Path, b: Path) -> str | None:
     """Where two files first differ: the first line that is not the same (of the CSV text
-    of a gzipped table), or for Parquet the first row."""
+    of a gzipped table), or for Parquet `parquet_difference` (None: the same table)."""
     if a.suffix == ".parquet":
-        return first_different_row(a, b)
+        return parquet_difference(a, b)
     with open_bytes(a) as fa, open_bytes(b) as fb:
         for number, (la, lb) in enumerate(zip_longest(fa, fb), start=1):
             if la != lb:
@@ -129,18 +131,53 @@ def first_difference(a: Path, b: Path) -> str:
     return "same lines, different bytes"
 
 
-def first_different_row(a: Path, b: Path) -> str:
-    """Where two Parquet tables first differ: their columns, their rows or the first row."""
-    ta, tb = pq.read_table(a), pq.read_table(b)
-    if ta.schema != tb.schema:
+COMPARED_ROWS = 1 << 18     # rows of each Parquet file held at a time
+
+
+def parquet_difference(a: Path, b: Path, rows: int = COMPARED_ROWS) -> str | None:
+    """Where the tables of two Parquet files (`a` published, `b` replayed) first differ:
+    their columns as read, their rows, or the first row that is not the same; None if they
+    hold the same table (however each is encoded: Parquet's bytes depend on how the
+    writer was given the rows). Read `rows` rows of each at a time, never whole."""
+    fa, fb = pq.ParquetFile(a), pq.ParquetFile(b)
+    if fa.schema_arrow != fb.schema_arrow:
         return "different columns"
-    for number in range(min(ta.num_rows, tb.num_rows)):
-        if ta.slice(number, 1) != tb.slice(number, 1):
-            return f"first difference at row {number + 1}"
-    if ta.num_rows != tb.num_rows:
-        return (f"the replay has {'more' if ta.num_rows < tb.num_rows else 'fewer'} rows "
-                f"(from row {min(ta.num_rows, tb.num_rows) + 1})")
-    return "same rows, different bytes"
+    empty = fa.schema_arrow.empty_table()
+    start = 0
+    for ta, tb in zip_longest(row_blocks(fa, rows), row_blocks(fb, rows), fillvalue=empty):
+        common = min(ta.num_rows, tb.num_rows)
+        if not ta.slice(0, common).equals(tb.slice(0, common)):
+            return f"first difference at row {start + first_different_row(ta, tb) + 1}"
+        if ta.num_rows != tb.num_rows:
+            return (f"the replay has {'more' if ta.num_rows < tb.num_rows else 'fewer'} rows "
+                    f"(from row {start + common + 1})")
+        start += common
+    return None
+
+
+def row_blocks(file: pq.ParquetFile, rows: int) -> Iterator[pa.Table]:
+    """The rows of a Parquet file in tables of `rows` rows (the last one: the rest), however
+    its row groups and batches are cut."""
+    held = file.schema_arrow.empty_table()
+    for batch in file.iter_batches(rows):
+        held = pa.concat_tables([held, pa.Table.from_batches([batch])])
+        while held.num_rows >= rows:
+            yield held.slice(0, rows)
+            held = held.slice(rows)
+    if held.num_rows:
+        yield held
+
+
+def first_different_row(ta: pa.Table, tb: pa.Table) -> int:
+    """The first row (from 0) where two tables differ among the rows both have (some do)."""
+    low, high = 0, min(ta.num_rows, tb.num_rows)    # it is one of the rows low to high - 1
+    while high - low > 1:
+        middle = (low + high) // 2
+        if ta.slice(low, middle - low).equals(tb.slice(low, middle - low)):
+            low = middle
+        else:
+            high = middle
+    return low
 
 
 def same_table_compressed_otherwise(a: Path, b: Path) -> bool:
@@ -155,12 +192,14 @@ def same_table_compressed_otherwise(a: Path, b: Path) -> bool:
 def compare_replay(release: AuditedRelease, replay_dir: Path, replay_params: dict[str, str],
                    replayed_inputs: dict[str, str], notes: list[str]) -> CheckResult:
     """Every public file (and the internal files that depend only on seed, inputs and
-    configuration) of the replay against the release, byte for byte."""
+    configuration) of the replay against the release, byte for byte; a gzipped file that
+    holds the same bytes once decompressed, or a Parquet file that holds the same table
+    (`parquet_difference`), passes in other bytes, with a note naming it."""
     published = release.release_dir
     public = sorted({str(p.relative_to(root)) for root in (published, replay_dir)
                      for p in (root / "public").rglob("*") if p.is_file()})
     internal = [n for n in REPLAYED_INTERNAL if (published / n).is_file()]
-    identical, recompressed, findings = [], [], []
+    identical, recompressed, reencoded, findings = [], [], [], []
     for name in public + internal:
         mine, theirs = published / name, replay_dir / name
         if not theirs.is_file():
@@ -171,8 +210,10 @@ def compare_replay(release: AuditedRelease, replay_dir: Path, replay_params: dic
             identical.append(name)
         elif same_table_compressed_otherwise(mine, theirs):
             recompressed.append(name)
+        elif (difference := first_difference(mine, theirs)) is None:
+            reencoded.append(name)
         else:
-            findings.append(f"{name}: differs from the replay ({first_difference(mine, theirs)}; "
+            findings.append(f"{name}: differs from the replay ({difference}; "
                             f"{mine.stat().st_size:,} bytes published, {theirs.stat().st_size:,} "
                             "replayed)")
     inputs_logged, inputs_replayed = release.logged_inputs(), replayed_inputs
@@ -197,10 +238,17 @@ def compare_replay(release: AuditedRelease, replay_dir: Path, replay_params: dic
                      "once decompressed, in other gzip bytes: the replay ran with another build of "
                      "the compressor (the published bytes are checked against the run's "
                      f"fingerprints by the outputs check): {', '.join(recompressed)}")
-    n_public = sum(1 for n in identical if n.startswith("public/"))
-    n_same_content = sum(1 for n in recompressed if n.startswith("public/"))
+    if reencoded:
+        notes.append(f"{len(reencoded)} Parquet file(s) hold the same table as the replay's "
+                     "(the same columns as read, the same rows) in other Parquet bytes: they "
+                     "depend on how the writer was given the rows (flows_state.parquet of a "
+                     "release made before its code columns were written from their codes): "
+                     f"{', '.join(reencoded)}")
+    n_public, n_same_content, n_same_table = (sum(1 for n in names if n.startswith("public/"))
+                                              for names in (identical, recompressed, reencoded))
     figures = {"public files compared": len(public), "public files identical": n_public,
                "public files identical once decompressed": n_same_content,
+               "public files holding the same table in other Parquet bytes": n_same_table,
                "internal files compared": len(internal),
                "internal files identical": len(identical) - n_public,
                "code version (release)": logged_version, "code version (replay)": version}
@@ -210,10 +258,12 @@ def compare_replay(release: AuditedRelease, replay_dir: Path, replay_params: dic
                            f"for byte; differ: {', '.join(f.split(':')[0] for f in findings)}",
                            figures, findings, notes)
     otherwise = (f" and {n_same_content} the same once decompressed (other gzip bytes)"
-                 if recompressed else "")
+                 if recompressed else "") + (f" and {n_same_table} the same table in other "
+                                             "Parquet bytes" if n_same_table else "")
+    reproduced = identical + recompressed + reencoded
     return CheckResult("replay", PASSED,
                        f"{n_public} of {len(public)} public files reproduced byte for byte"
                        f"{otherwise} from the logged seed, configuration and inputs (and "
-                       f"{len(identical) + len(recompressed) - n_public - n_same_content} of "
+                       f"{len(reproduced) - n_public - n_same_content - n_same_table} of "
                        f"{len(internal)} internal: {', '.join(Path(n).name for n in internal)})",
                        figures, [], notes)

@@ -394,6 +394,10 @@ FLOWS_STATE_SCHEMA = pa.schema(
     + [(name, pa.string()) for name in ("industry", "state")]
     + [(name, pa.int64()) for name in ("noisy_count", "corrected_count", "origin_total")])
 FLOWS_STATE_COLUMNS = FLOWS_STATE_SCHEMA.names
+# its code columns as `flows_state_rows` makes them (dictionary-coded), written so
+FLOWS_STATE_CODED_SCHEMA = pa.schema(
+    [pa.field(f.name, pa.dictionary(pa.int32(), f.type)) if pa.types.is_string(f.type) else f
+     for f in FLOWS_STATE_SCHEMA])
 
 
 def flows_state_rows(table: NoisyFlows, start: int = 0, stop: int | None = None

@@ -22,6 +22,7 @@ from pseo_das.schemas.distribution import ALL_FOLDER, TableFormat, published_nam
 from pseo_das.schemas.pseo_layout import ALL_INDUSTRIES, Product, TableCheck, layout
 from pseo_das.tasks import progress
 from pseo_das.tasks.employment_flows.division_flows import (FLOWS_STATE_CSV, FLOWS_STATE_FILE,
+                                                            FLOWS_STATE_CODED_SCHEMA,
                                                             FLOWS_STATE_SCHEMA, FlowsRelease,
                                                             PseofPart, PublishedFlowsChecks,
                                                             flows_state_rows, pseof_chunks,
@@ -58,8 +59,9 @@ STATE_ROWS_BLOCK_CELLS = 4096   # origin cells of flows_state built at a time
 
 def write_flows_state(path: Path, flows: FlowsRelease, checks: PublishedFlowsChecks) -> int:
     """internal/flows_state.parquet, table by table; each table's division sums go to
-    `checks` (what the published division flows are checked against). Returns the rows."""
-    with ParquetTableWriter(path, FLOWS_STATE_SCHEMA) as writer:
+    `checks` (what the published division flows are checked against). Returns the rows.
+    The code columns are written from their codes (read back as text: `read_flows_state`)."""
+    with ParquetTableWriter(path, FLOWS_STATE_CODED_SCHEMA) as writer:
         for table in flows.tables:
             for start in range(0, max(len(table.cells), 1), STATE_ROWS_BLOCK_CELLS):
                 state_rows, rows, cols = flows_state_rows(table, start,

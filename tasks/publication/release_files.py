@@ -212,15 +212,20 @@ PARQUET_OPTIONS = {"compression": "zstd", "compression_level": 3, "use_dictionar
 
 class ParquetTableWriter:
     """Parquet written in pieces, in deterministic bytes (PARQUET_OPTIONS; row groups of
-    PARQUET_ROW_GROUP_ROWS rows however the rows arrive). Each piece is cast to `schema`
-    (dictionary-coded text is written as text: Parquet dictionary-codes it itself)."""
+    PARQUET_ROW_GROUP_ROWS rows however the rows arrive). Each piece is cast to `schema`.
+    Text is dictionary-coded by Parquet; a dictionary-coded field of `schema` is written
+    from its codes (no decoding: the pieces' dictionaries are unified row group by row
+    group, so its bytes also depend on how the rows are split into pieces), and the file
+    then records no Arrow schema: readers get its text as plain text, as for a text field."""
 
     def __init__(self, path: Path, schema: pa.Schema):
         self.schema = schema
         self.rows = 0
         self._pending: list[pa.Table] = []
         self._file = HashingFile(path)
-        self._writer = pq.ParquetWriter(self._file, schema, **PARQUET_OPTIONS)
+        coded = any(pa.types.is_dictionary(field.type) for field in schema)
+        self._writer = pq.ParquetWriter(self._file, schema,
+                                        **{**PARQUET_OPTIONS, "store_schema": not coded})
 
     def write(self, rows: pa.Table) -> None:
         self._pending.append(rows.cast(self.schema))
@@ -233,7 +238,8 @@ class ParquetTableWriter:
         whole = pending.num_rows if final else \
             pending.num_rows - pending.num_rows % PARQUET_ROW_GROUP_ROWS
         if whole:
-            self._writer.write_table(pending.slice(0, whole), row_group_size=PARQUET_ROW_GROUP_ROWS)
+            self._writer.write_table(pending.slice(0, whole).unify_dictionaries(),
+                                     row_group_size=PARQUET_ROW_GROUP_ROWS)
         self._pending = [pending.slice(whole)] if whole < pending.num_rows else []
 
     def close(self) -> None:
