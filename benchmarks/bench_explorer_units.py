@@ -21,9 +21,8 @@ n = units * cells_per_unit
 fc = FlowCells(columns, n)
 rng = np.random.default_rng(1)
 fc._values[:] = rng.integers(-1, 400, size=fc._values.shape, dtype=np.int32) - NOT_AVAILABLE_CODE
-for u in range(units):
-    for c in range(cells_per_unit):
-        fc._row((f"{u:08d}", "05", f"{c % 50:02d}", f"{2000 + c // 50}"))
+fc._rows([f"{u:08d}|05|{c % 50:02d}|{2000 + c // 50}"
+          for u in range(units) for c in range(cells_per_unit)])
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 t = time.process_time()
 fu = fc.units()

@@ -2,6 +2,9 @@
 from pseof_all's text) and what it hands on (the explorer's flows) are those of the file."""
 from __future__ import annotations
 
+import dataclasses
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -11,15 +14,15 @@ from pseo_das.schemas.distribution import TableFormat
 from pseo_das.schemas.pseo_layout import Product, layout
 from pseo_das.tasks.employment_flows.division_flows import (FlowsRelease, PublishedFlowsChecks,
                                                             origin_tables, pseof_parts)
-from pseo_das.tasks.publication.explorer_data import (ALL_INDUSTRIES, NATION, FlowColumns,
+from pseo_das.tasks.publication.explorer_data import (ALL_INDUSTRIES, NATION, FlowCells, FlowColumns,
                                                       _read_codes, flow_cells)
 import pseo_das.tasks.publication.flows_files as flows_files
-from pseo_das.tasks.publication.flows_files import write_pseof
+from pseo_das.tasks.publication.flows_files import flow_columns, write_pseof
 from pseo_das.tasks.publication.metadata_files import row_states
 from pseo_das.tasks.publication.parquet_files import write_parquet_copy
 from pseo_das.schemas.table_package import public_table_fields
 from pseo_das.tasks.publication.release_files import write_code_table
-from tests.test_division_flows import FLOWS
+from tests.test_division_flows import EARLY, FLOWS, LATE, table
 
 STATES = {"00000001": "08", "00000002": "49"}     # institution -> state FIPS
 
@@ -108,3 +111,29 @@ def test_the_parquet_copy_written_as_the_rows_go_by_is_that_of_the_file(written,
     assert write_parquet_copy(public / "all" / "pseof_all.csv.gz", from_file,
                               public_table_fields()["pseof_all.csv"]) == out.all_rows
     assert (public / "all" / "parquet" / "pseof_all.parquet").read_bytes() == from_file.read_bytes()
+
+
+def test_explorer_flows_of_chunks_of_several_cells_are_those_of_the_file_read_back(tmp_path):
+    """FlowCells.add_rows (a release's path: the Arrow columns of chunks of several origin
+    cells) gathers what flow_cells gathers from the file of the same rows read back:
+    suppressed division flows, years after that some cells do not have (not available),
+    non-employment on the national all-industries rows only."""
+    later = dataclasses.replace(table([LATE, EARLY], [2010, 2001], ["00000002", "00000001"]),
+                                tabulation_id="flows.I.cipA.y5", years_after=5)
+    hidden = np.zeros((3, 9), bool)
+    hidden[0, 7] = hidden[2, 8] = True                     # suppressed division flows
+    parts = pseof_parts(origin_tables(FLOWS, hidden) + origin_tables(later, hidden[1:]))
+    columns = flow_columns(parts)
+    gathered, chunks = FlowCells(columns), list(division_flows.pseof_chunks(parts, 400))
+    assert any(rows.num_rows > part.rows_per_cell for part, _, rows in chunks)
+    for part, _, rows in chunks:
+        gathered.add_rows(rows, part.rows_per_cell)
+    path = tmp_path / "pseof_all.csv"
+    write_code_table((rows for _, _, rows in chunks), path, list(layout(Product.PSEOF).columns))
+    pseof = _read_codes(path, list(layout(Product.PSEOE).identifiers))
+    read = flow_cells(pseof, columns)
+    units = gathered.units()
+    assert units == read and [units.text(u) for u in units] == [read.text(u) for u in read]
+    assert gathered.rows == len(pseof) and gathered.cipcodes == {"00"}
+    shown = json.dumps(dict(units))
+    assert '"s"' in shown and "null" in shown and len(units) == 3

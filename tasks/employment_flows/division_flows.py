@@ -42,6 +42,7 @@ DIVISIONS = tuple(CENSUS_DIVISIONS)   # "1" to "9", as the official files code t
 NATIONAL_GEOGRAPHY, ALL_INDUSTRIES = "00", "00"
 # States (columns) -> divisions (rows) membership.
 DIVISION_MEMBERSHIP = np.array([[DIVISION_OF_STATE[s] == d for s in STATE_FIPS] for d in DIVISIONS])
+STATES_OF_DIVISION = [np.flatnonzero(member) for member in DIVISION_MEMBERSHIP]
 MEASURES = ["grads_emp", "grads_emp_instate", "grads_nme"]
 
 
@@ -156,35 +157,46 @@ DESTINATION_BLOCK_CELLS = 8192   # origin cells whose destination levels are sum
 
 
 def destination_level(table: OriginTable, rows: np.ndarray, block: int
-                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """One employment geography x industry level of pseof (DESTINATION_LEVELS[block]) for
     the origin cells `rows` of `table`: (employed, employed in-state, suppressed), the
-    arrays cells x geographies x industries (geography-major, as the rows are written).
-    Only what the level needs is summed (the divisions x sectors for the last alone)."""
+    arrays cells x geographies x industries (geography-major, as the rows are written),
+    and the cells' non-employed (their rows read once). Only what the level needs is
+    summed (the divisions x sectors for the last alone)."""
     rows = np.asarray(rows)
-    by_state = state_flows(table.corrected[rows])                      # cells x sectors x states
+    corrected = table.corrected[rows]
+    by_state, nonemployed = state_flows(corrected), corrected[:, NONEMPLOYED].copy()
     home = table.home_state[rows]
     n = len(home)
     instate = by_state[np.arange(n), :, home]                          # cells x sectors
     never = np.zeros((n, 1, 1), bool)
     if block == 0:
-        return by_state.sum(axis=(1, 2))[:, None, None], instate.sum(axis=1)[:, None, None], never
+        return (by_state.sum(axis=(1, 2))[:, None, None], instate.sum(axis=1)[:, None, None],
+                never, nonemployed)
     if block == 1:
-        return by_state.sum(axis=2)[:, None, :], instate[:, None, :], never
+        return by_state.sum(axis=2)[:, None, :], instate[:, None, :], never, nonemployed
     home_division = DIVISION_MEMBERSHIP[:, home].T                     # cells x divisions
-    membership = DIVISION_MEMBERSHIP.T.astype(np.int64)                # states x divisions
     suppressed = table.suppressed[rows][:, :, None]
     if block == 2:
-        return ((by_state.sum(axis=1) @ membership)[:, :, None],
-                (home_division * instate.sum(axis=1)[:, None])[:, :, None], suppressed)
-    by_division = by_state @ membership                                # cells x sectors x divisions
+        return (division_totals(by_state.sum(axis=1))[:, :, None],
+                (home_division * instate.sum(axis=1)[:, None])[:, :, None], suppressed,
+                nonemployed)
+    by_division = division_totals(by_state)                            # cells x sectors x divisions
     return (by_division.transpose(0, 2, 1), home_division[:, :, None] * instate[:, None, :],
-            suppressed)
+            suppressed, nonemployed)
+
+
+def division_totals(by_state: np.ndarray) -> np.ndarray:
+    """... x states summed over the states of each division: ... x divisions, the integers
+    of `by_state @ DIVISION_MEMBERSHIP.T` (NumPy's integer matrix product, without BLAS, took
+    about 3 times as long on a chunk's cells x sectors x states)."""
+    return np.stack([by_state[..., states].sum(axis=-1) for states in STATES_OF_DIVISION],
+                    axis=-1)
 
 
 def destination_block(table: OriginTable, rows: np.ndarray, block: int,
                       block_cells: int | None = None
-                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """`destination_level(table, rows, block)`, summed `block_cells` origin cells at a
     time (None: DESTINATION_BLOCK_CELLS): memory holds one block of cells x destinations,
     never the table's."""
@@ -193,8 +205,9 @@ def destination_block(table: OriginTable, rows: np.ndarray, block: int,
               for start in range(0, len(rows), block_cells)]
     if not pieces:
         pieces = [destination_level(table, rows, block)]
-    employed, in_state, suppressed = (np.concatenate([p[i] for p in pieces]) for i in range(3))
-    return employed, in_state, suppressed
+    employed, in_state, suppressed, nonemployed = (np.concatenate([p[i] for p in pieces])
+                                                   for i in range(4))
+    return employed, in_state, suppressed, nonemployed
 
 
 @dataclass(frozen=True)
@@ -299,8 +312,9 @@ def part_table(part: PseofPart, start: int = 0, stop: int | None = None) -> pa.T
         table, block, nonemployed = origin.tables.get(k), None, None
         if rows is not None and table is not None:
             at = rows[rows >= 0]
-            block = destination_block(table, at, part.block)
-            nonemployed = table.corrected[at, NONEMPLOYED]
+            employed, in_state, suppressed, nonemployed = destination_block(table, at,
+                                                                            part.block)
+            block = employed, in_state, suppressed
         columns.update(_year_columns(k, n, per_cell, rows, block, nonemployed,
                                      carries_origin_measures(part.geo_level, part.ind_level)))
     return pa.table([columns[name] for name in layout(PRODUCT).columns],

@@ -98,6 +98,20 @@ def flagged(values: pd.Series, status: pd.Series) -> np.ndarray:
     return out
 
 
+def flagged_column(values: pa.ChunkedArray, status: pa.ChunkedArray, name: str) -> np.ndarray:
+    """`flagged` of Arrow columns (integers, null where empty; flags), from their buffers:
+    a null taken as NOT_AVAILABLE_CODE, a published value is empty or negative exactly
+    when fewer values than are published are left not negative."""
+    flags = status.to_numpy()
+    published = flags == int(FLAG_PUBLISHED)
+    out = np.where(published, pc.fill_null(values, NOT_AVAILABLE_CODE).to_numpy(),
+                   NOT_AVAILABLE_CODE)
+    if np.count_nonzero(out >= 0) != np.count_nonzero(published):
+        raise ExplorerInputError(f"{name}: a published value is empty or negative")
+    out[flags == int(FLAG_SUPPRESSED)] = SUPPRESSED_CODE
+    return out
+
+
 def decoded(numbers: np.ndarray | list) -> list:
     """The page's values of an array of `flagged` integers (nested lists for more than one
     dimension): the number, SUPPRESSED or None."""
@@ -240,9 +254,11 @@ class FlowCells:
         self.geographies = [NATION[1]] + columns.divisions
         self.width = len(self.industries)
         self.n_destinations = self.width * len(self.geographies)
+        self._destination = {(geography, industry): n for n, (_, geography, industry)
+                             in enumerate(columns.destinations)}
         self.cipcodes: set[str] = set()
         self.rows = 0
-        self._origin_row: dict[tuple, int] = {}
+        self._origin_row: dict[str, int] = {}
         # per origin, per years after: emp by destination, instate by national
         # destination, nme, each stored as value - NOT_AVAILABLE_CODE (0: pseof_all has no
         # row). Room for `origins` origin cells at first (the number expected: in a file
@@ -262,47 +278,76 @@ class FlowCells:
         """pseof rows (`division_flows.part_table`) of whole origin cells, `per_cell` rows
         each, every cell's rows to the same destinations in the same order
         (`division_flows.pseof_chunks`). The codes are taken as the CSV file holds them
-        (Arrow's text of each value)."""
+        (Arrow's text of each value), the values from the Arrow columns (`flagged_column`):
+        only the columns the explorer shows (of a file read back, `add` checks them all)."""
         if not rows.num_rows:
             return
-        first = rows.take(np.arange(0, rows.num_rows, per_cell))
-        keys = [_text(first[c]) for c in ("institution",) + CELL]
-        self.cipcodes.update(keys[2])
-        pattern = self.where(*(pd.Series(pd.Categorical(_text(rows[c][:per_cell])), name=c)
-                               for c in ("geography", "industry")))
-        measures = [c for c in rows.column_names if c.startswith(("y", "status_y"))]
-        self.add(list(zip(*keys)), np.repeat(np.arange(first.num_rows), per_cell),
-                 np.tile(pattern, first.num_rows), rows.select(measures).to_pandas())
+        first = rows.select(("institution",) + CELL).take(np.arange(0, rows.num_rows, per_cell))
+        keys = [text_column(column) for column in first.columns]
+        self.cipcodes.update(pc.unique(keys[2]).to_pylist())
+        at = self._rows(pc.binary_join_element_wise(*keys, "|").to_pylist())[:, None]
+        self.rows += rows.num_rows
+        pattern = self._pattern(rows, per_cell)
+        national, total = np.flatnonzero(pattern < self.width), np.flatnonzero(pattern == 0)
+        shown = {"grads_emp": (np.arange(per_cell), pattern),     # columns of a cell's rows,
+                 "grads_emp_instate": (national, self.n_destinations + pattern[national]),
+                 "grads_nme": (total, -1)}                        # their places in _values
+        status = _status_of(Product.PSEOF)
+        for k in YEARS_AFTER:
+            for measure, (columns, places) in shown.items():
+                if len(columns):
+                    f = f"y{k}_{measure}"
+                    values = flagged_column(rows[f], rows[status[f]], f).reshape(-1, per_cell)
+                    self._store(k, at, places,
+                                values if len(columns) == per_cell else values[:, columns])
+        self._release()
+
+    def _pattern(self, rows: pa.Table, per_cell: int) -> np.ndarray:
+        """The destination index of each of a cell's rows (the first cell's geography and
+        industry)."""
+        cell = zip(*(_text(rows[c][:per_cell]) for c in ("geography", "industry")))
+        try:
+            return np.array([self._destination[destination] for destination in cell], np.int64)
+        except KeyError as exc:
+            raise ExplorerInputError(f"geography and industry {exc}: not a destination of "
+                                     f"{self.columns}") from None
 
     def add(self, origins: list[tuple], of_row: np.ndarray, where: np.ndarray,
             rows: pd.DataFrame) -> None:
         """Rows of pseof_all: `origins` (institution and CELL codes), each row's origin
         (index in `origins`) and destination (`where`)."""
         self.rows += len(rows)
-        at = np.array([self._row(origin) for origin in origins], np.int64)[of_row]
+        at = self._rows(["|".join(origin) for origin in origins])[of_row]
         status = _status_of(Product.PSEOF)
-        national = where < self.width
-        total = where == 0
-        for j, k in enumerate(YEARS_AFTER):
-            values = {m: flagged(rows[f"y{k}_{m}"], rows[status[f"y{k}_{m}"]])
-                      for m in ("grads_emp", "grads_emp_instate", "grads_nme")}
-            if any(len(v) and v.max() > np.iinfo(np.int32).max for v in values.values()):
-                raise ExplorerInputError(f"y{k}: a published flow is not a count of graduates")
-            self._values[at, j, where] = values["grads_emp"] - NOT_AVAILABLE_CODE
-            self._values[at[national], j, self.n_destinations + where[national]] = \
-                values["grads_emp_instate"][national] - NOT_AVAILABLE_CODE
-            self._values[at[total], j, -1] = values["grads_nme"][total] - NOT_AVAILABLE_CODE
+        national, total = where < self.width, where == 0
+        for k in YEARS_AFTER:
+            emp, instate, nme = (flagged(rows[f"y{k}_{m}"], rows[status[f"y{k}_{m}"]])
+                                 for m in ("grads_emp", "grads_emp_instate", "grads_nme"))
+            self._store(k, at, where, emp)
+            self._store(k, at[national], self.n_destinations + where[national], instate[national])
+            self._store(k, at[total], -1, nme[total])
         self._release()
 
-    def _row(self, origin: tuple) -> int:
-        row = self._origin_row.get(origin)
-        if row is None:
-            row = self._origin_row[origin] = len(self._origin_row)
-            if row == len(self._values):          # room for twice as many origins
-                more = np.zeros_like(self._values, shape=(max(row, 64),) + self._values.shape[1:])
-                self._values = np.concatenate([self._values, more])     # in memory
-                self._mapped = None
-        return row
+    def _store(self, k: int, at: np.ndarray, places, values: np.ndarray) -> None:
+        """`flagged` values of years after `k` of origins (rows of `_values`) `at` to their
+        destinations (`places` in a years-after's values)."""
+        stored = values - NOT_AVAILABLE_CODE
+        if stored.size and stored.max() > np.iinfo(np.int32).max:
+            raise ExplorerInputError(f"y{k}: a published flow is not a count of graduates")
+        self._values[at, YEARS_AFTER.index(k), places] = stored
+
+    def _rows(self, origins: list[str]) -> np.ndarray:
+        """The row of `_values` of each origin ("institution|degree level|cipcode|cohort"),
+        a new origin's the next (room made for twice as many when it is full)."""
+        known = self._origin_row
+        rows = np.array([known.setdefault(origin, len(known)) for origin in origins], np.int64)
+        if len(known) > len(self._values):
+            more = np.zeros_like(self._values, shape=(
+                max(len(known), 2 * len(self._values), 64) - len(self._values),)
+                + self._values.shape[1:])
+            self._values = np.concatenate([self._values, more])     # in memory
+            self._mapped = None
+        return rows
 
     def _release(self) -> None:
         """The mapped values' pages given back to the system (they stay in their file)."""
@@ -377,10 +422,11 @@ class FlowUnits(Mapping):
     def __init__(self, cells: FlowCells):
         self._cells = cells
         self._rows: dict[str, tuple[list[int], list[str]]] = {}
-        for n, (unit, *cell) in enumerate(cells._origin_row):
+        for n, origin in enumerate(cells._origin_row):
+            unit, cell = origin.split("|", 1)
             rows, keys = self._rows.setdefault(unit, ([], []))
             rows.append(n)
-            keys.append("|".join(cell))
+            keys.append(cell)
 
     def text(self, unit: str) -> str:
         """The JSON text (`json_text`) of `self[unit]`."""
