@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from pseo_das.schemas.codes import STATE_FIPS
-from pseo_das.tasks.employment_flows.division_flows import DIVISION_MEMBERSHIP, state_flows
+from pseo_das.tasks.employment_flows.division_flows import division_totals, state_flows
 from pseo_das.tasks.codes.destinations import NONEMPLOYED
 from pseo_das.tasks.study.accuracy import ALL_CELLS, STRATA, cell_size_stratum
 
@@ -33,8 +33,7 @@ def home_state_index(cells: pd.DataFrame) -> np.ndarray:
 def published_quantities(flows: np.ndarray, home: np.ndarray) -> dict[str, np.ndarray]:
     """Each quantity of QUANTITIES for every origin cell: cells x components (int64)."""
     by_state = state_flows(flows)                                  # cells x sectors x states
-    membership = DIVISION_MEMBERSHIP.T.astype(np.int64)            # states x divisions
-    by_sector_division = by_state @ membership                     # cells x sectors x divisions
+    by_sector_division = division_totals(by_state)                 # cells x sectors x divisions
     return {
         "employed": by_state.sum(axis=(1, 2))[:, None],
         "not employed": flows[:, NONEMPLOYED][:, None],
