@@ -159,6 +159,7 @@ def _post_processing(store_path: Path, plan: ReleasePlan, cfg: ReleaseConfig,
         publish_earnings(reading, record)
     earnings_files = write_earnings_files(staging, cfg, earnings, identity.release_id, beside,
                                           apart)
+    earnings = replace(earnings, pseoh=None)   # written: the explorer keeps its histograms
     earnings_accuracy = beside(release_accuracy, cfg, earnings.tables)   # while the flows are made
     flows, flows_read, flows_derived, flows_recasts = publish_flows(reading, reference)
     cell_statistics = (cell_statistics_from_record(store_path, record.cell_statistics)

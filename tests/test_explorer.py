@@ -274,6 +274,7 @@ def test_pseoh_as_written_is_the_file_read_back(release):
     from pseo_das.schemas.distribution import TableFormat
     from pseo_das.tasks.publication.document_context import HISTOGRAMS_FILE
     from pseo_das.tasks.publication.explorer_data import _as_read, _read_codes
+    from pseo_das.tasks.publication.assemble import write_pseoh
     from pseo_das.tasks.publication.parquet_files import write_national_table
     path = public_table(release, HISTOGRAMS_FILE)
     frame = pd.read_csv(path, dtype=str, keep_default_na=False)
@@ -284,7 +285,12 @@ def test_pseoh_as_written_is_the_file_read_back(release):
     write_national_table(frame, release / "public", HISTOGRAMS_FILE, TableFormat.CSV_GZ)
     identifiers = list(layout(Product.PSEOE).identifiers)
     pd.testing.assert_frame_equal(_as_read(frame, identifiers), _read_codes(path, identifiers))
-    assert explorer_data(release / "public", pseoh=frame) == explorer_data(release / "public")
+    read = explorer_data(release / "public")
+    assert explorer_data(release / "public", pseoh=frame) == read
+    # what a release keeps of the table once it is written: its histograms
+    histograms = write_pseoh(frame, release / "public", TableFormat.CSV_GZ, False)[1]
+    assert explorer_data(release / "public", pseoh=histograms) == read
+    assert histograms.rows == len(frame) and len(histograms) > 1
 
 
 @pytest.mark.parametrize("categorical", [False, True])
@@ -292,15 +298,16 @@ def test_neighbouring_institutions_with_the_same_cell_keep_their_own_histograms(
     """Two institutions next to each other whose histograms have the same degree, field,
     cohort and years after: each unit gets its own bins (a national release had 14 such
     pairs; their histograms were once merged into the first institution's)."""
-    from pseo_das.tasks.publication.explorer_data import histogram_cells
+    from pseo_das.tasks.publication.explorer_data import HistogramUnits
     rows = [{"institution": inst, "degree_level": "05", "cipcode": "07", "grad_cohort": "0000",
-             "years_after": "1", "bin": b, "noisy_count": count}
+             "years_after": "1", "bin": b, "bin_lower": 100 * b, "bin_upper": 100 * (b + 1),
+             "noisy_count": count}
             for inst, counts in (("00588900", [3, 4]), ("00591200", [5, 6])) for b, count in
             enumerate(counts)]
     pseoh = pd.DataFrame(rows)
     if categorical:
         pseoh = pseoh.astype({c: "category" for c in pseoh.columns if c != "noisy_count"})
-    assert histogram_cells(pseoh) == {"00588900": {"05|07|0000|1": [3, 4]},
+    assert HistogramUnits(pseoh) == {"00588900": {"05|07|0000|1": [3, 4]},
                                       "00591200": {"05|07|0000|1": [5, 6]}}
 
 

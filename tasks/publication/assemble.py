@@ -40,7 +40,7 @@ from pseo_das.tasks.measurements.release_plan import (ReleasePlan, lifetime_budg
                                                       lifetime_table)
 from pseo_das.tasks.privacy.store import PrivacyStore, epsilon_text
 from pseo_das.tasks.publication.explorer import write_release_explorers
-from pseo_das.tasks.publication.explorer_data import explorer_data
+from pseo_das.tasks.publication.explorer_data import HistogramUnits, explorer_data, written_histograms
 from pseo_das.tasks.publication.side_tables import SECTIONS, SideTable
 from pseo_das.tasks.publication.labelled_workbook import WORKBOOK_NAME, write_release_workbook
 from pseo_das.tasks.publication.parquet_files import (DATAPACKAGE_FILE, write_national_table,
@@ -227,7 +227,7 @@ class EarningsPublication:
     completions its IPEDS counts are computed from (None: a release of an earlier version)."""
     tables: list[NoisyHistograms]
     pseoe: pd.DataFrame
-    pseoh: pd.DataFrame
+    pseoh: pd.DataFrame | None        # None once written (`write_earnings_files`)
     cells: pd.DataFrame
     ipeds_awards: pd.DataFrame | None = None   # of the IPEDS counts (the partners' coverage)
 
@@ -237,15 +237,27 @@ class EarningsFiles:
     """pseoe_all and pseoh_all, written first so that their slow parts work while the flows
     are made: pseoe_all's layout check (its own thread), the labelled workbook (`workbook`,
     a second process, or this one for a small table; None without xlsx) and pseoh_all with
-    its Parquet copy (`pseoh`, a second thread). `parquet_rows()`: the Parquet copies
-    written, once they all are."""
+    its Parquet copy (`pseoh`, a second thread, which then makes the explorer's histograms
+    of it). `parquet_rows()`: the Parquet copies written, once they all are."""
     pseoe_check: TableCheck
     workbook: Apart | Here | None
     pseoe_parquet: dict[str, int]
     pseoh: Future
 
     def parquet_rows(self) -> dict[str, int]:
-        return self.pseoe_parquet | self.pseoh.result()
+        return self.pseoe_parquet | self.pseoh.result()[0]
+
+    def histograms(self) -> HistogramUnits:
+        """pseoh_all's histograms as the explorer shows them (`written_histograms`)."""
+        return self.pseoh.result()[1]
+
+
+def write_pseoh(pseoh: pd.DataFrame, public: Path, table_format: TableFormat,
+                parquet: bool) -> tuple[dict[str, int], HistogramUnits]:
+    """pseoh_all (`write_national_table`) and the explorer's histograms of it: the table
+    itself is not kept (a national one is millions of rows)."""
+    return (write_national_table(pseoh, public, HISTOGRAMS_FILE, table_format, None, parquet),
+            written_histograms(pseoh))
 
 
 # a workbook of more pseoe rows is written in the second process; a smaller one (under half
@@ -261,6 +273,8 @@ def write_earnings_files(staging: Path, cfg: ReleaseConfig, earnings: EarningsPu
     second process of `apart` (`second_process`; a small one left to write in this
     process, WORKBOOK_APART_ROWS) and pseoh_all written in the second thread of `beside`
     (`second_thread`); both outlive this task."""
+    if earnings.pseoh is None:
+        raise ValueError(f"{HISTOGRAMS_FILE} was written already: its table is not kept")
     public = staging / "public"
     table_format, parquet = cfg.publication.table_format, cfg.publication.parquet
     pseoe_name = published_name(Product.PSEOE.file_name, table_format)
@@ -269,8 +283,7 @@ def write_earnings_files(staging: Path, cfg: ReleaseConfig, earnings: EarningsPu
                                          table_format, pseoe_check, parquet)
     workbook = ((apart if len(earnings.pseoe) > WORKBOOK_APART_ROWS else Here)(
         write_release_workbook, public, release_id) if cfg.publication.xlsx else None)
-    pseoh = beside(write_national_table, earnings.pseoh, public, HISTOGRAMS_FILE, table_format,
-                   None, parquet)
+    pseoh = beside(write_pseoh, earnings.pseoh, public, table_format, parquet)
     progress(f"wrote {Product.PSEOE.file_name} ({len(earnings.pseoe):,} rows); writing "
              f"{HISTOGRAMS_FILE} ({len(earnings.pseoh):,} rows) beside the flows")
     return EarningsFiles(pseoe_check, workbook, pseoe_parquet, pseoh)
@@ -325,7 +338,7 @@ def _write_release(beside, staging: Path, content: ReleaseContent,
     public, internal = staging / "public", staging / "internal"
     identity, cfg, ledger, lifetime = facts.identity, facts.cfg, facts.ledger, facts.lifetime
     earnings, flows, flows_files = content.earnings, content.flows, content.flows_files
-    tables, pseoe, pseoh, cells = earnings.tables, earnings.pseoe, earnings.pseoh, earnings.cells
+    tables, pseoe, cells = earnings.tables, earnings.pseoe, earnings.cells
     checks = facts.checks
     started = time.perf_counter()
 
@@ -335,7 +348,8 @@ def _write_release(beside, staging: Path, content: ReleaseContent,
     table_format = cfg.publication.table_format
     earnings_files = content.earnings_files
     pseoe_check, workbook = earnings_files.pseoe_check, earnings_files.workbook
-    copied = earnings_files.parquet_rows()   # pseoh_all is written (the explorer reads it)
+    copied = earnings_files.parquet_rows()   # pseoh_all is written
+    histograms = earnings_files.histograms()
     pseof = flows_files.pseof
     metadata = official_folder_files(pseoe, pseof.cohorts, institution_states(tables),
                                      identity.release_id, earnings.ipeds_awards,
@@ -350,7 +364,7 @@ def _write_release(beside, staging: Path, content: ReleaseContent,
                               code_version=identity.code_version,
                               seed_sha256=identity.seed_sha256,
                               config_sha256=identity.config_sha256,
-                              n_pseoe_rows=len(pseoe), n_pseoh_rows=len(pseoh))
+                              n_pseoe_rows=len(pseoe), n_pseoh_rows=histograms.rows)
     context["flows"] = flows_files.figures
     context["employers"] = employer_context(cfg, ledger)
     context["measurements"] = {key: lifetime.summary[key] for key in (
@@ -374,7 +388,7 @@ def _write_release(beside, staging: Path, content: ReleaseContent,
                         identity.release_id)
     done("wrote the release notes")
     # the explorer's data: the public files, pseof_all's flows and pseoh_all as written
-    explorer = beside(explorer_data, public, flows_files.pseof.explorer_flows, pseoh)
+    explorer = beside(explorer_data, public, flows_files.pseof.explorer_flows, histograms)
 
     write_csv(ledger.to_frame(), internal / "ledger.csv")
     write_csv(lifetime.populations, internal / "lifetime_budget.csv")

@@ -189,24 +189,62 @@ def bins_of(pseoh: pd.DataFrame) -> list[list[int]]:
     return bins[["bin_lower", "bin_upper"]].astype(int).to_numpy().tolist()
 
 
-def histogram_cells(pseoh: pd.DataFrame) -> dict[str, dict[str, list[int]]]:
-    """unit -> "cell key|years after" -> the noisy counts of the bins, in bin order."""
-    histogram = ["institution", "degree_level", "cipcode", "grad_cohort", "years_after"]
-    ordered = pseoh.sort_values(histogram + ["bin"], kind="stable")
-    units: dict[str, dict[str, list[int]]] = {}
-    if not len(ordered):       # no histogram published (a small release: every cell suppressed)
-        return units
-    # each histogram's rows follow each other: where one of its identifiers changes
-    codes = np.stack([ordered[c].cat.codes.to_numpy() if hasattr(ordered[c], "cat")
-                      else ordered[c].to_numpy() for c in histogram], axis=1)
-    starts = np.flatnonzero(np.r_[True, (codes[1:] != codes[:-1]).any(axis=1)])
-    first = ordered.iloc[starts]
-    keys = _cell_key(first) + "|" + first["years_after"].astype(str)
-    counts = ordered["noisy_count"].astype(int).to_numpy()
-    for unit, key, start, end in zip(first["institution"].astype(str), keys, starts.tolist(),
-                                     np.r_[starts[1:], len(ordered)].tolist()):
-        units.setdefault(unit, {})[key] = counts[start:end].tolist()
-    return units
+HISTOGRAM = ["institution", "degree_level", "cipcode", "grad_cohort", "years_after"]
+
+
+def _sort_codes(column: pd.Series) -> np.ndarray:
+    """Integers that sort as `sort_values` sorts the column (a categorical by its
+    categories' order, other values by value)."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        return column.cat.codes.to_numpy()
+    return pd.factorize(column, sort=True)[0]
+
+
+class HistogramUnits(Mapping):
+    """unit -> "cell key|years after" -> the noisy counts of the bins, in bin order, of
+    pseoh_all's rows (as read: `_read_codes`, `_as_read`); a unit's lists are made when it
+    is asked for: memory holds the counts as one array, not the table (a national release's
+    pseoh_all is millions of rows). `bins`: `bins_of` the rows; `rows`: how many."""
+
+    def __init__(self, pseoh: pd.DataFrame):
+        self.bins, self.rows = bins_of(pseoh), len(pseoh)
+        # the rows in histogram order, by bin: each histogram's rows follow each other
+        codes = [_sort_codes(pseoh[c]) for c in HISTOGRAM]
+        order = np.lexsort([_sort_codes(pseoh["bin"])] + codes[::-1]) if len(pseoh) \
+            else np.zeros(0, np.int64)
+        self._counts = pseoh["noisy_count"].to_numpy(dtype=np.int64)[order]
+        ordered = np.stack([c[order] for c in codes], axis=1)
+        starts = np.flatnonzero(np.r_[True, (ordered[1:] != ordered[:-1]).any(axis=1)]) \
+            if len(pseoh) else np.zeros(0, np.int64)
+        del ordered
+        self._bounds = np.r_[starts, len(order)]
+        first = pseoh.iloc[order[starts]]
+        self._keys = (_cell_key(first) + "|" + first["years_after"].astype(str)).tolist()
+        self._units: dict[str, tuple[int, int]] = {}     # unit -> its histograms' numbers
+        for n, unit in enumerate(first["institution"].astype(str)):
+            low, _ = self._units.get(unit, (n, n))
+            self._units[unit] = (low, n + 1)
+
+    def __getitem__(self, unit: str) -> dict[str, list[int]]:
+        low, high = self._units[unit]
+        bounds = self._bounds[low:high + 1].tolist()
+        return {self._keys[low + n]: self._counts[a:b].tolist()
+                for n, (a, b) in enumerate(zip(bounds[:-1], bounds[1:]))}
+
+    def __contains__(self, unit) -> bool:
+        return unit in self._units
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._units)
+
+    def __len__(self) -> int:
+        return len(self._units)
+
+
+def written_histograms(pseoh: pd.DataFrame) -> HistogramUnits:
+    """The explorer's histograms of the table pseoh_all was written from, as `explorer_data`
+    would read them from the file (then the table need not be kept for the explorer)."""
+    return HistogramUnits(_as_read(pseoh, list(layout(Product.PSEOE).identifiers)))
 
 
 @dataclass(frozen=True)
@@ -510,15 +548,17 @@ class ExplorerData:
 
 
 def explorer_data(public: Path, pseof_flows: FlowCells | None = None,
-                  pseoh: pd.DataFrame | None = None) -> ExplorerData:
+                  pseoh: pd.DataFrame | HistogramUnits | None = None) -> ExplorerData:
     """Read a release's public folder and arrange it for the explorer. `pseof_flows`:
     pseof_all's flows as the release gathered them while writing it (then pseof_all is
-    not read); `pseoh`: the table pseoh_all was written from (then it is not read)."""
+    not read); `pseoh`: the table pseoh_all was written from, or its `written_histograms`
+    (then it is not read)."""
     public = Path(public)
     identifiers = list(layout(Product.PSEOE).identifiers)
     pseoe = _read_codes(_find(public, Product.PSEOE.file_name), identifiers)
-    pseoh = _read_codes(_find(public, HISTOGRAMS_FILE), identifiers) if pseoh is None \
-        else _as_read(pseoh, identifiers)
+    histograms = pseoh if isinstance(pseoh, HistogramUnits) else HistogramUnits(
+        _read_codes(_find(public, HISTOGRAMS_FILE), identifiers) if pseoh is None
+        else _as_read(pseoh, identifiers))
     if pseof_flows is None:
         pseof = _read_codes(_find(public, Product.PSEOF.file_name), identifiers)
         columns = FlowColumns(sorted(set(pseof["industry"].cat.categories) - {ALL_INDUSTRIES}),
@@ -536,7 +576,7 @@ def explorer_data(public: Path, pseof_flows: FlowCells | None = None,
     if (public / ALL_FOLDER / VERSION).is_file():
         with open_table(_find(public, VERSION)) as versions:
             version_lines = versions.read().splitlines()
-    earnings, histograms = earnings_cells(pseoe), histogram_cells(pseoh)
+    earnings = earnings_cells(pseoe)
     state_rows = pseoe[pseoe["inst_level"] == "S"]
     states = sorted(set(state_rows["institution"].astype(str)) | set(institutions["statefips"]))
     fips = labels("label_fipsnum.csv", keep=states)
@@ -554,7 +594,7 @@ def explorer_data(public: Path, pseof_flows: FlowCells | None = None,
         "earnings_fields": list(EARNINGS_FIELDS), "ipeds_fields": list(IPEDS_FIELDS),
         "years_after": list(YEARS_AFTER), "percentiles": list(PERCENTILES),
         "all_cohorts": ALL_COHORTS,
-        "bins": bins_of(pseoh),
+        "bins": histograms.bins,
         "sectors": sectors, "divisions": divisions,
         "flow_destinations": [list(d) for d in columns.destinations],
         "labels": {
@@ -566,7 +606,7 @@ def explorer_data(public: Path, pseof_flows: FlowCells | None = None,
             "flag": labels("label_flags.csv"),
             "ipeds_flag": labels("label_flags_ipeds_count.csv"),
         },
-        "rows": {"pseoe": len(pseoe), "pseoh": len(pseoh), "pseof": pseof_rows},
+        "rows": {"pseoe": len(pseoe), "pseoh": histograms.rows, "pseof": pseof_rows},
     }
     return ExplorerData(facts, UnitData(units, {"earnings": earnings, "histograms": histograms,
                                                 "flows": flows}))
