@@ -224,3 +224,32 @@ def test_mapped_zeros_give_their_pages_back_and_keep_what_was_written():
     assert written - before > 80 and written - released > 80
     assert values[5, 1, 7] == -5 and values[2047, 2, 4095] == 4095
     assert int(values[:, :, 9].sum()) == 9 * 2048 * 3
+
+
+@pytest.mark.parametrize("cells_n, width, kind", [(0, 3, np.int64), (5, 3, np.int64),
+                                                  (2 * 1024 + 37, 1021, np.int64),
+                                                  (1024 + 3, 4, np.float64)])
+def test_a_measurement_written_in_pieces_has_the_bytes_of_the_whole_array(monkeypatch, cells_n,
+                                                                         width, kind):
+    """measurement_bytes hands the writer MEASUREMENT_WRITE_ROWS cells at a time (a multiple
+    of its 1,024-value write batch): the bytes of the whole array written at once, as the
+    store's measurements were written before (their hashes are in every store's chain)."""
+    import pyarrow as pa
+    from pseo_das.tasks.privacy import store
+    monkeypatch.setattr(store, "MEASUREMENT_WRITE_ROWS", 1024)     # several pieces
+    rng = np.random.default_rng(9)
+    cells = pd.DataFrame({"institution": [f"{i % 7:08d}" for i in range(cells_n)],
+                          "degree_level": "05", "cipcode": "11", "grad_cohort": 2010,
+                          "grad_cohort_years": 3})
+    values = np.zeros((cells_n, width), kind)           # mostly zero, as flows: pages differ
+    values[rng.random(values.shape) < 0.05] = 1
+    values += rng.integers(-3, 50, size=values.shape) * (rng.random(values.shape) < 0.1)
+    if kind == np.float64:
+        values = values + rng.random(values.shape)
+    whole = {c: pa.array(cells[c].astype(str).to_numpy(dtype=object), pa.string())
+             if c in store.TEXT_COLUMNS else pa.array(cells[c].to_numpy(dtype=np.int64))
+             for c in store.MEASURED_CELL_COLUMNS if c in cells.columns}
+    whole["noisy"] = pa.FixedSizeListArray.from_arrays(pa.array(values.ravel()), width)
+    data = store.measurement_bytes(cells, values)
+    assert data == store.table_bytes(pa.table(whole))
+    assert np.array_equal(store.read_measurement(data)[1].reshape(cells_n, width), values)
