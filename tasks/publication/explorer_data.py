@@ -190,6 +190,7 @@ def bins_of(pseoh: pd.DataFrame) -> list[list[int]]:
 
 
 HISTOGRAM = ["institution", "degree_level", "cipcode", "grad_cohort", "years_after"]
+HISTOGRAM_BINS = ["bin", "bin_lower", "bin_upper", "noisy_count"]   # a histogram's rows
 
 
 def _sort_codes(column: pd.Series) -> np.ndarray:
@@ -243,8 +244,10 @@ class HistogramUnits(Mapping):
 
 def written_histograms(pseoh: pd.DataFrame) -> HistogramUnits:
     """The explorer's histograms of the table pseoh_all was written from, as `explorer_data`
-    would read them from the file (then the table need not be kept for the explorer)."""
-    return HistogramUnits(_as_read(pseoh, list(layout(Product.PSEOE).identifiers)))
+    would read them from the file (then the table need not be kept for the explorer); only
+    the columns they are made of are copied (a national table is millions of rows)."""
+    return HistogramUnits(_as_read(pseoh[HISTOGRAM + HISTOGRAM_BINS],
+                                   list(layout(Product.PSEOE).identifiers)))
 
 
 @dataclass(frozen=True)
