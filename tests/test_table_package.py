@@ -152,3 +152,37 @@ def test_parquet_bytes_do_not_depend_on_how_the_rows_arrive(tmp_path, monkeypatc
         [7, 7, 7, 7, 2]
     assert metadata.row_group(0).column(0).compression == "ZSTD"
     assert pq.read_table(tmp_path / "b.parquet").equals(table)
+
+
+def test_pseoh_with_its_codes_as_categories_writes_the_same_files(tmp_path):
+    """A release holds pseoh_all, once checked, with its text codes as categories
+    (earnings_tables.coded_codes: a national table is millions of rows): the gzipped CSV
+    and the Parquet copy written from it are those written from the text."""
+    from pseo_das.schemas.distribution import TableFormat
+    from pseo_das.tasks.earnings.earnings_tables import coded_codes
+    from pseo_das.tasks.publication.document_context import HISTOGRAMS_FILE
+    from pseo_das.tasks.publication.parquet_files import write_national_table
+    cells = 40
+    text = {"inst_level": ["I", "S"], "institution": ["00100200", "00588900", "01"],
+            "degree_level": ["03", "05"], "cip_level": ["2", "4"], "cipcode": ["11", "11.07"],
+            "grad_cohort": ["2016", "0000"], "geo_level": ["N"], "geography": ["00"],
+            "ind_level": ["A"], "industry": ["00"]}
+    columns = {}
+    for name in pseoh_schema().columns:
+        if name in text:
+            values = text[name]
+            columns[name] = [values[(i // 3 + len(name)) % len(values)] for i in range(cells * 3)]
+        else:
+            columns[name] = [(i * 7 + len(name)) % 50 + 1 for i in range(cells * 3)]
+    frame = pd.DataFrame(columns).astype({n: "int64" for n in columns if n not in text})
+    coded = coded_codes(frame)
+    assert isinstance(coded["institution"].dtype, pd.CategoricalDtype)
+    assert coded["agg_level_pseo"].dtype == "int64"
+    written = {}
+    for name, table in (("text", frame), ("coded", coded)):
+        public = tmp_path / name
+        (public / "all").mkdir(parents=True)
+        write_national_table(table, public, HISTOGRAMS_FILE, TableFormat.CSV_GZ, parquet=True)
+        written[name] = {p.relative_to(public): p.read_bytes()
+                         for p in sorted(public.rglob("*")) if p.is_file()}
+    assert len(written["text"]) == 2 and written["coded"] == written["text"]

@@ -192,4 +192,11 @@ def build_publication_tables(tables: list[NoisyHistograms], cfg: ReleaseConfig,
     progress(f"public tables: pseoe_all {len(pseoe):,} rows, pseoh_all {len(pseoh):,} rows, "
              f"{int((~cells['published']).sum()):,} of {len(cells):,} cell-years suppressed "
              f"({time.perf_counter() - started:.1f} s)")
-    return pseoe, pseoh, cells, checks
+    return pseoe, coded_codes(pseoh), cells, checks
+
+
+def coded_codes(pseoh: pd.DataFrame) -> pd.DataFrame:
+    """pseoh_all, checked, with its text codes as categories of the same text: the same
+    file written from it, in a fraction of the memory (a national table of 8.8 million rows
+    held its 10 code columns' text, about 1.4 GB in all, until it was written)."""
+    return pseoh.astype({c: "category" for c in IDENTIFIERS if pd.api.types.is_string_dtype(pseoh[c])})
