@@ -197,6 +197,7 @@ def build_publication_tables(tables: list[NoisyHistograms], cfg: ReleaseConfig,
 
 def coded_codes(pseoh: pd.DataFrame) -> pd.DataFrame:
     """pseoh_all, checked, with its text codes as categories of the same text: the same
-    file written from it, in a fraction of the memory (a national table of 8.8 million rows
-    held its 10 code columns' text, about 1.4 GB in all, until it was written)."""
-    return pseoh.astype({c: "category" for c in IDENTIFIERS if pd.api.types.is_string_dtype(pseoh[c])})
+    file written from it, in a third of the memory (a national table of 8.8 million rows,
+    1.4 GB, most of it its code columns' text, was held until it was written)."""
+    return pseoh.astype({c: "category" for c in IDENTIFIERS
+                         if pd.api.types.is_string_dtype(pseoh[c])})
