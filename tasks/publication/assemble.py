@@ -40,7 +40,8 @@ from pseo_das.tasks.measurements.release_plan import (ReleasePlan, lifetime_budg
                                                       lifetime_table)
 from pseo_das.tasks.privacy.store import PrivacyStore, epsilon_text
 from pseo_das.tasks.publication.explorer import write_release_explorers
-from pseo_das.tasks.publication.explorer_data import HistogramUnits, explorer_data, written_histograms
+from pseo_das.tasks.publication.explorer_data import (HistogramUnits, explorer_data,
+                                                      written_histograms)
 from pseo_das.tasks.publication.side_tables import SECTIONS, SideTable
 from pseo_das.tasks.publication.labelled_workbook import WORKBOOK_NAME, write_release_workbook
 from pseo_das.tasks.publication.parquet_files import (DATAPACKAGE_FILE, write_national_table,
