@@ -190,3 +190,72 @@ def test_the_sampler_is_bounded_at_the_smallest_and_largest_accepted_epsilon():
         started = time.perf_counter()
         noise = discrete_laplace_noise(b"\x01" * 32, "bounded", epsilon, (200_000,))
         assert time.perf_counter() - started < 5 and noise.shape == (200_000,)
+
+
+class _Words:
+    """A word source with planted words (the stream's interface: `words`, `word`)."""
+
+    def __init__(self, words: np.ndarray):
+        self._words, self.taken = words, 0
+
+    def words(self, size: int) -> np.ndarray:
+        out = self._words[self.taken:self.taken + size].copy()
+        self.taken += size
+        return out
+
+    def word(self) -> int:
+        self.taken += 1
+        return int(self._words[self.taken - 1])
+
+
+def test_narrow_noise_is_the_int64_noise_drawn_in_blocks(monkeypatch):
+    """`discrete_laplace_noise(..., np.int32)` draws NARROW_BLOCK_WORDS words at a time and
+    resolves the undecided words after all of the array's (threshold hits planted in
+    several blocks and at a block's edge): the same values as one int64 draw, and as many
+    words taken, in the same order."""
+    from pseo_das.tasks.privacy import discrete_laplace, geometric
+    monkeypatch.setattr(geometric, "NARROW_BLOCK_WORDS", 1000)
+    monkeypatch.setattr(discrete_laplace, "CHUNK", 300)
+    table = inversion_table(Fraction(1, 2))
+    rng = np.random.default_rng(5)
+    shape = (7, 613)                       # 4,291 values: 5 blocks
+    words = rng.integers(0, 2 ** 64, size=shape[0] * shape[1] + 400, dtype=np.uint64)
+    hits = np.array(table.thresholds, dtype=np.uint64)
+    for at in (3, 998, 999, 1000, 2500, 4290):
+        words[at] = hits[at % 3]
+    words[1700] = 0                        # beyond the table
+    drawn = {}
+    for dtype in (np.int64, np.int32):
+        source = _Words(words)
+        monkeypatch.setattr(geometric, "NoiseStream", lambda seed, stream_id: source)
+        drawn[dtype] = (geometric.discrete_laplace_noise(b"\0" * 32, "m", Fraction(1, 2), shape,
+                                                         dtype), source.taken)
+    (wide, wide_taken), (narrow, narrow_taken) = drawn[np.int64], drawn[np.int32]
+    assert narrow.dtype == np.int32 and narrow.shape == shape
+    assert np.array_equal(narrow, wide) and narrow_taken == wide_taken > shape[0] * shape[1]
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_narrow_noisy_counts_are_the_int64_ones_and_widen_when_they_would_not_fit(sparse):
+    """measure_with_geometric_noise(..., np.int32): the int64 noisy counts in int32, dense
+    or as non-zero entries; counts near int32's largest give int64, not a wrapped value."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+    from pseo_das.tasks.privacy.geometric import measure_with_geometric_noise
+    from pseo_das.tasks.privacy.statement import geometric_statement
+    statement = geometric_statement("t", "flows", "narrow", Fraction(1), 5)
+    cells = pd.DataFrame({"cell": range(4)})
+    for largest in (40, np.iinfo(np.int32).max):
+        dense = np.zeros((4, 5), np.int64)
+        dense[[0, 1, 3], [2, 4, 0]] = [3, 17, largest]
+        counts = dense if not sparse else SimpleNamespace(
+            shape=dense.shape, flat=np.flatnonzero(dense), count=dense.ravel()[dense.ravel() > 0])
+        wide = measure_with_geometric_noise(b"\1" * 32, statement, cells, counts)
+        narrow = measure_with_geometric_noise(b"\1" * 32, statement, cells, counts,
+                                              dtype=np.int32)
+        assert wide.values.dtype == np.int64 and np.array_equal(narrow.values, wide.values)
+        noise_max = int((wide.values - dense).max())
+        assert noise_max > 0                 # this stream's: the largest count cannot stay int32
+        assert narrow.values.dtype == (np.int32 if largest == 40 else np.int64)
+        assert narrow.entry == wide.entry
