@@ -85,9 +85,9 @@ def measure_flows(pending: dict[int, list["PendingMeasurement"]], counts: "TrueC
             if statement.employer is None:   # the geometric noise adds the non-zero counts
                 cells, entries = (counts.origin_counts(*of) if question.product == TOTAL_PRODUCT
                                   else counts.flow_entries(*of))
-                measured.append(measure_with_geometric_noise(   # int32: half the memory
+                measured.append(measure_with_geometric_noise(
                     measurement.seed.bits, statement, cells, entries,
-                    counts.max_degrees_per_person, np.int32))
+                    counts.max_degrees_per_person))
                 del entries
             else:   # flows with graduate attributes: the weak employer notion
                 cells, true_counts = counts.flows(*of)

@@ -154,22 +154,11 @@ CHUNK = 1 << 18   # words per vectorised step (fits the cache)
 def draw(table: InversionTable, words: np.ndarray,
          next_word: Callable[[], int], out: np.ndarray | None = None) -> np.ndarray:
     """One discrete Laplace value per 64-bit word of `words` (int64): the vectorised
-    inversion (`draw_decided`), with the undecided words (a threshold hit exactly, or
-    beyond the table) passed in index order to `exact_index`, which takes further words
-    from `next_word`. `out`: where the values go (None: a new array); it may be `words`
-    itself viewed as int64 (each chunk's words are read before its values are written), so
-    a national table's noise is held once, not beside its words."""
-    out = np.empty(len(words), dtype=np.int64) if out is None else out
-    for position, word in zip(*draw_decided(table, words, out)):
-        out[position] = value_of_index(exact_index(table, word, next_word))
-    return out
-
-
-def draw_decided(table: InversionTable, words: np.ndarray,
-                 out: np.ndarray) -> tuple[list[int], list[int]]:
-    """`draw`'s vectorised part: the value of each word the table decides alone, into
-    `out` (int64; it may be `words` viewed as int64); returns the positions and the words
-    of the undecided ones, in index order (their places in `out` hold no value yet)."""
+    inversion, with the undecided words (a threshold hit exactly, or beyond the table)
+    passed in index order to `exact_index`, which takes further words from `next_word`.
+    `out`: where the values go (None: a new array); it may be `words` itself viewed as
+    int64 (each chunk's words are read before its values are written), so a national
+    table's noise is held once, not beside its words."""
     ascending = table.ascending
     if ascending is None:
         raise ValueError(f"the vectorised draw takes 64-bit words; this table is of "
@@ -179,13 +168,13 @@ def draw_decided(table: InversionTable, words: np.ndarray,
     # equals the threshold at p (then undecided) or p = 0 (beyond the table)
     padded = np.append(ascending, np.uint64(0))   # the sentinel never equals a word at p = size
     value_at = value_of_index(size - np.arange(size + 1, dtype=np.int64))
-    positions: list[int] = []
-    held: list[int] = []
+    out = np.empty(len(words), dtype=np.int64) if out is None else out
     for start in range(0, len(words), CHUNK):
         chunk = words[start:start + CHUNK]
         position = np.searchsorted(ascending, chunk, side="left")
         undecided = np.flatnonzero((np.take(padded, position) == chunk) | (position == 0))
-        held += chunk[undecided].tolist()     # before `out` may overwrite them
-        positions += (start + undecided).tolist()
+        undecided_words = chunk[undecided].tolist()    # before `out` may overwrite them
         np.take(value_at, position, out=out[start:start + CHUNK])
-    return positions, held
+        for i, word in zip(undecided.tolist(), undecided_words):
+            out[start + i] = value_of_index(exact_index(table, word, next_word))
+    return out

@@ -15,8 +15,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 from pseo_das.epsilon import exact_epsilon
-from pseo_das.tasks.privacy.discrete_laplace import (draw, draw_decided, exact_index,
-                                                     inversion_table, value_of_index)
+from pseo_das.tasks.privacy.discrete_laplace import draw, inversion_table
 from pseo_das.tasks.privacy.ledger import NoisyMeasurement, measured_entry
 from pseo_das.tasks.privacy.statement import Mechanism, PrivacyStatement
 from pseo_das.tasks.privacy.streams import NoiseStream, stream_sha256
@@ -41,37 +40,17 @@ def geometric_variance(epsilon: float | Fraction, sensitivity: int = 1) -> float
     return 2 * a / (1 - a) ** 2
 
 
-NARROW_BLOCK_WORDS = 1 << 22   # words drawn at a time for noise held narrower than int64
-
-
 def discrete_laplace_noise(release_seed: bytes, measurement_id: str,
-                           epsilon: float | str | Fraction, shape: tuple[int, ...],
-                           dtype: type = np.int64) -> np.ndarray:
+                           epsilon: float | str | Fraction, shape: tuple[int, ...]) -> np.ndarray:
     """Two-sided geometric noise, exactly: one value per entry of `shape`, from the
     ChaCha20 stream SHA-256(domain, seed, measurement id), 64-bit words in order, by the
     integer-only inversion of `discrete_laplace` (words it cannot decide alone take the
-    words that follow the array's, in index order). `dtype` int32: the same values held
-    in 4 bytes each, drawn NARROW_BLOCK_WORDS words at a time (a national flows table is
-    400 million values); int64 if a value does not fit."""
+    following words of the same stream)."""
     table = inversion_table(exact_epsilon(epsilon))
     stream = NoiseStream(release_seed, measurement_id)
     size = int(np.prod(shape, dtype=np.int64))
-    if np.dtype(dtype) == np.int64:
-        words = stream.words(size)
-        return draw(table, words, stream.word, out=words.view(np.int64)).reshape(shape)
-    out: np.ndarray = np.empty(size, dtype)
-    undecided: list[tuple[int, int]] = []
-    for start in range(0, size, NARROW_BLOCK_WORDS):
-        words = stream.words(min(NARROW_BLOCK_WORDS, size - start))
-        positions, held = draw_decided(table, words, words.view(np.int64))
-        out[start:start + len(words)] = words.view(np.int64)   # within the table's values
-        undecided += zip([start + p for p in positions], held)
-    for position, word in undecided:      # the words after the array's, as `draw` takes them
-        value = value_of_index(exact_index(table, word, stream.word))
-        if not np.iinfo(out.dtype).min <= value <= np.iinfo(out.dtype).max:
-            out = out.astype(np.int64)
-        out[position] = value
-    return out.reshape(shape)
+    words = stream.words(size)
+    return draw(table, words, stream.word, out=words.view(np.int64)).reshape(shape)
 
 
 def geometric_noise_epsilon(epsilon: float | str | Fraction, sensitivity: int) -> Fraction:
@@ -96,8 +75,7 @@ class CountEntries(Protocol):
 
 def measure_with_geometric_noise(release_seed: bytes, statement: PrivacyStatement,
                                  cells: pd.DataFrame, true_counts: np.ndarray | CountEntries,
-                                 sensitivity: int = 1, dtype: type = np.int64
-                                 ) -> NoisyMeasurement:
+                                 sensitivity: int = 1) -> NoisyMeasurement:
     """Noisy counts = true counts + two-sided geometric noise (discrete Laplace, P(x) =
     (1-q)/(1+q) q^|x|, q = exp(-epsilon / k)), one draw per entry of `true_counts` (cells
     x the statement's columns, canonical order; dense, or as its non-zero entries:
@@ -105,8 +83,6 @@ def measure_with_geometric_noise(release_seed: bytes, statement: PrivacyStatemen
     point; unbounded support) from the stream SHA-256(domain, seed, statement's stream id).
     `sensitivity` k: what the counts were bounded to (each person adds at most k in all:
     the contribution bound of the counting pass); the statement must declare the same.
-    `dtype`: the noisy counts' type (int32: the same values in half the memory; int64
-    whenever one would not fit).
 
     Privacy cost: the statement's epsilon (pure epsilon-DP) for the whole array, provided
     every person contributes at most k to the entries in all (L1 sensitivity k; k = 1:
@@ -122,11 +98,7 @@ def measure_with_geometric_noise(release_seed: bytes, statement: PrivacyStatemen
                            stream_sha256(release_seed, statement.stream_id))
     noise = discrete_laplace_noise(release_seed, statement.stream_id,
                                    geometric_noise_epsilon(statement.epsilon, sensitivity),
-                                   true_counts.shape, dtype)
-    largest = int(true_counts.max(initial=0) if isinstance(true_counts, np.ndarray)
-                  else true_counts.count.max(initial=0))
-    if noise.size and int(noise.max()) + largest > np.iinfo(noise.dtype).max:
-        noise = noise.astype(np.int64)        # a noisy count would not fit: never narrower
+                                   true_counts.shape)
     if isinstance(true_counts, np.ndarray):   # in place: one array, not three
         noise += true_counts.astype(np.int64, copy=False)
     else:   # counts held as their non-zero entries (tasks/inputs/sparse_counts.py)

@@ -854,11 +854,12 @@ def measurement_bytes(cells: pd.DataFrame, values: np.ndarray) -> bytes:
                                     pa.array(cells[c].to_numpy(dtype=np.int64))])
                for c in MEASURED_CELL_COLUMNS if c in cells.columns}
     kind = np.float64 if np.issubdtype(np.asarray(values).dtype, np.floating) else np.int64
-    width = values.shape[1]                 # int64 (or float64: cell statistics) a piece at a time
+    flat = np.ascontiguousarray(values, dtype=kind)                   # floats: cell statistics
+    width = flat.shape[1]
     columns["noisy"] = pa.chunked_array(
-        [pa.FixedSizeListArray.from_arrays(pa.array(np.ascontiguousarray(
-            values[start:start + MEASUREMENT_WRITE_ROWS], dtype=kind).ravel()), width)
-         for start in range(0, max(len(values), 1), MEASUREMENT_WRITE_ROWS)],
+        [pa.FixedSizeListArray.from_arrays(pa.array(flat[start:start + MEASUREMENT_WRITE_ROWS]
+                                                    .ravel()), width)
+         for start in range(0, max(len(flat), 1), MEASUREMENT_WRITE_ROWS)],
         pa.list_(pa.from_numpy_dtype(kind), width))
     return table_bytes(pa.table(columns))
 
