@@ -848,10 +848,8 @@ def measurement_bytes(cells: pd.DataFrame, values: np.ndarray) -> bytes:
     The values go to the writer MEASUREMENT_WRITE_ROWS cells at a time (one row group, the
     bytes of the whole array's: the writer's levels of a national flows table's 400 million
     values took 0.6 times their size at once)."""
-    columns = {c: pa.chunked_array([pa.array(cells[c].astype(str).to_numpy(dtype=object),
-                                             pa.string())
-                                    if c in TEXT_COLUMNS else
-                                    pa.array(cells[c].to_numpy(dtype=np.int64))])
+    columns = {c: pa.array(cells[c].astype(str).to_numpy(dtype=object), pa.string())
+               if c in TEXT_COLUMNS else pa.array(cells[c].to_numpy(dtype=np.int64))
                for c in MEASURED_CELL_COLUMNS if c in cells.columns}
     kind = np.float64 if np.issubdtype(np.asarray(values).dtype, np.floating) else np.int64
     flat = np.ascontiguousarray(values, dtype=kind)                   # floats: cell statistics
