@@ -195,9 +195,11 @@ HISTOGRAM_BINS = ["bin", "bin_lower", "bin_upper", "noisy_count"]   # a histogra
 
 def _sort_codes(column: pd.Series) -> np.ndarray:
     """Integers that sort as `sort_values` sorts the column (a categorical by its
-    categories' order, other values by value)."""
+    categories' order, integers as they are, other values by value)."""
     if isinstance(column.dtype, pd.CategoricalDtype):
         return column.cat.codes.to_numpy()
+    if pd.api.types.is_integer_dtype(column.dtype):
+        return column.to_numpy()
     return pd.factorize(column, sort=True)[0]
 
 
@@ -551,17 +553,16 @@ class ExplorerData:
 
 
 def explorer_data(public: Path, pseof_flows: FlowCells | None = None,
-                  pseoh: pd.DataFrame | HistogramUnits | None = None) -> ExplorerData:
+                  pseoh: HistogramUnits | None = None) -> ExplorerData:
     """Read a release's public folder and arrange it for the explorer. `pseof_flows`:
     pseof_all's flows as the release gathered them while writing it (then pseof_all is
-    not read); `pseoh`: the table pseoh_all was written from, or its `written_histograms`
+    not read); `pseoh`: the `written_histograms` of the table pseoh_all was written from
     (then it is not read)."""
     public = Path(public)
     identifiers = list(layout(Product.PSEOE).identifiers)
     pseoe = _read_codes(_find(public, Product.PSEOE.file_name), identifiers)
-    histograms = pseoh if isinstance(pseoh, HistogramUnits) else HistogramUnits(
-        _read_codes(_find(public, HISTOGRAMS_FILE), identifiers) if pseoh is None
-        else _as_read(pseoh, identifiers))
+    histograms = pseoh if pseoh is not None else HistogramUnits(
+        _read_codes(_find(public, HISTOGRAMS_FILE), identifiers))
     if pseof_flows is None:
         pseof = _read_codes(_find(public, Product.PSEOF.file_name), identifiers)
         columns = FlowColumns(sorted(set(pseof["industry"].cat.categories) - {ALL_INDUSTRIES}),
