@@ -838,7 +838,7 @@ TEXT_COLUMNS = {"institution", "inst_state", "degree_level", "cipcode", "cip_vin
 
 
 # cells of a measurement handed to the Parquet writer at a time: a multiple of 1,024 (its
-# write batch, in values), so that its pages are cut where they are for the whole array
+# write batch, in values), so that each piece ends where one of the whole array's batches does
 MEASUREMENT_WRITE_ROWS = 8192
 
 
