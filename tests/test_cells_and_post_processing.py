@@ -13,6 +13,7 @@ from pseo_das.tasks.privacy.ledger import PrivacyLedger
 from pseo_das.tasks.earnings.noisy_histograms import NoisyHistograms, derive_histograms
 from pseo_das.tasks.privacy.geometric import measure_with_geometric_noise
 from pseo_das.tasks.privacy.statement import geometric_statement
+from pseo_das.tasks.earnings import earnings_tables
 from pseo_das.tasks.earnings.earnings_tables import STATUS_NOT_AVAILABLE, STATUS_OK, STATUS_SUPPRESSED, publication_tables
 from test_ingest import valid_graduates, valid_outcomes, write
 
@@ -137,6 +138,63 @@ def test_suppression_exactly_where_noisy_count_is_below_30():
     assert len(pseoh) == 3 * 21 and set(pseoh["years_after"]) == {1}
     assert int(cells["published"].sum()) == 3
 
+
+
+def histogram_rows(cells, counts, cfg):
+    """pseoh_all row by row, as the file reads: the published cell-years in the identifiers'
+    order, each with its bins; identifiers as text."""
+    keys = ["agg_level_pseo", "institution", "degree_level", "cipcode", "grad_cohort", "years_after"]
+    published = cells[cells["published"]].sort_values(keys, kind="stable")
+    rows = []
+    for index, cell in published.iterrows():
+        for b in range(cfg.n_bins):
+            rows.append({**{name: cell[name] for name in earnings_tables.IDENTIFIERS
+                            if name in cell.index},
+                         "geo_level": "N", "geography": "00", "ind_level": "A", "industry": "00",
+                         "years_after": cell["years_after"], "bin": b + 1,
+                         "bin_lower": cfg.bin_edges[b], "bin_upper": cfg.bin_upper[b],
+                         "noisy_count": counts[index, b]})
+    return pd.DataFrame(rows)[earnings_tables.IDENTIFIERS + ["years_after", "bin", "bin_lower",
+                                                             "bin_upper", "noisy_count"]]
+
+
+def test_histogram_table_is_the_published_histograms_row_by_row_with_coded_text():
+    """pseoh_all holds its text codes as categories (a national table is millions of rows);
+    as text it is the published cell-years' bins, row by row, in the identifiers' order."""
+    table = institution_table()
+    counts = np.arange(4 * 21).reshape(4, 21) % 7 + np.array([[0], [40], [2], [30]])
+    counts[0] = np.arange(21) % 2                                # 10 graduates: suppressed
+    y1 = NoisyHistograms("t1", "I", "4", 1, table.cells, counts, ("t1",))
+    y5 = NoisyHistograms("t5", "I", "4", 5, table.cells.iloc[[3, 1]].reset_index(drop=True),
+                         counts[[1, 3]] + 5, ("t5",))
+    at2, _ = derive_histograms(y1, "I", "2")
+    tables = [y1, y5, at2]
+    _, pseoh, cells = publication_tables(tables, CFG.earnings)
+    assert isinstance(pseoh["institution"].dtype, pd.CategoricalDtype)
+    assert pseoh["agg_level_pseo"].dtype == "int64"
+    expected = histogram_rows(cells, np.concatenate([t.counts for t in tables]), CFG.earnings)
+    assert 0 < int(cells["published"].sum()) < len(cells)
+    pd.testing.assert_frame_equal(earnings_tables.as_text(pseoh), expected)
+
+
+def test_histogram_schema_is_checked_on_every_block_of_rows(monkeypatch):
+    """The output schema runs on pseoh_all a block of rows at a time: a fault in any block
+    fails it, naming the row by its index in the whole table."""
+    import pandera.errors
+    table = institution_table()
+    y1 = NoisyHistograms("t1", "I", "4", 1, table.cells, np.full((4, 21), 10), ("t1",))
+    _, pseoh, _ = publication_tables([y1], CFG.earnings)
+    monkeypatch.setattr(earnings_tables, "SCHEMA_BLOCK_ROWS", 20)
+    earnings_tables.check_histogram_table(pseoh)
+    for row in (0, 19, 20, len(pseoh) - 1):
+        broken = pseoh.copy()
+        broken.loc[row, "bin"] = 0
+        with pytest.raises(pandera.errors.SchemaErrors) as failed:
+            earnings_tables.check_histogram_table(broken)
+        assert failed.value.failure_cases["index"].tolist() == [row]
+    cohorts_as_numbers = pseoh.assign(grad_cohort=pseoh["grad_cohort"].astype(int).astype("category"))
+    with pytest.raises(pandera.errors.SchemaErrors):
+        earnings_tables.check_histogram_table(cohorts_as_numbers)
 
 def test_all_cohort_cells_sum_the_cohorts_and_are_written_0000():
     table = institution_table()

@@ -155,11 +155,10 @@ def test_parquet_bytes_do_not_depend_on_how_the_rows_arrive(tmp_path, monkeypatc
 
 
 def test_pseoh_with_its_codes_as_categories_writes_the_same_files(tmp_path):
-    """A release holds pseoh_all, once checked, with its text codes as categories
-    (earnings_tables.coded_codes: a national table is millions of rows): the gzipped CSV
+    """A release holds pseoh_all with its text codes as categories
+    (earnings_tables.histogram_table: a national table is millions of rows): the gzipped CSV
     and the Parquet copy written from it are those written from the text."""
     from pseo_das.schemas.distribution import TableFormat
-    from pseo_das.tasks.earnings.earnings_tables import coded_codes
     from pseo_das.tasks.publication.document_context import HISTOGRAMS_FILE
     from pseo_das.tasks.publication.parquet_files import write_national_table
     cells = 40
@@ -175,7 +174,7 @@ def test_pseoh_with_its_codes_as_categories_writes_the_same_files(tmp_path):
         else:
             columns[name] = [(i * 7 + len(name)) % 50 + 1 for i in range(cells * 3)]
     frame = pd.DataFrame(columns).astype({n: "int64" for n in columns if n not in text})
-    coded = coded_codes(frame)
+    coded = frame.astype({name: "category" for name in text})
     assert isinstance(coded["institution"].dtype, pd.CategoricalDtype)
     assert coded["agg_level_pseo"].dtype == "int64"
     written = {}

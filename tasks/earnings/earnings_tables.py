@@ -103,20 +103,49 @@ def histogram_table(tables: list[NoisyHistograms], cfg: EarningsConfig,
                     cells: pd.DataFrame) -> pd.DataFrame:
     """pseoh_all.csv: noisy histograms in long form, for the cells whose values are
     published; the official identifiers, then years_after, bin, its bounds and the noisy
-    count. `cells` holds one row per histogram of `tables`, in the same order."""
+    count. `cells` holds one row per histogram of `tables`, in the same order. The text
+    codes are categories of the same text: a national table is millions of rows (8.8
+    million at 10 million outcome rows), each cell's codes repeated once per bin."""
     counts = np.concatenate([t.counts for t in tables])
     n_bins = counts.shape[1]
     published = cells.loc[cells["published"].to_numpy(), CELL_KEYS + ["years_after"]]
     ordered = _sort(published.assign(_row=published.index), ["years_after"])  # sort cells, not rows
     rows = ordered.pop("_row").to_numpy()
-    long = _with_national_all_industries(ordered.loc[ordered.index.repeat(n_bins)]
-                                         .reset_index(drop=True))
-    long = long[IDENTIFIERS + ["years_after"]]
+    ordered = _with_national_all_industries(ordered)[IDENTIFIERS + ["years_after"]]
+    long = pd.DataFrame({name: _each_repeated(ordered[name], n_bins) for name in ordered.columns})
     long["bin"] = np.tile(np.arange(1, n_bins + 1), len(rows))
     long["bin_lower"] = np.tile(np.array(cfg.bin_edges), len(rows))
     long["bin_upper"] = np.tile(np.array(cfg.bin_upper), len(rows))
     long["noisy_count"] = counts[rows].reshape(-1)
     return long
+
+
+def _each_repeated(column: pd.Series, times: int) -> pd.Categorical | np.ndarray:
+    """Each value of `column` `times` times in a row; text as categories of that text."""
+    if not pd.api.types.is_string_dtype(column):
+        return np.repeat(column.to_numpy(), times)
+    coded = column.astype("category")
+    return pd.Categorical.from_codes(np.repeat(coded.cat.codes.to_numpy(), times),
+                                     dtype=coded.dtype)
+
+
+def as_text(frame: pd.DataFrame) -> pd.DataFrame:
+    """`frame` with its categorical columns as their categories' text."""
+    return frame.astype({name: dtype.categories.dtype for name, dtype in frame.dtypes.items()
+                         if isinstance(dtype, pd.CategoricalDtype)})
+
+
+SCHEMA_BLOCK_ROWS = 1 << 20
+
+
+def check_histogram_table(pseoh: pd.DataFrame) -> None:
+    """pseoh_all's output schema on every row, SCHEMA_BLOCK_ROWS rows at a time with their
+    codes as text: the schema's checks are row by row, so its verdict is that on the whole
+    table, without a text copy of the whole table's codes (pandera.errors.SchemaErrors
+    names the failing rows by their index in `pseoh`)."""
+    schema = pseoh_schema()
+    for start in range(0, max(len(pseoh), 1), SCHEMA_BLOCK_ROWS):
+        schema.validate(as_text(pseoh.iloc[start:start + SCHEMA_BLOCK_ROWS]), lazy=True)
 
 
 def institution_states(tables: list[NoisyHistograms]) -> dict[str, str]:
@@ -150,7 +179,7 @@ def recheck_percentiles(pseoe: pd.DataFrame, pseoh: pd.DataFrame, cfg: EarningsC
     if not (pseoh["bin"].to_numpy() == np.tile(np.arange(1, n_bins + 1), len(pseoh) // n_bins)).all():
         raise RuntimeError("pseoh_all.csv is not in blocks of bins 1..n per cell")
     counts = pseoh["noisy_count"].to_numpy().reshape(-1, n_bins)
-    keys = pseoh.iloc[::n_bins][IDENTIFIERS + ["years_after"]].reset_index(drop=True)
+    keys = as_text(pseoh.iloc[::n_bins][IDENTIFIERS + ["years_after"]].reset_index(drop=True))
     values = round_dollars(dollar_factor * protected_percentiles(
         counts, np.array(cfg.bin_edges), np.array(cfg.bin_upper), cfg.percentiles))
     recomputed = keys.assign(grads_earn=counts.sum(axis=1),
@@ -179,7 +208,7 @@ def build_publication_tables(tables: list[NoisyHistograms], cfg: ReleaseConfig,
     pseoe, pseoh, cells = publication_tables(tables, cfg.earnings, factor)
     if ipeds is not None:
         pseoe = with_ipeds_counts(pseoe, cfg, ipeds, institution_states(tables))
-    pseoh_schema().validate(pseoh, lazy=True, inplace=True)  # no copy: nothing is coerced
+    check_histogram_table(pseoh)
     compared, mismatches = recheck_percentiles(pseoe, pseoh, cfg.earnings, factor)
     if mismatches:
         raise RuntimeError(f"{mismatches} published values differ from their recomputation "
@@ -192,12 +221,5 @@ def build_publication_tables(tables: list[NoisyHistograms], cfg: ReleaseConfig,
     progress(f"public tables: pseoe_all {len(pseoe):,} rows, pseoh_all {len(pseoh):,} rows, "
              f"{int((~cells['published']).sum()):,} of {len(cells):,} cell-years suppressed "
              f"({time.perf_counter() - started:.1f} s)")
-    return pseoe, coded_codes(pseoh), cells, checks
+    return pseoe, pseoh, cells, checks
 
-
-def coded_codes(pseoh: pd.DataFrame) -> pd.DataFrame:
-    """pseoh_all, checked, with its text codes as categories of the same text: the same
-    file written from it, in a third of the memory (a national table of 8.8 million rows,
-    1.4 GB, most of it its code columns' text, was held until it was written)."""
-    return pseoh.astype({c: "category" for c in IDENTIFIERS
-                         if pd.api.types.is_string_dtype(pseoh[c])})
