@@ -159,8 +159,10 @@ def _post_processing(store_path: Path, plan: ReleasePlan, cfg: ReleaseConfig,
         publish_earnings(reading, record)
     earnings_files = write_earnings_files(staging, cfg, earnings, identity.release_id, beside,
                                           apart)
-    earnings = replace(earnings, pseoh=None)   # written: the explorer keeps its histograms
-    earnings_accuracy = beside(release_accuracy, cfg, earnings.tables)   # while the flows are made
+    earnings_accuracy = beside(release_accuracy, cfg,   # while the flows are made
+                               [table for table in earnings.tables if table.measured])
+    published = earnings.published()
+    del earnings   # written: its histograms and pseoh_all are not kept (a national release's GBs)
     flows, flows_read, flows_derived, flows_recasts = publish_flows(reading, reference)
     cell_statistics = (cell_statistics_from_record(store_path, record.cell_statistics)
                        or CELL_STATISTICS.read(reading))
@@ -176,16 +178,16 @@ def _post_processing(store_path: Path, plan: ReleasePlan, cfg: ReleaseConfig,
         # release_summary.json says what the store does not hold
         **({"cell_statistics": cell_statistics_summary(cell_statistics)}
            if cell_statistics is not None else {})})
-    flows_files = write_flows_files(staging, cfg, flows, earnings.pseoe, earnings.tables)
+    flows_files = write_flows_files(staging, cfg, flows, published)
     flows.release_tables()   # written: the rest of the release reads its counts and checks
     manifest = write_release(
-        staging, ReleaseContent(earnings, earnings_files, flows, flows_files, flows_accuracy,
+        staging, ReleaseContent(published, earnings_files, flows, flows_files, flows_accuracy,
                                 sides, earnings_accuracy),
         ReleaseFacts(identity, cfg, ledger, lifetime, record.input_checks + checks,
                      record.input_fingerprints,
                      recast_notes(recast_inputs, earnings_recasts + flows_recasts),
                      None if record.dollars is None else record.dollars.as_dict(), review))
-    return PostProcessed(ledger, earnings.cells, flows, manifest, lifetime.release_summary)
+    return PostProcessed(ledger, published.cells, flows, manifest, lifetime.release_summary)
 
 
 @release_flow("quarterly_release")

@@ -128,12 +128,13 @@ def stop_on_failed_checks(checks: list[dict]) -> list[dict]:
     return checks
 
 
-def ledger_checks(ledger: PrivacyLedger, tables: list[NoisyHistograms],
-                  flows_drawn: int, other_drawn: int = 0) -> list[dict]:
+def ledger_checks(ledger: PrivacyLedger, earnings_drawn: int, flows_drawn: int,
+                  other_drawn: int = 0) -> list[dict]:
     """Every noisy value comes from a ledger entry; the total is within the cap.
-    `flows_drawn`: the flows' measured values (FlowsRelease.drawn); `other_drawn`: geometric
-    values drawn by other products (the cell statistics' counts)."""
-    drawn = other_drawn + sum(t.counts.size for t in tables if t.measured) + flows_drawn
+    `earnings_drawn`, `flows_drawn`: the measured values of the earnings histograms
+    (PublishedEarnings.drawn) and of the flows (FlowsRelease.drawn); `other_drawn`:
+    geometric values drawn by other products (the cell statistics' counts)."""
+    drawn = other_drawn + earnings_drawn + flows_drawn
     recorded = sum(e.n_cells * e.n_bins for e in ledger.entries if e.mechanism in MEASURING_MECHANISMS)
     return [
         {"name": "noisy values drawn = noisy values recorded in the ledger",
@@ -196,7 +197,7 @@ class FlowsFiles:
 
 @file_task("write the flows files")
 def write_flows_files(staging: Path, cfg: ReleaseConfig, flows: FlowsRelease,
-                      pseoe: pd.DataFrame, tables: list[NoisyHistograms]) -> FlowsFiles:
+                      earnings: PublishedEarnings) -> FlowsFiles:
     """pseof_all.csv and its state copies, and internal/flows_state.parquet (written on
     the other core: Arrow writes without the GIL), checked as they are written."""
     public, internal = staging / "public", staging / "internal"
@@ -204,9 +205,9 @@ def write_flows_files(staging: Path, cfg: ReleaseConfig, flows: FlowsRelease,
     flows_checks = PublishedFlowsChecks()
     with second_thread() as beside:
         state_rows = beside(write_flows_state, internal / FLOWS_STATE_FILE, flows, flows_checks)
-        institution_state = institution_states(tables)
+        institution_state = earnings.institution_states
         pseof = write_pseof(public, flows, institution_state,
-                            set(row_states(pseoe, institution_state)), flows_checks,
+                            set(row_states(earnings.pseoe, institution_state)), flows_checks,
                             cfg.publication.table_format, cfg.publication.parquet)
         progress(f"wrote {Product.PSEOF.file_name} ({pseof.all_rows:,} rows)"
                  f" and {len(pseof.rows) - 1} state copies, internal/{FLOWS_STATE_FILE} "
@@ -225,12 +226,31 @@ def write_release_notes(public: Path, notes: str, release_id: str) -> None:
 class EarningsPublication:
     """What the earnings product publishes: its noisy histograms (every level, years after
     and cohort), pseoe_all, pseoh_all, the per-cell summary (suppression) and the IPEDS
-    completions its IPEDS counts are computed from (None: a release of an earlier version)."""
+    completions its IPEDS counts are computed from (None: a release of an earlier version).
+    Once its files are written a release keeps `published()` of it: a national release's
+    histograms of every level are most of a gigabyte, pseoh_all more."""
     tables: list[NoisyHistograms]
     pseoe: pd.DataFrame
-    pseoh: pd.DataFrame | None        # None once written (`write_earnings_files`)
+    pseoh: pd.DataFrame
     cells: pd.DataFrame
     ipeds_awards: pd.DataFrame | None = None   # of the IPEDS counts (the partners' coverage)
+
+    def published(self) -> PublishedEarnings:
+        return PublishedEarnings(self.pseoe, self.cells, institution_states(self.tables),
+                                 sum(t.counts.size for t in self.tables if t.measured),
+                                 self.ipeds_awards)
+
+
+@dataclass(frozen=True)
+class PublishedEarnings:
+    """What the rest of a release reads of the earnings product once its files are
+    written: pseoe_all, the per-cell summary, each institution's state (OPEID -> FIPS),
+    the noisy values its measurements drew (`ledger_checks`) and the IPEDS completions."""
+    pseoe: pd.DataFrame
+    cells: pd.DataFrame
+    institution_states: dict[str, str]
+    drawn: int
+    ipeds_awards: pd.DataFrame | None
 
 
 @dataclass(frozen=True)
@@ -274,8 +294,6 @@ def write_earnings_files(staging: Path, cfg: ReleaseConfig, earnings: EarningsPu
     second process of `apart` (`second_process`; a small one left to write in this
     process, WORKBOOK_APART_ROWS) and pseoh_all written in the second thread of `beside`
     (`second_thread`); both outlive this task."""
-    if earnings.pseoh is None:
-        raise ValueError(f"{HISTOGRAMS_FILE} was written already: its table is not kept")
     public = staging / "public"
     table_format, parquet = cfg.publication.table_format, cfg.publication.parquet
     pseoe_name = published_name(Product.PSEOE.file_name, table_format)
@@ -298,7 +316,7 @@ class ReleaseContent:
     published flows; `side_tables`: the optional one-file products (`side_tables.py`);
     `earnings_accuracy`: `release_accuracy` of the earnings tables, being simulated in a
     second thread."""
-    earnings: EarningsPublication
+    earnings: PublishedEarnings
     earnings_files: EarningsFiles
     flows: FlowsRelease
     flows_files: FlowsFiles
@@ -339,7 +357,7 @@ def _write_release(beside, staging: Path, content: ReleaseContent,
     public, internal = staging / "public", staging / "internal"
     identity, cfg, ledger, lifetime = facts.identity, facts.cfg, facts.ledger, facts.lifetime
     earnings, flows, flows_files = content.earnings, content.flows, content.flows_files
-    tables, pseoe, cells = earnings.tables, earnings.pseoe, earnings.cells
+    pseoe, cells = earnings.pseoe, earnings.cells
     checks = facts.checks
     started = time.perf_counter()
 
@@ -352,7 +370,7 @@ def _write_release(beside, staging: Path, content: ReleaseContent,
     copied = earnings_files.parquet_rows()   # pseoh_all is written
     histograms = earnings_files.histograms()
     pseof = flows_files.pseof
-    metadata = official_folder_files(pseoe, pseof.cohorts, institution_states(tables),
+    metadata = official_folder_files(pseoe, pseof.cohorts, earnings.institution_states,
                                      identity.release_id, earnings.ipeds_awards,
                                      cfg.publication.data_providers)
     write_folder_files(public, metadata, table_format)
@@ -361,7 +379,7 @@ def _write_release(beside, staging: Path, content: ReleaseContent,
                                          facts.cip_recast["published_vintage"])
     parquet = beside(write_table_package, public, copied | pseof.parquet_rows) \
         if cfg.publication.parquet else None
-    context = release_context(cfg, ledger, tables, cells, release_id=identity.release_id,
+    context = release_context(cfg, ledger, cells, release_id=identity.release_id,
                               code_version=identity.code_version,
                               seed_sha256=identity.seed_sha256,
                               config_sha256=identity.config_sha256,
@@ -405,7 +423,7 @@ def _write_release(beside, staging: Path, content: ReleaseContent,
     accuracy = content.earnings_accuracy.result()
     checks = stop_on_failed_checks(checks + [layout_check] + flows.checks
                                    + flows_files.checks + ledger_checks(
-                                       ledger, tables, flows.drawn,
+                                       ledger, earnings.drawn, flows.drawn,
                                        sum(side_table.drawn for side_table in content.side_tables)))
     drb = render_markdown("drb_report.md.j2", dict(
         context, ledger=ledger.entries, mlflow_run_id=identity.mlflow_run_id,

@@ -18,7 +18,6 @@ from pseo_das.tasks.privacy.ledger import PrivacyLedger
 from pseo_das.tasks.earnings.cell_statistics import CELL_STATISTICS_FILE
 from pseo_das.tasks.earnings.cell_statistics_plan import PRODUCT as CELL_STATISTICS_PRODUCT
 from pseo_das.tasks.earnings.noisy_histograms import PRODUCT as EARNINGS_PRODUCT
-from pseo_das.tasks.earnings.noisy_histograms import NoisyHistograms
 from pseo_das.tasks.employment_flows.employer_table import PRODUCT as EMPLOYER_TABLE_PRODUCT
 from pseo_das.tasks.employment_flows.noisy_flows import PRODUCT as FLOWS_PRODUCT
 from pseo_das.tasks.employment_flows.noisy_flows import TOTAL_PRODUCT as FLOWS_TOTAL_PRODUCT
@@ -141,8 +140,7 @@ def suppression_summary(cells: pd.DataFrame) -> list[dict]:
             for (a, i, c, h, y), g in grouped]
 
 
-def release_context(cfg: ReleaseConfig, ledger: PrivacyLedger, tables: list[NoisyHistograms],
-                    cells: pd.DataFrame, *,
+def release_context(cfg: ReleaseConfig, ledger: PrivacyLedger, cells: pd.DataFrame, *,
                     release_id: str, code_version: str, seed_sha256: str, config_sha256: str,
                     n_pseoe_rows: int, n_pseoh_rows: int) -> dict:
     """Everything the public release notes show."""
