@@ -58,3 +58,37 @@ def test_the_environment_decides_when_it_sets_the_limit(monkeypatch):
     from pseo_das.process_memory import limit_malloc_arenas
     monkeypatch.setenv("MALLOC_ARENA_MAX", "4")
     assert limit_malloc_arenas() is False
+
+
+# 300 MB of 1 KB blocks from glibc's heap (bytearray: malloc), all freed but the last, which
+# keeps the heap's top in place; RSS (MB) before and after `release_unused_memory`, or after
+# nothing (the control: glibc keeps the freed pages)
+FREED = """
+import sys
+import pyarrow   # imported before the first reading, as a release has it
+from pseo_das.process_memory import release_unused_memory
+def rss():
+    return int(open("/proc/self/statm").read().split()[1]) * 4096 / 1e6
+blocks = [bytearray(1000) for _ in range(300_000)]
+last = blocks[-1]
+del blocks
+before = rss()
+if sys.argv[1] == "release":
+    release_unused_memory()
+print(before, rss())
+"""
+
+
+def rss_around(mode: str) -> tuple[float, float]:
+    done = subprocess.run([sys.executable, "-c", FREED, mode], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    before, after = map(float, done.stdout.split())
+    return before, after
+
+
+def test_freed_heap_memory_goes_back_to_the_system_when_released():
+    before, after = rss_around("release")
+    assert before - after > 200              # of the 300 MB freed
+    before, after = rss_around("keep")
+    assert before - after < 50               # the control: glibc keeps it by itself

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pseo_das.process_memory import release_arrow_memory
+from pseo_das.process_memory import release_unused_memory
 from pseo_das.tasks import file_task, progress
 from pseo_das.tasks.earnings.noisy_histograms import PRODUCT as EARNINGS_PRODUCT
 from pseo_das.tasks.earnings.noisy_histograms import NoisyHistograms
@@ -57,7 +57,7 @@ def keep_measurements(store_path: Path, measured: Iterable[NoisyMeasurement]) ->
     for m in measured:
         stored[m.measurement_id] = keep_measurement(store_path, m)
         del m
-        release_arrow_memory()
+        release_unused_memory()
     if stored:
         progress(f"kept {len(stored)} new measurement(s) in the privacy store {store_path}")
     return stored
@@ -181,7 +181,7 @@ def stored_tables(store_path: Path, plan: pd.DataFrame,
             kept_in_file = spill and question.product == FLOWS_PRODUCT
             cells, values, sources, found, summary = _question_table(store, question, rows,
                                                                      recast, kept_in_file)
-            release_arrow_memory()
+            release_unused_memory()
             tab = question.tabulation_id
             if question.product == EARNINGS_PRODUCT:
                 histograms.append(NoisyHistograms(tab, "I", question.cip_level,
