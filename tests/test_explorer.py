@@ -273,7 +273,7 @@ def test_pseoh_as_written_is_the_file_read_back(release):
     (codes as text, as categories and as integers)."""
     from pseo_das.schemas.distribution import TableFormat
     from pseo_das.tasks.publication.document_context import HISTOGRAMS_FILE
-    from pseo_das.tasks.publication.explorer_data import _as_read, _read_codes
+    from pseo_das.tasks.publication.explorer_data import HistogramUnits, _as_read, _read_codes
     from pseo_das.tasks.publication.assemble import write_pseoh
     path = public_table(release, HISTOGRAMS_FILE)
     frame = pd.read_csv(path, dtype=str, keep_default_na=False)
@@ -287,6 +287,9 @@ def test_pseoh_as_written_is_the_file_read_back(release):
     pd.testing.assert_frame_equal(_as_read(frame, identifiers), _read_codes(path, identifiers))
     assert explorer_data(release / "public", pseoh=histograms) == explorer_data(release / "public")
     assert histograms.rows == len(frame) and len(histograms) > 1
+    read_back = HistogramUnits(_read_codes(path, identifiers))     # and in the same order
+    assert [(unit, list(histograms[unit].items())) for unit in histograms] == \
+        [(unit, list(read_back[unit].items())) for unit in read_back]
 
 
 @pytest.mark.parametrize("categorical", [False, True])

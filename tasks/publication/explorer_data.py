@@ -216,10 +216,13 @@ class HistogramUnits(Mapping):
         order = np.lexsort([_sort_codes(pseoh["bin"])] + codes[::-1]) if len(pseoh) \
             else np.zeros(0, np.int64)
         self._counts = pseoh["noisy_count"].to_numpy(dtype=np.int64)[order]
-        ordered = np.stack([c[order] for c in codes], axis=1)
-        starts = np.flatnonzero(np.r_[True, (ordered[1:] != ordered[:-1]).any(axis=1)]) \
-            if len(pseoh) else np.zeros(0, np.int64)
-        del ordered
+        new = np.ones(len(order), dtype=bool)   # a histogram's first row: a code changes
+        if len(order):
+            new[1:] = False
+            for code in codes:     # a column at a time: not a copy of them all
+                ordered = code[order]
+                new[1:] |= ordered[1:] != ordered[:-1]
+        starts = np.flatnonzero(new)
         self._bounds = np.r_[starts, len(order)]
         first = pseoh.iloc[order[starts]]
         self._keys = (_cell_key(first) + "|" + first["years_after"].astype(str)).tolist()
@@ -247,9 +250,29 @@ class HistogramUnits(Mapping):
 def written_histograms(pseoh: pd.DataFrame) -> HistogramUnits:
     """The explorer's histograms of the table pseoh_all was written from, as `explorer_data`
     would read them from the file (then the table need not be kept for the explorer); only
-    the columns they are made of are copied (a national table is millions of rows)."""
-    return HistogramUnits(_as_read(pseoh[HISTOGRAM + HISTOGRAM_BINS],
-                                   list(layout(Product.PSEOE).identifiers)))
+    the text codes they are made of are copied (a national table is millions of rows)."""
+    text = [c for c in HISTOGRAM if c in layout(Product.PSEOE).identifiers]
+    coded = [c for c in text if _text_categories(pseoh[c])]
+    read = _as_read(pseoh[[c for c in text if c not in coded]], text)
+    return HistogramUnits(pseoh[HISTOGRAM + HISTOGRAM_BINS].assign(   # integers as they are
+        **{c: read[c] for c in read.columns}, **{c: _first_come(pseoh[c]) for c in coded}))
+
+
+def _text_categories(column: pd.Series) -> bool:
+    """Whether `column` holds text codes as categories (pseoh_all in a release)."""
+    return isinstance(column.dtype, pd.CategoricalDtype) and \
+        pd.api.types.is_string_dtype(column.dtype.categories)
+
+
+def _first_come(column: pd.Series) -> pd.Categorical:
+    """`_as_read` of a column of text categories, from its codes: its categories in the
+    order they first come (the text is its own CSV text), not a string per row."""
+    codes = column.cat.codes.to_numpy()
+    firsts = pd.unique(codes)
+    renumbered = np.empty(len(column.cat.categories), dtype=codes.dtype)
+    renumbered[firsts] = np.arange(len(firsts), dtype=codes.dtype)
+    return pd.Categorical.from_codes(renumbered[codes],
+                                     categories=column.cat.categories[firsts])
 
 
 @dataclass(frozen=True)
