@@ -84,3 +84,26 @@ def test_store_verify_reports_files_others_can_read(legacy_store, tmp_path, caps
     assert f"WARNING {legacy_store}: mode 0755, readable by other users" in out
     assert f"WARNING {legacy_store / 'store.sqlite'}: mode 0644" in out
     assert "WARNING 18 object file(s)" in out
+
+
+def test_a_table_goes_to_the_store_as_the_bytes_of_it_would(tmp_path):
+    """PrivacyStore.put_table writes a table straight to disk (a national measurement is
+    not held as bytes too): the object `table_bytes` makes, named by its SHA-256, created
+    0600 under the usual umask, no temporary file left, one object however often put."""
+    import hashlib
+    import pyarrow as pa
+    from pseo_das.tasks.privacy.store import table_bytes
+    table = pa.table({"cells": list(range(5000)), "code": [f"{i % 7:02d}" for i in range(5000)]})
+    previous = os.umask(0o022)
+    try:
+        store = init_store(tmp_path / "store")
+        with PrivacyStore.open(store) as opened:
+            sha = opened.put_table(table)
+            assert opened.put_table(table) == sha
+    finally:
+        os.umask(previous)
+    data = table_bytes(table)
+    stored = store / "objects" / f"{sha}.parquet"
+    assert sha == hashlib.sha256(data).hexdigest() and stored.read_bytes() == data
+    assert _mode(stored) == 0o600
+    assert [p.name for p in (store / "objects").iterdir() if p.name.startswith(".")] == []

@@ -8,6 +8,7 @@ import os
 import stat
 from collections.abc import Iterable
 from pathlib import Path
+from typing import BinaryIO
 
 PRIVATE_FILE = 0o600
 PRIVATE_FOLDER = 0o700
@@ -28,9 +29,13 @@ def private_file(path: Path) -> Path:
 def write_private(path: Path, data: bytes) -> None:
     """Write `data` to a new file `path` created 0600 (never readable by others, not even
     for a moment)."""
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE)
-    with os.fdopen(descriptor, "wb") as handle:
+    with open_private(path) as handle:
         handle.write(data)
+
+
+def open_private(path: Path) -> BinaryIO:
+    """A new file `path`, created 0600, open for writing bytes."""
+    return os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE), "wb")
 
 
 def exposures(paths: Iterable[Path]) -> list[str]:

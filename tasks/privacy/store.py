@@ -55,7 +55,7 @@ import pyarrow.parquet as pq
 from pseo_das.errors import PseoDasError
 from pseo_das.schemas.cells import CIP_2010, MEASURED_CELL_COLUMNS, POPULATION_KEYS
 from pseo_das.epsilon import epsilon_text, exact_epsilon
-from pseo_das.tasks.privacy.file_modes import private_folder, write_private
+from pseo_das.tasks.privacy.file_modes import open_private, private_folder, write_private
 from pseo_das.tasks.privacy.lifetime_budget import CohortDefinitionMissing, cohort_years
 from pseo_das.tasks.privacy.release_seed import ReleaseSeed
 from pseo_das.tasks.privacy.seed_custody import (check_key_outside, required_key, seal,
@@ -615,6 +615,23 @@ class PrivacyStore:
             os.replace(temporary, target)
         return sha
 
+    def put_table(self, table: pa.Table) -> str:
+        """Write `table` as objects/<sha256>.parquet, the bytes of `table_bytes(table)`,
+        straight to disk and hashed from there (a national flows measurement's 150 MB are
+        not held as well as the writer's pages); returns the SHA-256."""
+        temporary = self.path / "objects" / f".table.{os.getpid()}.{uuid.uuid4().hex}.tmp"
+        try:
+            with open_private(temporary) as handle:
+                write_parquet(table, handle)
+            with open(temporary, "rb") as handle:
+                sha = hashlib.file_digest(handle, "sha256").hexdigest()
+            target = self.path / "objects" / f"{sha}.parquet"
+            if not target.exists():
+                os.replace(temporary, target)
+        finally:   # present already, or failed: the temporary file goes
+            temporary.unlink(missing_ok=True)
+        return sha
+
     def get_object(self, sha: str, ext: str) -> bytes:
         path = self.path / "objects" / f"{sha}.{ext}"
         try:
@@ -704,7 +721,7 @@ class PrivacyStore:
         known = self.measurement(measurement_id)
         if known.object_sha256 is not None:
             return known.object_sha256
-        sha = self.put_object(measurement_bytes(cells, values), "parquet")
+        sha = self.put_table(measurement_table(cells, values))
         with self.writing():
             stored = self.measurement(measurement_id).object_sha256
             if stored is None:
@@ -830,8 +847,13 @@ def frame_bytes(frame: pd.DataFrame) -> bytes:
 
 def table_bytes(table: pa.Table) -> bytes:
     sink = io.BytesIO()
-    pq.write_table(table, sink, compression="zstd")
+    write_parquet(table, sink)
     return sink.getvalue()
+
+
+def write_parquet(table: pa.Table, sink) -> None:
+    """A store object's Parquet (zstd) of `table`, to `sink` (a path or a binary file)."""
+    pq.write_table(table, sink, compression="zstd")
 
 
 TEXT_COLUMNS = {"institution", "inst_state", "degree_level", "cipcode", "cip_vintage"}
@@ -842,9 +864,10 @@ TEXT_COLUMNS = {"institution", "inst_state", "degree_level", "cipcode", "cip_vin
 MEASUREMENT_WRITE_ROWS = 8192
 
 
-def measurement_bytes(cells: pd.DataFrame, values: np.ndarray) -> bytes:
+def measurement_table(cells: pd.DataFrame, values: np.ndarray) -> pa.Table:
     """Cells (text codes, with the CIP vintage of their codes) and their noisy values (a
-    fixed-size list per cell: int64 counts, or float64 for the cell statistics) as Parquet.
+    fixed-size list per cell: int64 counts, or float64 for the cell statistics), the table
+    a store object holds as Parquet (`measurement_bytes`, `PrivacyStore.put_table`).
     The values go to the writer MEASUREMENT_WRITE_ROWS cells at a time (one row group, the
     bytes of the whole array's: the writer's levels of a national flows table's 400 million
     values took 0.6 times their size at once)."""
@@ -859,7 +882,12 @@ def measurement_bytes(cells: pd.DataFrame, values: np.ndarray) -> bytes:
                                                     .ravel()), width)
          for start in range(0, max(len(flat), 1), MEASUREMENT_WRITE_ROWS)],
         pa.list_(pa.from_numpy_dtype(kind), width))
-    return table_bytes(pa.table(columns))
+    return pa.table(columns)
+
+
+def measurement_bytes(cells: pd.DataFrame, values: np.ndarray) -> bytes:
+    """The stored object of a measurement (`measurement_table`) as bytes."""
+    return table_bytes(measurement_table(cells, values))
 
 
 MEASUREMENT_READ_ROWS = 8192   # cells of a stored measurement decoded at a time
