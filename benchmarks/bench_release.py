@@ -51,10 +51,12 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import defaultdict
 from pathlib import Path
 
+import psutil
 import pyarrow.parquet as pq
 
 from result_file import Run, table
@@ -93,22 +95,55 @@ def with_seed_key(env: dict[str, str], folder: Path) -> dict[str, str]:
     return env | {"PSEO_DAS_SEED_KEY": f"{folder}/seed.key"}
 
 
-def measure(command: list[str], log: Path, env: dict[str, str] | None = None) -> dict:
-    """Run one child process, output to `log`; its wall seconds, peak RSS (MB) and start."""
+RSS_EVERY_S = 0.5   # how often `measure` samples the RSS of the child and its children
+
+
+def measure(command: list[str], log: Path, env: dict[str, str] | None = None,
+            rss: bool = False) -> dict:
+    """Run one child process, output to `log`; its wall seconds, peak RSS (MB) and start;
+    with `rss`, also `rss`: [seconds from the start, MB] of the child and its children
+    every RSS_EVERY_S (psutil; `release_step_peaks` gives each step's highest)."""
+    samples: list[list[float]] = []
     with open(log, "wb") as out:
         started_epoch, started = time.time(), time.perf_counter()
         child = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
+        sampler = threading.Thread(target=sample_rss, args=(child, started, samples),
+                                   daemon=True)
+        if rss:
+            sampler.start()
         _, status, usage = os.wait4(child.pid, 0)
         wall = time.perf_counter() - started
+        if rss:
+            sampler.join()
     child.returncode = os.waitstatus_to_exitcode(status)
     if child.returncode != 0:
         raise SystemExit(f"{' '.join(command)} failed ({child.returncode}):\n"
                          + log.read_text(errors="replace")[-3000:])
-    return {"wall_s": wall, "peak_mb": usage.ru_maxrss / 1024, "started": started_epoch}
+    return {"wall_s": wall, "peak_mb": usage.ru_maxrss / 1024, "started": started_epoch,
+            **({"rss": samples} if rss else {})}
 
 
-def release_steps(log_text: str, started: float, wall: float) -> dict[str, float]:
-    """Seconds per release step, from the timestamps of the Prefect log lines.
+def sample_rss(child: subprocess.Popen, started: float, samples: list[list[float]]) -> None:
+    """Append [seconds since `started`, MB] of `child`'s RSS and its children's until it
+    exits."""
+    try:
+        process = psutil.Process(child.pid)
+        while process.is_running() and process.status() != psutil.STATUS_ZOMBIE:
+            mb = 0.0
+            for one in [process, *process.children(recursive=True)]:
+                try:
+                    mb += one.memory_info().rss / 2 ** 20
+                except psutil.Error:   # a child that ended between the listing and the reading
+                    pass
+            samples.append([round(time.perf_counter() - started, 2), round(mb)])
+            time.sleep(RSS_EVERY_S)
+    except psutil.Error:   # the child ended
+        pass
+
+
+def step_marks(log_text: str, started: float, wall: float) -> list[tuple[float, str]]:
+    """The ends of a release's steps, (seconds from its start, step), from the timestamps
+    of the Prefect log lines.
 
     Each interval between two marks goes to the step that ends it: the flow's start
     (process start, imports, Prefect server), the "validating inputs" line (flow set-up:
@@ -134,11 +169,31 @@ def release_steps(log_text: str, started: float, wall: float) -> dict[str, float
         elif message.startswith("Finished in state"):
             marks.append((offset, name.rsplit("-", 1)[0] if kind == "Task" else "flow end"))
     marks.append((wall, "shutdown (drain Prefect workers, stop server)"))
+    return marks
+
+
+def release_steps(log_text: str, started: float, wall: float) -> dict[str, float]:
+    """Seconds per release step (`step_marks`: each interval between two marks goes to the
+    step that ends it)."""
     steps, previous = defaultdict(float), 0.0
-    for offset, label in marks:
+    for offset, label in step_marks(log_text, started, wall):
         steps[label] += max(offset - previous, 0.0)
         previous = max(offset, previous)
     return dict(steps)
+
+
+def release_step_peaks(log_text: str, started: float, wall: float,
+                       rss: list[list[float]]) -> dict[str, float]:
+    """The highest RSS sample (MB, `measure`'s `rss`) in each release step's intervals
+    (`step_marks`); a step with no sample in its intervals is left out."""
+    peaks: dict[str, float] = {}
+    previous = 0.0
+    for offset, label in step_marks(log_text, started, wall):
+        inside = [mb for at, mb in rss if previous <= at <= offset]
+        if inside:
+            peaks[label] = max(peaks.get(label, 0.0), max(inside))
+        previous = max(offset, previous)
+    return peaks
 
 
 def dataset(size: str, institutions: int = DEMO_INSTITUTIONS) -> tuple[Path, int]:
@@ -165,8 +220,10 @@ def run_release(data: Path, log: Path, label: str, tracking_uri: str,
         run = measure([str(BIN / "pseo-das"), "release", "--data", str(data),
                        "--out", f"{tmp}/out", "--seed", RELEASE_SEED, "--release-id", label,
                        "--tracking-uri", tracking_uri, "--store", f"{tmp}/store",
-                       "--init-store", "--engine", engine], log, env)
-    run["steps"] = release_steps(log.read_text(errors="replace"), run.pop("started"), run["wall_s"])
+                       "--init-store", "--engine", engine], log, env, rss=True)
+    text, started = log.read_text(errors="replace"), run.pop("started")
+    run["steps"] = release_steps(text, started, run["wall_s"])
+    run["step_peaks_mb"] = release_step_peaks(text, started, run["wall_s"], run.pop("rss"))
     return run
 
 
@@ -182,7 +239,8 @@ def summarize(runs: list[dict]) -> dict:
     summary = {"wall_s": wall, "peak_mb": statistics.median(r["peak_mb"] for r in runs),
                "runs": runs}
     if "steps" in runs[0]:
-        summary["steps"] = min(runs, key=lambda r: abs(r["wall_s"] - wall))["steps"]
+        median_run = min(runs, key=lambda r: abs(r["wall_s"] - wall))
+        summary["steps"], summary["step_peaks_mb"] = median_run["steps"], median_run["step_peaks_mb"]
     return summary
 
 
@@ -262,6 +320,23 @@ def print_report(rows: dict[str, dict]) -> None:
         for engine, release in r["releases"].items():
             steps = ", ".join(f"{name} {s:.1f}" for name, s in release["steps"].items())
             print(f"  {size} {engine}: {steps}")
+    print(f"\npeak RSS by step (MB, median run; the release and its children every "
+          f"{RSS_EVERY_S:g} s):")
+    for size, r in rows.items():
+        for engine, release in r["releases"].items():
+            peaks = ", ".join(f"{name} {mb:,.0f}" for name, mb in release["step_peaks_mb"].items())
+            print(f"  {size} {engine}: {peaks}")
+
+
+def step_peaks_figure(rows: dict[str, dict]) -> dict:
+    """The median runs' peak RSS by step (the first engine's), a column per size."""
+    sizes = list(rows)
+    steps = list(dict.fromkeys(name for r in rows.values()
+                               for name in r["release"]["step_peaks_mb"]))
+    return table(f"Peak RSS by step (MB, median run; the release and its children every "
+                 f"{RSS_EVERY_S:g} s)", ["step", *sizes],
+                 [[name, *(rows[size]["release"]["step_peaks_mb"].get(name) for size in sizes)]
+                  for name in steps])
 
 
 def national_targets(rows: dict[str, dict]) -> list[str]:
@@ -404,7 +479,8 @@ def release_figures(rows: dict[str, dict]) -> list[dict]:
                    "flows steps s", "counting step s", "counting rows/s", "baseline s",
                    "baseline peak MB"], lines),
             table("Targets (issue 14), as the script prints them", ["target"],
-                  [[line] for line in targets])]
+                  [[line] for line in targets]),
+            step_peaks_figure(rows)]
 
 
 def main() -> None:

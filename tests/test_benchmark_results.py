@@ -158,3 +158,34 @@ def test_suite_timing_reads_pytest_and_time_v_from_a_log(tmp_path, monkeypatch):
     log = tmp_path / "suite.log"
     log.write_text(SUITE_LOG.split("=====", 1)[0])          # pytest's part missing
     assert suite_timing.main([str(log), "--commit", "abc", "--command", "x"]) == 2
+
+
+RELEASE_LOG = """\
+10:00:02.000 | INFO    | Flow run 'calm-fox' - Beginning flow run 'calm-fox' for flow 'quarterly_release'
+10:00:03.000 | INFO    | Task run 'validate and count the inputs-1a2' - validating the inputs
+10:00:05.500 | INFO    | Task run 'validate and count the inputs-1a2' - Finished in state Completed()
+10:00:06.000 | INFO    | Task run 'keep measurements in the privacy store-3b4' - Finished in state Completed()
+10:00:09.000 | INFO    | Task run 'keep measurements in the privacy store-5c6' - Finished in state Completed()
+10:00:10.000 | INFO    | Flow run 'calm-fox' - Finished in state Completed()
+"""
+
+
+def test_the_release_benchmark_gives_each_step_its_highest_rss_sample(monkeypatch):
+    """bench_release.release_step_peaks: each RSS sample goes to the step whose interval
+    holds it (the interval ends at the step's "Finished" line), a step run twice keeps its
+    higher peak, and the step times are the same intervals'."""
+    import datetime
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    bench = load(ROOT / "benchmarks" / "bench_release.py", "bench_release_steps")
+    started = datetime.datetime(2026, 11, 27, 10, 0, 0).timestamp()   # local, as the log
+    rss = [[0.5, 100], [2.5, 900], [3.5, 400], [5.4, 700], [5.8, 2000], [7.0, 1500],
+           [8.9, 300], [9.5, 250], [10.4, 120]]
+    peaks = bench.release_step_peaks(RELEASE_LOG, started, 10.6, rss)
+    assert peaks == {"start-up (imports, Prefect server)": 100,
+                     "flow set-up (MLflow store and run)": 900,
+                     "validate and count the inputs": 700,
+                     "keep measurements in the privacy store": 2000, "flow end": 250,
+                     "shutdown (drain Prefect workers, stop server)": 120}
+    steps = bench.release_steps(RELEASE_LOG, started, 10.6)
+    assert steps["keep measurements in the privacy store"] == pytest.approx(3.5)
+    assert steps["validate and count the inputs"] == pytest.approx(2.5)
