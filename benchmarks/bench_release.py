@@ -108,12 +108,12 @@ def measure(command: list[str], log: Path, env: dict[str, str] | None = None,
         started_epoch, started = time.time(), time.perf_counter()
         child = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
         sampler = threading.Thread(target=sample_rss, args=(child, started, samples),
-                                   daemon=True)
-        if rss:
+                                   daemon=True) if rss else None
+        if sampler is not None:
             sampler.start()
         _, status, usage = os.wait4(child.pid, 0)
         wall = time.perf_counter() - started
-        if rss:
+        if sampler is not None:
             sampler.join()
     child.returncode = os.waitstatus_to_exitcode(status)
     if child.returncode != 0:
