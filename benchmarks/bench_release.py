@@ -329,9 +329,10 @@ def print_report(rows: dict[str, dict]) -> None:
 
 
 def step_peaks_figure(rows: dict[str, dict]) -> dict:
-    """The median runs' peak RSS by step (the first engine's), a column per size."""
+    """The median runs' peak RSS by step (the first engine's), a column per size; the
+    steps in the largest size's order (a small release's short steps have no sample)."""
     sizes = list(rows)
-    steps = list(dict.fromkeys(name for r in rows.values()
+    steps = list(dict.fromkeys(name for r in reversed(rows.values())
                                for name in r["release"]["step_peaks_mb"]))
     return table(f"Peak RSS by step (MB, median run; the release and its children every "
                  f"{RSS_EVERY_S:g} s)", ["step", *sizes],
