@@ -66,12 +66,19 @@ def _read_codes(path: Path, identifiers: list[str]) -> pd.DataFrame:
 def _as_read(frame: pd.DataFrame, identifiers: list[str]) -> pd.DataFrame:
     """`_read_codes` of the CSV file written from `frame` (a table of integers and text
     codes, pseoh_all), without reading it: the identifiers as categories of the text the
-    file holds (`text_column`), in the order they first come, the integers as they are."""
-    table = pa.Table.from_pandas(frame[[c for c in frame.columns if c not in UNREAD]],
-                                 preserve_index=False)
-    return pa.table([text_column(column).dictionary_encode() if name in identifiers else column
-                     for name, column in zip(table.column_names, table.columns)],
-                    names=table.column_names).to_pandas()
+    file holds (`text_column`), in the order they first come, the integers as they are
+    (not copied: a national pseoh_all is millions of rows)."""
+    frame = frame[[c for c in frame.columns if c not in UNREAD]]
+    return frame.assign(**{c: _code_as_read(frame[c]) for c in frame.columns if c in identifiers})
+
+
+def _code_as_read(column: pd.Series) -> pd.Categorical:
+    """An identifier column as `_read_codes` reads it back: text categories renumbered in
+    the order they first come (`_first_come`: from the codes, not a string per row), other
+    values by their CSV text (`text_column`), dictionary-encoded in that order."""
+    if _text_categories(column):
+        return _first_come(column)
+    return text_column(pa.array(column)).dictionary_encode().to_pandas().array
 
 
 def _find(public: Path, name: str) -> Path:
@@ -249,13 +256,9 @@ class HistogramUnits(Mapping):
 
 def written_histograms(pseoh: pd.DataFrame) -> HistogramUnits:
     """The explorer's histograms of the table pseoh_all was written from, as `explorer_data`
-    would read them from the file (then the table need not be kept for the explorer); only
-    the text codes they are made of are copied (a national table is millions of rows)."""
-    text = [c for c in HISTOGRAM if c in layout(Product.PSEOE).identifiers]
-    coded = [c for c in text if _text_categories(pseoh[c])]
-    read = _as_read(pseoh[[c for c in text if c not in coded]], text)
-    return HistogramUnits(pseoh[HISTOGRAM + HISTOGRAM_BINS].assign(   # integers as they are
-        **{c: read[c] for c in read.columns}, **{c: _first_come(pseoh[c]) for c in coded}))
+    would read them from the file (then the table need not be kept for the explorer)."""
+    return HistogramUnits(_as_read(pseoh[HISTOGRAM + HISTOGRAM_BINS],
+                                   list(layout(Product.PSEOE).identifiers)))
 
 
 def _text_categories(column: pd.Series) -> bool:
