@@ -28,15 +28,20 @@ def limit_malloc_arenas(arenas: int = MALLOC_ARENAS) -> bool:
     return mallopt(M_ARENA_MAX, arenas) == 1
 
 
-def release_unused_memory() -> None:
-    """Give back to the system what this process's allocators keep of the memory it freed:
-    Arrow's memory pool (mimalloc holds freed buffers for reuse: 0.8 GB after encoding one
-    national flows table to Parquet) and glibc's heap (malloc_trim: the free pages within
-    it; at the first flows measurement of a 10m national release 1,447 -> 1,070 MB RSS,
-    0.07 s), so that the large numpy arrays of the next step, which malloc maps apart,
-    do not come on top of them."""
+def release_arrow_memory() -> None:
+    """Give back to the system what Arrow's memory pool keeps of the buffers it freed
+    (mimalloc holds them for reuse: 0.8 GB after encoding one national flows table to
+    Parquet), so the numpy arrays of the next table do not come on top of it."""
     import pyarrow as pa
     pa.default_memory_pool().release_unused()
+
+
+def release_unused_memory() -> None:
+    """`release_arrow_memory`, and glibc's heap gives back its free pages (malloc_trim; at
+    the first flows measurement of a 10m national release 1,447 -> 1,070 MB RSS, 0.07 s):
+    between steps, so that the large numpy arrays of the next one, which malloc maps apart,
+    do not come on top of them."""
+    release_arrow_memory()
     try:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
     except (OSError, AttributeError):    # not glibc: its own allocator's rules

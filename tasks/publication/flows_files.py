@@ -27,7 +27,7 @@ from pseo_das.tasks.employment_flows.division_flows import (FLOWS_STATE_CSV, FLO
                                                             PseofPart, PublishedFlowsChecks,
                                                             flows_state_rows, pseof_chunks,
                                                             pseof_frame)
-from pseo_das.process_memory import release_unused_memory
+from pseo_das.process_memory import release_arrow_memory, release_unused_memory
 from pseo_das.tasks.publication.explorer_data import NATION, FlowCells, FlowColumns
 from pseo_das.tasks.publication.parquet_files import ParquetCopyWriter
 from pseo_das.tasks.publication.metadata_files import ALL_STATES, row_states, state_file_name
@@ -120,7 +120,7 @@ def write_pseof(public: Path, flows: FlowsRelease, institution_state: Mapping[st
                 progress(f"writing {all_name}: {writers[ALL_STATES].rows:,} of "
                          f"{flows.n_pseof_rows:,} rows")
                 last_note = time.monotonic()
-                release_unused_memory()   # the written chunks' buffers, kept by Arrow's pool
+                release_arrow_memory()   # the written chunks' buffers, kept by Arrow's pool
             checks.add(part, start, table)
             if _national_all_fields(part):
                 national.append(pseof_frame(table))
