@@ -240,7 +240,8 @@ def summarize(runs: list[dict]) -> dict:
                "runs": runs}
     if "steps" in runs[0]:
         median_run = min(runs, key=lambda r: abs(r["wall_s"] - wall))
-        summary["steps"], summary["step_peaks_mb"] = median_run["steps"], median_run["step_peaks_mb"]
+        summary["steps"] = median_run["steps"]
+        summary["step_peaks_mb"] = median_run["step_peaks_mb"]
     return summary
 
 

@@ -24,7 +24,7 @@ from pseo_das.tasks.audit.mlflow_run import (AuditRun, cell_statistics_parameter
                                              release_parameters, rerun_tags, seed_parameters)
 from pseo_das.tasks.audit.store_witness import (HEAD_PARAMS, PUBLISHED_TAG, close_abandoned_runs,
                                                 witness_problems)
-from pseo_das.tasks.earnings.earnings_tables import build_publication_tables
+from pseo_das.tasks.earnings.earnings_tables import build_publication_tables, institution_states
 from pseo_das.tasks.earnings.cell_statistics import cell_statistics_summary
 from pseo_das.tasks.earnings.noisy_histograms import derive_earnings
 from pseo_das.tasks.employment_flows.division_flows import FlowsRelease, build_flows_tables
@@ -107,10 +107,11 @@ def publish_earnings(reading: StoreReading, record: PublicationRecord
     tables, derived_entries = derive_earnings(measured, reading.cfg)
     with PrivacyStore.open(reading.store_path) as privacy_store:
         ipeds = ipeds_awards_from_record(privacy_store, record)
+    states = institution_states(tables)
     pseoe, pseoh, cells, checks = build_publication_tables(tables, reading.cfg, record.dollars,
-                                                           ipeds)
+                                                           ipeds, states)
     awards = None if ipeds is None else ipeds.awards
-    return (EarningsPublication(tables, pseoe, pseoh, cells, awards), read_entries,
+    return (EarningsPublication(tables, pseoe, pseoh, cells, states, awards), read_entries,
             derived_entries, checks, recasts)
 
 
@@ -162,7 +163,7 @@ def _post_processing(store_path: Path, plan: ReleasePlan, cfg: ReleaseConfig,
     earnings_accuracy = beside(release_accuracy, cfg,   # while the flows are made
                                [table for table in earnings.tables if table.measured])
     published = earnings.published()
-    del earnings   # written: its histograms and pseoh_all are not kept (a national release's GBs)
+    del earnings   # written: its histograms and pseoh_all are not kept (EarningsPublication)
     flows, flows_read, flows_derived, flows_recasts = publish_flows(reading, reference)
     cell_statistics = (cell_statistics_from_record(store_path, record.cell_statistics)
                        or CELL_STATISTICS.read(reading))

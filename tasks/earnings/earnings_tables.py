@@ -129,7 +129,7 @@ def _each_repeated(column: pd.Series, times: int) -> pd.Categorical | np.ndarray
                                      dtype=coded.dtype)
 
 
-def as_text(frame: pd.DataFrame) -> pd.DataFrame:
+def categories_as_text(frame: pd.DataFrame) -> pd.DataFrame:
     """`frame` with its categorical columns as their categories' text."""
     return frame.astype({name: dtype.categories.dtype for name, dtype in frame.dtypes.items()
                          if isinstance(dtype, pd.CategoricalDtype)})
@@ -145,7 +145,8 @@ def check_histogram_table(pseoh: pd.DataFrame) -> None:
     names the failing rows by their index in `pseoh`)."""
     schema = pseoh_schema()
     for start in range(0, max(len(pseoh), 1), SCHEMA_BLOCK_ROWS):
-        schema.validate(as_text(pseoh.iloc[start:start + SCHEMA_BLOCK_ROWS]), lazy=True)
+        block = pseoh.iloc[start:start + SCHEMA_BLOCK_ROWS]
+        schema.validate(categories_as_text(block), lazy=True)
 
 
 def institution_states(tables: list[NoisyHistograms]) -> dict[str, str]:
@@ -179,7 +180,8 @@ def recheck_percentiles(pseoe: pd.DataFrame, pseoh: pd.DataFrame, cfg: EarningsC
     if not (pseoh["bin"].to_numpy() == np.tile(np.arange(1, n_bins + 1), len(pseoh) // n_bins)).all():
         raise RuntimeError("pseoh_all.csv is not in blocks of bins 1..n per cell")
     counts = pseoh["noisy_count"].to_numpy().reshape(-1, n_bins)
-    keys = as_text(pseoh.iloc[::n_bins][IDENTIFIERS + ["years_after"]].reset_index(drop=True))
+    keys = categories_as_text(pseoh.iloc[::n_bins][IDENTIFIERS + ["years_after"]]
+                              .reset_index(drop=True))
     values = round_dollars(dollar_factor * protected_percentiles(
         counts, np.array(cfg.bin_edges), np.array(cfg.bin_upper), cfg.percentiles))
     recomputed = keys.assign(grads_earn=counts.sum(axis=1),
@@ -197,17 +199,19 @@ def recheck_percentiles(pseoe: pd.DataFrame, pseoh: pd.DataFrame, cfg: EarningsC
 
 @release_task("build public earnings tables")
 def build_publication_tables(tables: list[NoisyHistograms], cfg: ReleaseConfig,
-                             dollars: DollarYears | None, ipeds: IpedsCounts | None
+                             dollars: DollarYears | None, ipeds: IpedsCounts | None,
+                             states: dict[str, str]
                              ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, list[dict]]:
     """pseoe_all, pseoh_all, the per-cell summary, and the checks run on them; percentiles
     in the dollars of `dollars.publication_year` (None: in the bins' dollars, as releases of
     earlier versions published them); IPEDS counts from `ipeds` (None: not available, flag
-    3, as releases of earlier versions had none). Privacy cost: none."""
+    3, as releases of earlier versions had none) and `states` (`institution_states` of
+    `tables`). Privacy cost: none."""
     started = time.perf_counter()
     factor = float(dollars.factor) if dollars is not None else 1.0
     pseoe, pseoh, cells = publication_tables(tables, cfg.earnings, factor)
     if ipeds is not None:
-        pseoe = with_ipeds_counts(pseoe, cfg, ipeds, institution_states(tables))
+        pseoe = with_ipeds_counts(pseoe, cfg, ipeds, states)
     check_histogram_table(pseoh)
     compared, mismatches = recheck_percentiles(pseoe, pseoh, cfg.earnings, factor)
     if mismatches:
@@ -222,4 +226,3 @@ def build_publication_tables(tables: list[NoisyHistograms], cfg: ReleaseConfig,
              f"{int((~cells['published']).sum()):,} of {len(cells):,} cell-years suppressed "
              f"({time.perf_counter() - started:.1f} s)")
     return pseoe, pseoh, cells, checks
-
