@@ -292,6 +292,27 @@ def test_pseoh_as_written_is_the_file_read_back(release):
         [(unit, list(read_back[unit].items())) for unit in read_back]
 
 
+def test_pseoe_as_written_gives_the_explorer_of_the_file_read_back(release):
+    """A release hands the explorer the table pseoe_all is written from (text codes,
+    nullable integers for the values, integer flags), not the file read back: the same
+    explorer data."""
+    from pseo_das.tasks.publication.explorer_data import _as_read, _read_codes
+    path = public_table(release, Product.PSEOE.file_name)
+    frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    flags = [c for c in frame.columns if c.startswith("status_")]
+    values = [c for c in frame.columns if c not in flags and c[:1] == "y"]
+    frame = frame.astype({c: "int64" for c in flags + ["agg_level_pseo", "grad_cohort_years"]})
+    frame[values] = frame[values].replace("", None).astype("Int64")
+    assert frame[values].isna().any().any() and frame["y1_p50_earnings"].notna().any()
+    assert explorer_data(release / "public", pseoe_written=frame) == explorer_data(release / "public")
+    identifiers = list(layout(Product.PSEOE).identifiers)
+    as_read, read = _as_read(frame, identifiers), _read_codes(path, identifiers)
+    assert list(as_read.columns) == list(read.columns)
+    for column in identifiers:
+        if column in read:
+            assert list(as_read[column].cat.categories) == list(read[column].cat.categories)
+
+
 @pytest.mark.parametrize("categorical", [False, True])
 def test_neighbouring_institutions_with_the_same_cell_keep_their_own_histograms(categorical):
     """Two institutions next to each other whose histograms have the same degree, field,

@@ -407,8 +407,8 @@ def _write_release(beside, staging: Path, content: ReleaseContent,
     write_release_notes(public, render_markdown("release_notes.md.j2", context),
                         identity.release_id)
     done("wrote the release notes")
-    # the explorer's data: the public files, pseof_all's flows and pseoh_all as written
-    explorer = beside(explorer_data, public, flows_files.pseof.explorer_flows, histograms)
+    # the explorer's data: the public files, and pseof_all, pseoh_all and pseoe_all as written
+    explorer = beside(explorer_data, public, flows_files.pseof.explorer_flows, histograms, pseoe)
 
     write_csv(ledger.to_frame(), internal / "ledger.csv")
     write_csv(lifetime.populations, internal / "lifetime_budget.csv")

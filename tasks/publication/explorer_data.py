@@ -65,9 +65,10 @@ def _read_codes(path: Path, identifiers: list[str]) -> pd.DataFrame:
 
 def _as_read(frame: pd.DataFrame, identifiers: list[str]) -> pd.DataFrame:
     """`_read_codes` of the CSV file written from `frame` (a table of integers and text
-    codes, pseoh_all), without reading it: the identifiers as categories of the text the
-    file holds (`text_column`), in the order they first come, the integers as they are
-    (not copied: a national pseoh_all is millions of rows)."""
+    codes: pseoh_all, pseoe_all), without reading it: the identifiers as categories of
+    the text the file holds (`text_column`), in the order they first come, the integers as
+    they are (not copied: a national pseoh_all is millions of rows; pseoe_all's values stay
+    nullable integers where the file reads back floats, the same numbers)."""
     frame = frame[[c for c in frame.columns if c not in UNREAD]]
     return frame.assign(**{c: _code_as_read(frame[c]) for c in frame.columns if c in identifiers})
 
@@ -579,14 +580,17 @@ class ExplorerData:
 
 
 def explorer_data(public: Path, pseof_flows: FlowCells | None = None,
-                  pseoh: HistogramUnits | None = None) -> ExplorerData:
+                  pseoh: HistogramUnits | None = None,
+                  pseoe_written: pd.DataFrame | None = None) -> ExplorerData:
     """Read a release's public folder and arrange it for the explorer. `pseof_flows`:
     pseof_all's flows as the release gathered them while writing it (then pseof_all is
     not read); `pseoh`: the `written_histograms` of the table pseoh_all was written from
-    (then it is not read)."""
+    (then it is not read); `pseoe_written`: the table pseoe_all was written from (then it
+    is not read: `_as_read` of it, not a copy)."""
     public = Path(public)
     identifiers = list(layout(Product.PSEOE).identifiers)
-    pseoe = _read_codes(_find(public, Product.PSEOE.file_name), identifiers)
+    pseoe = _read_codes(_find(public, Product.PSEOE.file_name), identifiers) \
+        if pseoe_written is None else _as_read(pseoe_written, identifiers)
     histograms = pseoh if pseoh is not None else HistogramUnits(
         _read_codes(_find(public, HISTOGRAMS_FILE), identifiers))
     if pseof_flows is None:
