@@ -190,3 +190,62 @@ def test_the_sampler_is_bounded_at_the_smallest_and_largest_accepted_epsilon():
         started = time.perf_counter()
         noise = discrete_laplace_noise(b"\x01" * 32, "bounded", epsilon, (200_000,))
         assert time.perf_counter() - started < 5 and noise.shape == (200_000,)
+
+
+class PlantedStream:
+    """A stand-in for the release's noise stream (`streams.NoiseStream`) over a fixed array
+    of words, starting `at_word` words in, so that threshold hits can be planted where the
+    blocks of a draw meet."""
+    planted: np.ndarray = np.zeros(0, np.uint64)
+    taken: list[int] = []          # the positions of the words taken one at a time
+
+    def __init__(self, release_seed: bytes, stream_id: str, at_word: int = 0):
+        self.at = at_word
+
+    def words(self, size: int) -> np.ndarray:
+        self.at += size
+        return self.planted[self.at - size:self.at].copy()
+
+    def word(self) -> int:
+        self.at += 1
+        PlantedStream.taken.append(self.at - 1)
+        return int(self.planted[self.at - 1])
+
+
+@pytest.mark.parametrize("shape, block_rows", [((37, 11), 5), ((100, 1021), 7), ((3, 5), 10),
+                                               ((12, 4), 1)])
+def test_blocks_of_rows_draw_the_values_of_the_whole_array(shape, block_rows):
+    """A measurement drawn a block of rows at a time (into a file: a national flows table)
+    gets the values of the one draw of the whole array, from the release's stream."""
+    from pseo_das.tasks.privacy.geometric import discrete_laplace_blocks, discrete_laplace_noise
+    whole = discrete_laplace_noise(bytes(32), "flows.I.cip4.y1@r/1", Fraction(1, 20), shape)
+    blocks = list(discrete_laplace_blocks(bytes(32), "flows.I.cip4.y1@r/1", Fraction(1, 20),
+                                          shape, block_rows))
+    assert [start for start, _ in blocks] == list(range(0, shape[0], block_rows))
+    assert np.array_equal(np.concatenate([values for _, values in blocks]), whole)
+
+
+def test_blocks_take_the_undecided_words_in_the_order_of_the_whole_draw(monkeypatch):
+    """Threshold hits planted in several blocks (at their edges too) and in the words that
+    decide them: each undecided word takes the next of the words after the whole array's,
+    block after block, as the one draw of the array takes them."""
+    from pseo_das.tasks.privacy import geometric
+    epsilon = Fraction(1, 2)
+    table = inversion_table(epsilon)
+    rows, columns, block_rows = 10, 6, 3
+    size = rows * columns
+    planted = np.random.default_rng(4).integers(0, 2 ** 64, size=size + 40, dtype=np.uint64)
+    hits = [0, 17, 18, 35, 36, 59]                      # first, last and inner words of blocks
+    for n, at in enumerate(hits):
+        planted[at] = table.ascending[-1 - n]
+    planted[size] = np.uint64(tail_floor(epsilon, 0, 128) & (2 ** 64 - 1))  # word 0: a second hit
+    PlantedStream.planted = planted
+    monkeypatch.setattr(geometric, "NoiseStream", PlantedStream)
+    PlantedStream.taken = []
+    whole = geometric.discrete_laplace_noise(bytes(32), "m", epsilon, (rows, columns))
+    taken, PlantedStream.taken = PlantedStream.taken, []
+    blocks = np.concatenate([values for _, values in geometric.discrete_laplace_blocks(
+        bytes(32), "m", epsilon, (rows, columns), block_rows)])
+    assert np.array_equal(blocks, whole)
+    assert PlantedStream.taken == taken == list(range(size, size + len(taken)))
+    assert len(taken) > len(hits)             # word 0 takes two

@@ -253,3 +253,46 @@ def test_a_measurement_written_in_pieces_has_the_bytes_of_the_whole_array(monkey
     data = store.measurement_bytes(cells, values)
     assert data == store.table_bytes(pa.table(whole))
     assert np.array_equal(store.read_measurement(data)[1].reshape(cells_n, width), values)
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_a_measurement_drawn_into_a_file_is_the_one_drawn_whole_and_kept_by_row_groups(
+        monkeypatch, sparse):
+    """A national flows measurement is drawn a block of cells at a time into a file
+    (`measure_with_geometric_noise(..., sink)`) and stored a row group at a time
+    (`measurement_row_groups`): the values of the draw of the whole array (true counts
+    dense or as their non-zero entries), read back whole; one row group is the bytes of
+    the whole table."""
+    import io
+    import pyarrow.parquet as pq
+    from fractions import Fraction
+    from pseo_das.tasks.inputs.sparse_counts import SparseCounts
+    from pseo_das.tasks.privacy import geometric, store
+    from pseo_das.tasks.privacy.statement import geometric_statement
+    monkeypatch.setattr(geometric, "DRAW_BLOCK_ROWS", 7)
+    cells = _cells()[["institution", "inst_state", "degree_level", "cipcode", "grad_cohort",
+                      "grad_cohort_years"]].astype(str).astype({"grad_cohort": int,
+                                                                "grad_cohort_years": int})
+    width = 13
+    dense = np.random.default_rng(2).integers(0, 4, size=(len(cells), width))
+    dense[np.random.default_rng(3).random(dense.shape) < 0.7] = 0
+    counts = SparseCounts.summed(len(cells), width, np.flatnonzero(dense),
+                                 dense.reshape(-1)[np.flatnonzero(dense)]) if sparse else dense
+    statement = geometric_statement("flows.I.cip4.y1", "employment flows", "m",
+                                    Fraction(1, 2), width)
+    whole = geometric.measure_with_geometric_noise(bytes(32), statement, cells, counts)
+    drawn = geometric.measure_with_geometric_noise(bytes(32), statement, cells, counts,
+                                                   sink=RowSink(width, np.int64, True))
+    assert isinstance(drawn.values, SpilledRows) and drawn.entry == whole.entry
+    assert np.array_equal(np.asarray(drawn.values), whole.values)
+    assert len(cells) > 2 * 7 and (whole.values != dense).any()
+    sink = io.BytesIO()
+    store.write_parquet(store.measurement_row_groups(cells, drawn.values, 5), sink)
+    data = sink.getvalue()
+    assert pq.ParquetFile(io.BytesIO(data)).num_row_groups == -(-len(cells) // 5)
+    read_cells, values = store.read_measurement(data)
+    assert np.array_equal(values, whole.values)
+    assert read_cells.equals(store.read_measurement(store.measurement_bytes(cells, whole.values))[0])
+    one = io.BytesIO()
+    store.write_parquet(store.measurement_row_groups(cells, drawn.values, len(cells)), one)
+    assert one.getvalue() == store.measurement_bytes(cells, whole.values)

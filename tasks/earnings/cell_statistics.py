@@ -134,7 +134,7 @@ def measure_statistic(moments: CellMoments, question: CellStatisticsQuestion,
     n, total = m.n[observable], m.total[observable]
     counted = measure_with_geometric_noise(release_seed, counts_statement, cells,
                                            n.reshape(-1, 1))
-    noisy_count = counted.values[:, 0]
+    noisy_count = np.asarray(counted.values)[:, 0]
     value = np.full(len(cells), np.nan)
     chi_cell = np.full(len(cells), np.nan)
     if not settings.formal:

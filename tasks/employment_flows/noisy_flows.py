@@ -21,7 +21,7 @@ from pseo_das.tasks.codes.destinations import N_DESTINATIONS
 from pseo_das.tasks.privacy.employer_side import measure_with_employer_protection
 from pseo_das.tasks.privacy.geometric import measure_with_geometric_noise
 from pseo_das.tasks.privacy.ledger import LedgerEntry, NoisyMeasurement, derived_entry
-from pseo_das.tasks.inputs.row_files import SpilledRows, sum_rows
+from pseo_das.tasks.inputs.row_files import RowSink, SpilledRows, sum_rows
 
 if TYPE_CHECKING:
     from pseo_das.tasks.inputs.true_counts import TrueCounts
@@ -62,6 +62,16 @@ def total_tabulation_id(cip_level: str, years_after: int) -> str:
     return f"flows_total.I.cip{cip_level}.y{years_after}"
 
 
+# a measurement of more values is drawn into a file, a block of cells at a time (a national
+# 1-year flows table: 385,114 cells x 1,021 destinations, 3.1 GB in memory)
+SPILLED_VALUES = 1 << 26
+
+
+def _sink(shape: tuple[int, int]) -> RowSink | None:
+    return RowSink(shape[1], np.int64, spill=True) if shape[0] * shape[1] > SPILLED_VALUES \
+        else None
+
+
 @release_task("measure employment flows")
 def measure_flows(pending: dict[int, list["PendingMeasurement"]], counts: "TrueCounts",
                   cfg: ReleaseConfig) -> list[NoisyMeasurement]:
@@ -87,7 +97,7 @@ def measure_flows(pending: dict[int, list["PendingMeasurement"]], counts: "TrueC
                                   else counts.flow_entries(*of))
                 measured.append(measure_with_geometric_noise(
                     measurement.seed.bits, statement, cells, entries,
-                    counts.max_degrees_per_person))
+                    counts.max_degrees_per_person, _sink(entries.shape)))
                 del entries
             else:   # flows with graduate attributes: the weak employer notion
                 cells, true_counts = counts.flows(*of)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
@@ -16,7 +17,7 @@ if TYPE_CHECKING:
 
 from pseo_das.epsilon import exact_epsilon
 from pseo_das.tasks.privacy.discrete_laplace import draw, inversion_table
-from pseo_das.tasks.privacy.ledger import NoisyMeasurement, measured_entry
+from pseo_das.tasks.privacy.ledger import NoisyMeasurement, RowBlocks, measured_entry
 from pseo_das.tasks.privacy.statement import Mechanism, PrivacyStatement
 from pseo_das.tasks.privacy.streams import NoiseStream, stream_sha256
 
@@ -53,6 +54,24 @@ def discrete_laplace_noise(release_seed: bytes, measurement_id: str,
     return draw(table, words, stream.word, out=words.view(np.int64)).reshape(shape)
 
 
+def discrete_laplace_blocks(release_seed: bytes, measurement_id: str,
+                            epsilon: float | str | Fraction, shape: tuple[int, int],
+                            block_rows: int) -> Iterator[tuple[int, np.ndarray]]:
+    """`discrete_laplace_noise` of a rows x columns array, `block_rows` rows at a time, in
+    order: (first row, its values). The same values: a block's words are the stream's from
+    its first entry's, and the words its undecided ones take come from where the whole
+    array's words end, continued block after block (the order of the whole draw)."""
+    table = inversion_table(exact_epsilon(epsilon))
+    n_rows, n_columns = shape
+    following = NoiseStream(release_seed, measurement_id, at_word=n_rows * n_columns)
+    for start in range(0, n_rows, block_rows):
+        rows = min(block_rows, n_rows - start)
+        words = NoiseStream(release_seed, measurement_id,
+                            at_word=start * n_columns).words(rows * n_columns)
+        yield start, draw(table, words, following.word,
+                          out=words.view(np.int64)).reshape(rows, n_columns)
+
+
 def geometric_noise_epsilon(epsilon: float | str | Fraction, sensitivity: int) -> Fraction:
     """The parameter of the two-sided geometric noise that gives epsilon-DP for counts of
     L1 sensitivity `sensitivity`: epsilon / sensitivity, exactly (q = exp(-epsilon / k),
@@ -73,9 +92,21 @@ class CountEntries(Protocol):
     def count(self) -> np.ndarray: ...
 
 
+class RowSinkLike(Protocol):
+    """Where a measurement drawn by blocks of rows goes (tasks/inputs/row_files.RowSink):
+    `append(block)` in row order, then `result()`: the whole values (`RowBlocks`)."""
+    def append(self, block: np.ndarray) -> None: ...
+
+    def result(self) -> np.ndarray | RowBlocks: ...
+
+
+DRAW_BLOCK_ROWS = 16_384   # cells drawn at a time into a sink (national flows: 134 MB)
+
+
 def measure_with_geometric_noise(release_seed: bytes, statement: PrivacyStatement,
                                  cells: pd.DataFrame, true_counts: np.ndarray | CountEntries,
-                                 sensitivity: int = 1) -> NoisyMeasurement:
+                                 sensitivity: int = 1, sink: RowSinkLike | None = None
+                                 ) -> NoisyMeasurement:
     """Noisy counts = true counts + two-sided geometric noise (discrete Laplace, P(x) =
     (1-q)/(1+q) q^|x|, q = exp(-epsilon / k)), one draw per entry of `true_counts` (cells
     x the statement's columns, canonical order; dense, or as its non-zero entries:
@@ -88,6 +119,9 @@ def measure_with_geometric_noise(release_seed: bytes, statement: PrivacyStatemen
     every person contributes at most k to the entries in all (L1 sensitivity k; k = 1:
     parallel composition across cells). The ledger entry is returned with the noise: no
     noise leaves this function without its entry.
+
+    `sink`: the noisy counts drawn DRAW_BLOCK_ROWS cells at a time into it (the same values
+    as drawn whole: `discrete_laplace_blocks`), never the whole array in memory.
     """
     shaped = (true_counts if isinstance(true_counts, np.ndarray)     # entries: a view, no copy
               else np.broadcast_to(np.int8(0), true_counts.shape))
@@ -96,11 +130,26 @@ def measure_with_geometric_noise(release_seed: bytes, statement: PrivacyStatemen
     entry = measured_entry(statement, n_cells, n_bins,
                            geometric_composition(sensitivity),
                            stream_sha256(release_seed, statement.stream_id))
-    noise = discrete_laplace_noise(release_seed, statement.stream_id,
-                                   geometric_noise_epsilon(statement.epsilon, sensitivity),
-                                   true_counts.shape)
-    if isinstance(true_counts, np.ndarray):   # in place: one array, not three
-        noise += true_counts.astype(np.int64, copy=False)
-    else:   # counts held as their non-zero entries (tasks/inputs/sparse_counts.py)
-        noise.reshape(-1)[true_counts.flat] += true_counts.count
-    return NoisyMeasurement(statement.stream_id, cells, noise, entry)
+    epsilon = geometric_noise_epsilon(statement.epsilon, sensitivity)
+    if sink is None:
+        noise = discrete_laplace_noise(release_seed, statement.stream_id, epsilon,
+                                       true_counts.shape)
+        _add_counts(noise, true_counts, 0)
+        return NoisyMeasurement(statement.stream_id, cells, noise, entry)
+    for start, noise in discrete_laplace_blocks(release_seed, statement.stream_id, epsilon,
+                                                (n_cells, n_bins), DRAW_BLOCK_ROWS):
+        _add_counts(noise, true_counts, start)
+        sink.append(noise)
+    return NoisyMeasurement(statement.stream_id, cells, sink.result(), entry)
+
+
+def _add_counts(noise: np.ndarray, true_counts: np.ndarray | CountEntries, start: int) -> None:
+    """Add to `noise` (rows start.. of the measurement) their true counts, in place (one
+    array, not three)."""
+    rows, width = noise.shape
+    if isinstance(true_counts, np.ndarray):
+        noise += true_counts[start:start + rows].astype(np.int64, copy=False)
+    else:   # counts held as their non-zero entries (tasks/inputs/sparse_counts.py), in order
+        first, last = np.searchsorted(true_counts.flat, [start * width, (start + rows) * width])
+        noise.reshape(-1)[true_counts.flat[first:last] - start * width] += \
+            true_counts.count[first:last]

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -247,11 +247,26 @@ def derived_entry(tabulation_id: str, product: str, n_cells: int, n_bins: int,
                        derived_from, noise_stream, derivation=derivation)
 
 
+class RowBlocks(Protocol):
+    """A rows x columns integer table held in a file and read by rows
+    (tasks/inputs/row_files.SpilledRows)."""
+    @property
+    def shape(self) -> tuple[int, int]: ...
+
+    @property
+    def dtype(self) -> np.dtype: ...
+
+    def rows(self, start: int, stop: int) -> np.ndarray: ...
+
+    def __array__(self, dtype=None, copy=None) -> np.ndarray: ...      # the whole table
+
+
 @dataclass(frozen=True)
 class NoisyMeasurement:
-    """The noisy values of one measurement (cells x columns, canonical cell order) and the
-    ledger entry that records it. True counts never leave the measuring task."""
+    """The noisy values of one measurement (cells x columns, canonical cell order; a
+    national one in a file, read by rows: `RowBlocks`) and the ledger entry that records
+    it. True counts never leave the measuring task."""
     measurement_id: str
     cells: pd.DataFrame
-    values: np.ndarray
+    values: np.ndarray | RowBlocks
     entry: LedgerEntry

@@ -42,6 +42,7 @@ import shutil
 import sqlite3
 import time
 import uuid
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -55,6 +56,7 @@ import pyarrow.parquet as pq
 from pseo_das.errors import PseoDasError
 from pseo_das.schemas.cells import CIP_2010, MEASURED_CELL_COLUMNS, POPULATION_KEYS
 from pseo_das.epsilon import epsilon_text, exact_epsilon
+from pseo_das.tasks.privacy.ledger import RowBlocks
 from pseo_das.tasks.privacy.file_modes import open_private, private_folder, write_private
 from pseo_das.tasks.privacy.lifetime_budget import CohortDefinitionMissing, cohort_years
 from pseo_das.tasks.privacy.release_seed import ReleaseSeed
@@ -615,10 +617,11 @@ class PrivacyStore:
             os.replace(temporary, target)
         return sha
 
-    def put_table(self, table: pa.Table) -> str:
-        """Write `table` as objects/<sha256>.parquet, the bytes of `table_bytes(table)`,
-        straight to disk and hashed from there (a national flows measurement's 150 MB are
-        not held as well as the writer's pages); returns the SHA-256."""
+    def put_table(self, table: pa.Table | Iterable[pa.Table]) -> str:
+        """Write `table` as objects/<sha256>.parquet, the bytes of `table_bytes(table)` (or
+        the tables of an iterable, a row group each: `write_parquet`), straight to disk and
+        hashed from there (a national flows measurement's 150 MB are not held as well as
+        the writer's pages); returns the SHA-256."""
         temporary = self.path / "objects" / f".table.{os.getpid()}.{uuid.uuid4().hex}.tmp"
         try:
             with open_private(temporary) as handle:
@@ -715,13 +718,15 @@ class PrivacyStore:
              populations[POPULATION_KEYS].itertuples(index=False, name=None)])
 
     def store_measurement(self, measurement_id: str, cells: pd.DataFrame,
-                          values: np.ndarray) -> str:
-        """Keep a measurement's noisy values (cells x columns); returns the object's
-        SHA-256. Storing the same measurement again (a retry) is a no-op."""
+                          values: np.ndarray | RowBlocks) -> str:
+        """Keep a measurement's noisy values (cells x columns; in a file: stored a row group
+        of MEASUREMENT_GROUP_ROWS cells at a time, `measurement_row_groups`); returns the
+        object's SHA-256. Storing the same measurement again (a retry) is a no-op."""
         known = self.measurement(measurement_id)
         if known.object_sha256 is not None:
             return known.object_sha256
-        sha = self.put_table(measurement_table(cells, values))
+        sha = self.put_table(measurement_table(cells, values) if isinstance(values, np.ndarray)
+                             else measurement_row_groups(cells, values))
         with self.writing():
             stored = self.measurement(measurement_id).object_sha256
             if stored is None:
@@ -851,9 +856,21 @@ def table_bytes(table: pa.Table) -> bytes:
     return sink.getvalue()
 
 
-def write_parquet(table: pa.Table, sink) -> None:
-    """A store object's Parquet (zstd) of `table`, to `sink` (a path or a binary file)."""
-    pq.write_table(table, sink, compression="zstd")
+def write_parquet(table: pa.Table | Iterable[pa.Table], sink) -> None:
+    """A store object's Parquet (zstd) of `table`, to `sink` (a path or a binary file); of
+    an iterable of tables of one schema, a row group each (one at a time in memory)."""
+    if isinstance(table, pa.Table):
+        pq.write_table(table, sink, compression="zstd")
+        return
+    writer = None
+    try:
+        for piece in table:
+            if writer is None:
+                writer = pq.ParquetWriter(sink, piece.schema, compression="zstd")
+            writer.write_table(piece, row_group_size=max(piece.num_rows, 1))
+    finally:
+        if writer is not None:
+            writer.close()
 
 
 TEXT_COLUMNS = {"institution", "inst_state", "degree_level", "cipcode", "cip_vintage"}
@@ -883,6 +900,19 @@ def measurement_table(cells: pd.DataFrame, values: np.ndarray) -> pa.Table:
          for start in range(0, max(len(flat), 1), MEASUREMENT_WRITE_ROWS)],
         pa.list_(pa.from_numpy_dtype(kind), width))
     return pa.table(columns)
+
+
+# cells of a measurement held in a file (a national flows table) stored per row group
+MEASUREMENT_GROUP_ROWS = 16_384
+
+
+def measurement_row_groups(cells: pd.DataFrame, values: RowBlocks,
+                           group_rows: int = MEASUREMENT_GROUP_ROWS) -> Iterator[pa.Table]:
+    """`measurement_table` of values held in a file, `group_rows` cells at a time (each a
+    row group of the stored object: memory holds one, not the table)."""
+    for start in range(0, max(len(cells), 1), group_rows):
+        yield measurement_table(cells.iloc[start:start + group_rows],
+                                values.rows(start, start + group_rows))
 
 
 def measurement_bytes(cells: pd.DataFrame, values: np.ndarray) -> bytes:

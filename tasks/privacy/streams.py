@@ -37,11 +37,12 @@ def stream_sha256(release_seed: bytes, stream_id: str) -> str:
 class NoiseStream:
     """The ChaCha20 stream (20 rounds) keyed by SHA-256(domain, seed, stream id), consumed
     in order by the draws below (the names and arguments of numpy's Generator, which it
-    wraps and never hands out)."""
+    wraps and never hands out). `at_word`: where it starts, in 64-bit words from the
+    stream's first (the cipher's counter counts 32-bit words)."""
 
-    def __init__(self, release_seed: bytes, stream_id: str):
+    def __init__(self, release_seed: bytes, stream_id: str, at_word: int = 0):
         key = int.from_bytes(stream_key(release_seed, stream_id), "little")
-        self._generator = np.random.Generator(ChaCha(key=key, counter=0, rounds=20))
+        self._generator = np.random.Generator(ChaCha(key=key, counter=2 * at_word, rounds=20))
 
     def words(self, size: int) -> np.ndarray:
         """The stream's next `size` 64-bit words (uint64)."""

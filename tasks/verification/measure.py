@@ -52,7 +52,7 @@ def noisy_count(records: AnalysisRecords, person_hash: np.ndarray, query: Regres
     measured = measure_with_geometric_noise(
         server_seed, statement, pd.DataFrame(index=[0]),
         np.array([[int(indicators.sum())]], dtype=np.int64))
-    return int(measured.values[0, 0]), measured.entry
+    return int(np.asarray(measured.values)[0, 0]), measured.entry
 
 
 def verify(records: AnalysisRecords, person_hash: np.ndarray, query: RegressionQuery,
