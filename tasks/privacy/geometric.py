@@ -5,9 +5,8 @@ only, unbounded support, no floating point), so no delta is lost to the sampler.
 from __future__ import annotations
 
 import math
-from fractions import Fraction
-
 from collections.abc import Iterator
+from fractions import Fraction
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
