@@ -123,28 +123,75 @@ def _awards_by_program(awards: pd.DataFrame) -> pd.DataFrame:
     return frame.groupby(["institution", "degree_level", "cip4", "grad_year"], as_index=False).sum()
 
 
-def _aggregates(comp: pd.DataFrame, k: int | None, last_earnings_year: int) -> pd.DataFrame:
+class _KeyCodes:
+    """The row keys (KEYS) as integers: each column's text by its position in the codes the
+    components can make (unknown text: -1), the six combined into one int64, so that the
+    aggregates are grouped and looked up without hashing text per row."""
+
+    def __init__(self, comp: pd.DataFrame):
+        cip2 = comp["cip4"].str[:2]
+        starts = np.unique(comp["start"].to_numpy(np.int64))
+        self.codes = {
+            "inst_level": pd.Index(["I", "S"]),
+            "institution": _distinct(comp["institution"], comp["state"]),
+            "degree_level": _distinct(comp["degree_level"]),
+            "cip_level": pd.Index(["4", "2", "A"]),
+            "cipcode": _distinct(comp["cip4"], cip2, pd.Series([ALL_FIELDS])),
+            "grad_cohort": pd.Index([str(y) for y in starts] + [ALL_COHORTS])}
+        self.sizes = [len(self.codes[c]) for c in KEYS]
+        position = {c: self.codes[c].get_indexer for c in KEYS}
+        self.institution = position["institution"](comp["institution"])
+        self.state = position["institution"](comp["state"])
+        self.degree_level = position["degree_level"](comp["degree_level"])
+        self.cip4, self.cip2 = position["cipcode"](comp["cip4"]), position["cipcode"](cip2)
+        self.start = np.searchsorted(starts, comp["start"].to_numpy(np.int64))
+
+    def combined(self, columns: list, n: int) -> np.ndarray:
+        """One int64 for each of `n` rows of the six codes (KEYS order; a code or an array
+        of them); -1 where one is unknown."""
+        columns = [np.broadcast_to(np.asarray(c, np.int64), n) for c in columns]
+        known = np.logical_and.reduce([c >= 0 for c in columns])
+        key = np.ravel_multi_index([np.where(known, c, 0) for c in columns], self.sizes)
+        return np.where(known, key, -1)
+
+    def of_rows(self, rows: pd.DataFrame) -> np.ndarray:
+        """`combined` of rows whose KEYS are text."""
+        return self.combined([self.codes[c].get_indexer(rows[c].astype(str)) for c in KEYS],
+                             len(rows))
+
+
+def _distinct(*columns: pd.Series) -> pd.Index:
+    """The text values of `columns`, each once, in the order they first come."""
+    return pd.Index(pd.concat(columns, ignore_index=True).astype(str).unique())
+
+
+def _aggregates(comp: pd.DataFrame, codes: _KeyCodes, k: int | None,
+                last_earnings_year: int) -> tuple[np.ndarray, np.ndarray]:
     """SUMS for every row key (KEYS) the components make up: the by-cohort rows when `k` is
     None (the same at every years-after), else the all-cohort rows at year k (only the
-    cohorts observed k years after graduation)."""
+    cohorts observed k years after graduation). Returns the keys (`_KeyCodes.combined`,
+    ascending) and their sums (keys x SUMS)."""
     all_cohorts = k is not None
-    keep = (comp["start"] + comp["window"] - 1 + k <= last_earnings_year) if all_cohorts \
-        else np.ones(len(comp), bool)
-    parts = []
-    for inst_level, unit in (("I", "institution"), ("S", "state")):
-        for cip_level, field, moved in (("4", comp["cip4"], comp["moved4"]),
-                                        ("2", comp["cip4"].str[:2], comp["moved2"]),
-                                        ("A", ALL_FIELDS, 0)):
-            part = pd.DataFrame({
-                "inst_level": inst_level, "institution": comp[unit],
-                "degree_level": comp["degree_level"], "cip_level": cip_level,
-                "cipcode": field,
-                "grad_cohort": ALL_COHORTS if all_cohorts else comp["start"].astype(str),
-                "awards": comp["awards"], "moved": moved,
-                "years_needed": comp["years_needed"], "years_present": comp["years_present"],
-                "programs": 1, "programs_reported": (comp["awards"] > 0).astype(int)})
-            parts.append(part[np.asarray(keep)])
-    return pd.concat(parts, ignore_index=True).groupby(KEYS, as_index=False)[SUMS].sum()
+    keep = (comp["start"] + comp["window"] - 1 + k <= last_earnings_year).to_numpy() \
+        if all_cohorts else np.ones(len(comp), bool)
+    cohort = codes.codes["grad_cohort"].get_loc(ALL_COHORTS) if all_cohorts else codes.start
+    awards = comp["awards"].to_numpy(np.int64)
+    values = [awards, None, comp["years_needed"].to_numpy(np.int64),
+              comp["years_present"].to_numpy(np.int64), np.ones(len(comp), np.int64),
+              (awards > 0).astype(np.int64)]
+    keys, sums = [], []
+    for inst_level, unit in ((0, codes.institution), (1, codes.state)):
+        for cip_level, field, moved in ((0, codes.cip4, comp["moved4"].to_numpy(np.int64)),
+                                        (1, codes.cip2, comp["moved2"].to_numpy(np.int64)),
+                                        (2, codes.codes["cipcode"].get_loc(ALL_FIELDS),
+                                         np.zeros(len(comp), np.int64))):
+            keys.append(codes.combined([inst_level, unit, codes.degree_level, cip_level, field,
+                                        cohort], len(comp))[keep])
+            values[1] = moved
+            sums.append(np.stack(values, axis=1)[keep])
+    grouped = pd.DataFrame(np.concatenate(sums), columns=SUMS).groupby(
+        np.concatenate(keys), sort=True).sum()
+    return grouped.index.to_numpy(np.int64), grouped.to_numpy(np.int64)
 
 
 def ipeds_counts(rows: pd.DataFrame, cells: CellsConfig, awards: pd.DataFrame,
@@ -162,17 +209,16 @@ def ipeds_counts(rows: pd.DataFrame, cells: CellsConfig, awards: pd.DataFrame,
     `institution_state`: OPEID -> state FIPS code of every institution in `rows`.
     """
     comp = components(rows, awards, years, institution_state)
+    codes = _KeyCodes(comp)
     out = pd.DataFrame(index=rows.index)
-    keys = rows[KEYS].astype(str)
+    row_keys = codes.of_rows(rows)
     restricted = (rows["degree_level"].isin(RESTRICTED_DEGREE_LEVELS)
                   & (rows["cip_level"] == RESTRICTED_CIP_LEVEL)).to_numpy()
-    by_cohort = _aggregates(comp, None, cells.last_earnings_year)
-    for k in YEARS_AFTER:
-        aggregates = pd.concat([by_cohort, _aggregates(comp, k, cells.last_earnings_year)],
-                               ignore_index=True)
-        sums = keys.merge(aggregates, how="left", on=KEYS)
-        sums = sums[SUMS].fillna(0).astype(np.int64).to_numpy().T
-        total, moved, needed, present, programs, reported = sums
+    by_cohort = _sums_of_rows(row_keys, *_aggregates(comp, codes, None, cells.last_earnings_year))
+    for k in YEARS_AFTER:   # a row is by cohort or of all cohorts: one of the two sums is 0
+        sums = by_cohort + _sums_of_rows(row_keys, *_aggregates(comp, codes, k,
+                                                                cells.last_earnings_year))
+        total, moved, needed, present, programs, reported = sums.T
         earnings = rows[f"status_y{k}_earnings"].to_numpy()
         status = np.select(
             [(earnings != STATUS_OK) | restricted | (present == 0) | (total == 0),
@@ -184,3 +230,13 @@ def ipeds_counts(rows: pd.DataFrame, cells: CellsConfig, awards: pd.DataFrame,
         out.loc[status == NOT_AVAILABLE, f"y{k}_ipeds_count"] = pd.NA
         out[f"status_y{k}_ipeds_count"] = status.astype(np.int64)
     return out[ipeds_count_columns()]
+
+
+def _sums_of_rows(row_keys: np.ndarray, key: np.ndarray, summed: np.ndarray) -> np.ndarray:
+    """Each row's SUMS (rows x SUMS; 0 where no component makes up its key)."""
+    at = np.searchsorted(key, row_keys)
+    found = (row_keys >= 0) & (at < len(key))
+    found[found] &= key[at[found]] == row_keys[found]
+    out = np.zeros((len(row_keys), len(SUMS)), np.int64)
+    out[found] = summed[at[found]]
+    return out
