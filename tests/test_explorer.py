@@ -374,3 +374,42 @@ def test_unit_files_text_is_json_dumps_text_of_their_values():
     for unit, unit_flows in expected.items():
         assert units[unit]["flows"] == unit_flows
         assert units.text(unit) == json.dumps(units[unit], sort_keys=True, separators=(",", ":"))
+
+
+def _earnings_cells_oracle(pseoe: pd.DataFrame) -> dict[str, dict[str, list]]:
+    """The explorer's earnings cells built one Python list per row (as the explorer did
+    before `EarningsUnits`): unit -> "degree|cipcode|cohort" -> [cohort years, earnings and
+    IPEDS counts (the number where published, "s" where suppressed, None otherwise),
+    IPEDS flags as text]; a key twice in a unit keeps its last row."""
+    from pseo_das.tasks.publication.explorer_data import IPEDS_FIELDS, _status_of, flagged
+    status = _status_of(Product.PSEOE)
+
+    def shown(field):
+        numbers = flagged(pseoe[field], pseoe[status[field]])
+        return [SUPPRESSED if n == -5 else None if n < 0 else int(n) for n in numbers]
+    columns = [shown(f) for f in EARNINGS_FIELDS + IPEDS_FIELDS]
+    flags = [pseoe[status[f]].astype(int).astype(str).tolist() for f in IPEDS_FIELDS]
+    units: dict[str, dict[str, list]] = {}
+    for n, row in enumerate(pseoe.itertuples(index=False)):
+        key = f"{row.degree_level}|{row.cipcode}|{row.grad_cohort}"
+        units.setdefault(str(row.institution), {})[key] = \
+            [int(row.grad_cohort_years)] + [c[n] for c in columns] + [f[n] for f in flags]
+    return units
+
+
+def test_earnings_units_are_the_cells_each_row_gives(release):
+    """`EarningsUnits` (each cell's JSON text built by columns) holds what one Python list
+    per row gives: every unit's text is the JSON of its cells, with published, suppressed
+    and unavailable values, and a cell key met twice in a unit keeps its last row."""
+    from pseo_das.tasks.publication.explorer_data import EarningsUnits, _read_codes, json_text
+    identifiers = list(layout(Product.PSEOE).identifiers)
+    pseoe = _read_codes(public_table(release, Product.PSEOE.file_name), identifiers)
+    twice = pd.concat([pseoe, pseoe.iloc[:1].assign(grad_cohort_years=9)], ignore_index=True)
+    for frame in (pseoe, twice):
+        oracle, units = _earnings_cells_oracle(frame), EarningsUnits(frame)
+        assert sorted(units) == sorted(oracle) and len(units) == len(oracle) >= 2
+        for unit in oracle:
+            assert units.text(unit) == json_text(oracle[unit]) and units[unit] == oracle[unit]
+    shown = [v for cells in oracle.values() for cell in cells.values() for v in cell[1:]]
+    assert SUPPRESSED in shown and None in shown and any(isinstance(v, int) for v in shown)
+    assert oracle[next(iter(oracle))][next(iter(oracle[next(iter(oracle))]))][0] == 9

@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 
 from pseo_das.errors import PseoDasError
@@ -99,7 +100,7 @@ def write_release_explorers(release: Path, data: ExplorerData | None = None
     return public, internal
 
 
-def _earnings(data: ExplorerData) -> dict[str, dict[str, list]]:
+def _earnings(data: ExplorerData) -> Mapping[str, dict]:
     return data.units.part("earnings")
 
 

@@ -7,6 +7,7 @@ none (documents and files the release already wrote)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from fractions import Fraction
 from pathlib import Path
 
@@ -72,9 +73,9 @@ def lifetime_budget(table: pd.DataFrame) -> dict[str, list]:
 MEDIANS = [1 + EARNINGS_FIELDS.index(f) for f in EARNINGS_FIELDS if "_p50_" in f]
 
 
-def suppression_map(earnings: dict[str, dict[str, list]]) -> dict[str, dict[str, list[int]]]:
+def suppression_map(earnings: Mapping[str, dict]) -> dict[str, dict[str, list[int]]]:
     """unit -> degree level -> [medians suppressed, medians published] over every field,
-    cohort and year after, from the explorer's earnings cells (`earnings_cells`)."""
+    cohort and year after, from the explorer's earnings cells (`EarningsUnits`)."""
     out: dict[str, dict[str, list[int]]] = {}
     for unit, cells in earnings.items():
         for key, values in cells.items():
@@ -85,7 +86,7 @@ def suppression_map(earnings: dict[str, dict[str, list]]) -> dict[str, dict[str,
     return out
 
 
-def board_data(internal: Path, earnings: dict[str, dict[str, list]]) -> dict:
+def board_data(internal: Path, earnings: Mapping[str, dict]) -> dict:
     """Everything the review board's view shows."""
     internal = Path(internal)
     text = lambda name: _internal_file(internal, name).read_text()   # noqa: E731

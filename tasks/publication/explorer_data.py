@@ -120,24 +120,6 @@ def flagged_column(values: pa.ChunkedArray, status: pa.ChunkedArray, name: str) 
     return out
 
 
-def decoded(numbers: np.ndarray | list) -> list:
-    """The page's values of an array of `flagged` integers (nested lists for more than one
-    dimension): the number, SUPPRESSED or None."""
-    numbers = np.asarray(numbers)
-    if not (numbers < 0).any():
-        return numbers.tolist()
-    out = numbers.astype(object)
-    out[numbers == SUPPRESSED_CODE] = SUPPRESSED
-    out[(numbers < 0) & (numbers != SUPPRESSED_CODE)] = None
-    return out.tolist()
-
-
-def encoded(values: pd.Series, status: pd.Series) -> list:
-    """Each value as the page shows it: the integer if its flag is 1, SUPPRESSED if 5,
-    None otherwise (not available)."""
-    return decoded(flagged(values, status))
-
-
 def _status_of(product: Product) -> dict[str, str]:
     return {i.name: i.status_flag for i in layout(product).indicators}
 
@@ -174,19 +156,71 @@ def _origins(frame: pd.DataFrame, columns: tuple[str, ...]) -> tuple[np.ndarray,
     return inverse, list(zip(*names))
 
 
-def earnings_cells(pseoe: pd.DataFrame) -> dict[str, dict[str, list]]:
-    """unit -> cell key ("05|11.07|2016") -> [cohort years, EARNINGS_FIELDS..., IPEDS
-    counts..., IPEDS flags...] (earnings and counts encoded; the IPEDS flags as codes 1-4,
-    which the page names from label_flags_ipeds_count)."""
+def _coded(column: pd.Series) -> pd.Categorical:
+    """A column of codes as categories of their text (as the explorer reads them)."""
+    return column.array if isinstance(column.dtype, pd.CategoricalDtype) \
+        else pd.Categorical(column.astype(str))
+
+
+TEXT_BLOCK_ROWS = 1 << 17     # pseoe rows whose cells' text is made at a time
+
+
+def _cells_text(pseoe: pd.DataFrame) -> pa.Array:
+    """Each row's cell as JSON text (`EarningsUnits`): "[3,40001,\"s\",null,...,\"1\"]"."""
     status = _status_of(Product.PSEOE)
-    columns = [encoded(pseoe[f], pseoe[status[f]]) for f in EARNINGS_FIELDS + IPEDS_FIELDS]
-    ipeds_flags = [pseoe[status[f]].astype(int).astype(str).to_numpy() for f in IPEDS_FIELDS]
-    rows = zip(pseoe["institution"].astype(str), _cell_key(pseoe), pseoe["grad_cohort_years"].astype(int),
-               *columns, *ipeds_flags)
-    units: dict[str, dict[str, list]] = {}
-    for unit, key, years, *values in rows:
-        units.setdefault(unit, {})[key] = [int(years), *values]
-    return units
+    pieces = [pc.cast(pa.array(pseoe["grad_cohort_years"].to_numpy(np.int64)), pa.string())]
+    pieces += [_values_text(flagged(pseoe[f], pseoe[status[f]]))
+               for f in EARNINGS_FIELDS + IPEDS_FIELDS]
+    pieces += [pc.binary_join_element_wise(     # the flags as text: '"1"'
+        '"', pc.cast(pa.array(pseoe[status[f]].to_numpy(np.int64)), pa.string()), '"', "")
+        for f in IPEDS_FIELDS]
+    return pc.binary_join_element_wise("[", pc.binary_join_element_wise(*pieces, ","), "]", "")
+
+
+class EarningsUnits(Mapping):
+    """unit -> cell key ("05|11.07|2016") -> [cohort years, EARNINGS_FIELDS..., IPEDS
+    counts..., IPEDS flags...] of pseoe_all (earnings and counts as the page shows them,
+    `_values_text`; the IPEDS flags as codes 1-4, which the page names from
+    label_flags_ipeds_count; a key twice in a unit: its last row). Held as each cell's JSON
+    text (Arrow), a unit's made when it is asked for: memory holds one unit's lists, not
+    every unit's (a national release's were 0.8 GB of Python lists). `text`: a unit's JSON
+    text (`json_text` of its cells), which the explorer's files are written from."""
+
+    def __init__(self, pseoe: pd.DataFrame):
+        unit, *key = (_coded(pseoe[c]) for c in ("institution",) + CELL)
+        cells = pd.DataFrame({"unit": unit.codes, "key": np.ravel_multi_index(
+            [k.codes for k in key], [max(len(k.categories), 1) for k in key])})
+        rows = cells.drop_duplicates(keep="last").index.to_numpy()   # as a dict keeps the last
+        rows = rows[np.argsort(cells["unit"].to_numpy()[rows], kind="stable")]
+        text = pa.chunked_array([_cells_text(pseoe.iloc[start:start + TEXT_BLOCK_ROWS])
+                                 for start in range(0, len(pseoe), TEXT_BLOCK_ROWS)], pa.string())
+        taken = pa.array(rows)
+        self._text = text.take(taken).combine_chunks()
+        self._keys = pc.binary_join_element_wise(
+            *[pa.array(k.categories.astype(str).to_numpy(object), pa.string()).take(
+                pa.array(k.codes).take(taken)) for k in key], "|")
+        units = unit.codes[rows]
+        edges = np.flatnonzero(np.r_[True, units[1:] != units[:-1], True]) if len(units) \
+            else np.zeros(1, np.int64)
+        self._span = {str(unit.categories[units[a]]): (int(a), int(b))
+                      for a, b in zip(edges[:-1], edges[1:])}
+
+    def text(self, unit: str) -> str:
+        """The JSON text (`json_text`) of `self[unit]`."""
+        a, b = self._span[unit]
+        return _object(dict(zip(self._keys[a:b].to_pylist(), self._text[a:b].to_pylist())))
+
+    def __getitem__(self, unit: str) -> dict[str, list]:
+        return json.loads(self.text(unit))
+
+    def __contains__(self, unit) -> bool:      # not Mapping's, which makes the unit's cells
+        return unit in self._span
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._span)
+
+    def __len__(self) -> int:
+        return len(self._span)
 
 
 def bins_of(pseoh: pd.DataFrame) -> list[list[int]]:
@@ -298,7 +332,7 @@ def flow_cells(pseof: pd.DataFrame, columns: FlowColumns) -> "FlowUnits":
     """unit -> cell key -> {"y1": {"emp": [value per national destination and per division
     (all industries)], "sectors": [destination index, value, ...] for the division x sector
     flows that are not 0, "instate": [value per national destination], "nme": value}, ...},
-    values encoded (`encoded`): of pseof_all as read (`FlowCells` gathers the same from its
+    values as the page shows them (`_values_text`): of pseof_all as read (`FlowCells` gathers the same from its
     rows as they are written)."""
     cells = FlowCells(columns)
     codes, origins = _origins(pseof, ("institution",) + CELL)
@@ -452,8 +486,8 @@ class FlowCells:
 
 
 def _values_text(numbers: np.ndarray) -> pa.Array:
-    """The JSON text of each `flagged` integer as the page shows it (`decoded`): "12",
-    '"s"' or "null"."""
+    """The JSON text of each `flagged` integer as the page shows it: the number where its
+    flag is 1 ("12"), SUPPRESSED where 5 ('"s"'), "null" otherwise (not available)."""
     numbers = pa.array(numbers.ravel())
     shown = pc.if_else(pc.equal(numbers, SUPPRESSED_CODE), json.dumps(SUPPRESSED), "null")
     return pc.if_else(pc.less(numbers, 0), shown, pc.cast(numbers, pa.string()))
@@ -548,9 +582,10 @@ class UnitData(Mapping):
     def __init__(self, units: list[str], parts: dict[str, Mapping[str, dict]]):
         self._units, self._known, self._parts = units, set(units), parts
 
-    def part(self, name: str) -> dict[str, dict]:
-        """unit -> the cells of one part (`earnings`, `histograms` or `flows`)."""
-        return {unit: self._parts[name].get(unit, {}) for unit in self._units}
+    def part(self, name: str) -> Mapping[str, dict]:
+        """unit -> the cells of one part (`earnings`, `histograms` or `flows`), made when
+        asked for; units without such cells are left out."""
+        return self._parts[name]
 
     def __getitem__(self, unit: str) -> dict[str, dict]:
         if unit not in self._known:
@@ -562,8 +597,9 @@ class UnitData(Mapping):
         integers (`FlowUnits.text`)."""
         if unit not in self._known:
             raise KeyError(unit)
-        return _object({name: part.text(unit) if isinstance(part, FlowUnits) and unit in part
-                        else json_text(part.get(unit, {})) for name, part in self._parts.items()})
+        return _object({name: part.text(unit) if isinstance(part, (FlowUnits, EarningsUnits))
+                        and unit in part else json_text(part.get(unit, {}))
+                        for name, part in self._parts.items()})
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._units)
@@ -610,7 +646,7 @@ def explorer_data(public: Path, pseof_flows: FlowCells | None = None,
     if (public / ALL_FOLDER / VERSION).is_file():
         with open_table(_find(public, VERSION)) as versions:
             version_lines = versions.read().splitlines()
-    earnings = earnings_cells(pseoe)
+    earnings = EarningsUnits(pseoe)
     state_rows = pseoe[pseoe["inst_level"] == "S"]
     states = sorted(set(state_rows["institution"].astype(str)) | set(institutions["statefips"]))
     fips = labels("label_fipsnum.csv", keep=states)
