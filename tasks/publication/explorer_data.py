@@ -162,6 +162,28 @@ def _coded(column: pd.Series) -> pd.Categorical:
         else pd.Categorical(column.astype(str))
 
 
+class UnitTexts(Mapping):
+    """unit -> its cells in one part of the explorer (earnings, flows), a unit's made from
+    its JSON text (`text`) when it is asked for. `_units`: unit -> what `text` reads."""
+    _units: dict
+
+    def text(self, unit: str) -> str:
+        """The JSON text (`json_text`) of `self[unit]`."""
+        raise NotImplementedError
+
+    def __getitem__(self, unit: str) -> dict:
+        return json.loads(self.text(unit))
+
+    def __contains__(self, unit) -> bool:      # not Mapping's, which makes the unit's cells
+        return unit in self._units
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._units)
+
+    def __len__(self) -> int:
+        return len(self._units)
+
+
 TEXT_BLOCK_ROWS = 1 << 17     # pseoe rows whose cells' text is made at a time
 
 
@@ -177,7 +199,7 @@ def _cells_text(pseoe: pd.DataFrame) -> pa.Array:
     return pc.binary_join_element_wise("[", pc.binary_join_element_wise(*pieces, ","), "]", "")
 
 
-class EarningsUnits(Mapping):
+class EarningsUnits(UnitTexts):
     """unit -> cell key ("05|11.07|2016") -> [cohort years, EARNINGS_FIELDS..., IPEDS
     counts..., IPEDS flags...] of pseoe_all (earnings and counts as the page shows them,
     `_values_text`; the IPEDS flags as codes 1-4, which the page names from
@@ -202,25 +224,12 @@ class EarningsUnits(Mapping):
         units = unit.codes[rows]
         edges = np.flatnonzero(np.r_[True, units[1:] != units[:-1], True]) if len(units) \
             else np.zeros(1, np.int64)
-        self._span = {str(unit.categories[units[a]]): (int(a), int(b))
-                      for a, b in zip(edges[:-1], edges[1:])}
+        self._units = {str(unit.categories[units[a]]): (int(a), int(b))
+                       for a, b in zip(edges[:-1], edges[1:])}
 
     def text(self, unit: str) -> str:
-        """The JSON text (`json_text`) of `self[unit]`."""
-        a, b = self._span[unit]
+        a, b = self._units[unit]
         return _object(dict(zip(self._keys[a:b].to_pylist(), self._text[a:b].to_pylist())))
-
-    def __getitem__(self, unit: str) -> dict[str, list]:
-        return json.loads(self.text(unit))
-
-    def __contains__(self, unit) -> bool:      # not Mapping's, which makes the unit's cells
-        return unit in self._span
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._span)
-
-    def __len__(self) -> int:
-        return len(self._span)
 
 
 def bins_of(pseoh: pd.DataFrame) -> list[list[int]]:
@@ -517,7 +526,7 @@ def _object(members: Mapping[str, str]) -> str:
     return "{" + ",".join(f"{json.dumps(key)}:{members[key]}" for key in sorted(members)) + "}"
 
 
-class FlowUnits(Mapping):
+class FlowUnits(UnitTexts):
     """unit -> cell key -> the cell's flows (`flow_cells`) of a `FlowCells`, a unit's made
     when it is asked for: memory holds one unit's, not every unit's (a national release's
     were several GB of Python lists at once in "write release files"). `text`: a unit's as
@@ -525,29 +534,16 @@ class FlowUnits(Mapping):
 
     def __init__(self, cells: FlowCells):
         self._cells = cells
-        self._rows: dict[str, tuple[list[int], list[str]]] = {}
+        self._units: dict[str, tuple[list[int], list[str]]] = {}
         for n, origin in enumerate(cells._origin_row):
             unit, cell = origin.split("|", 1)
-            rows, keys = self._rows.setdefault(unit, ([], []))
+            rows, keys = self._units.setdefault(unit, ([], []))
             rows.append(n)
             keys.append(cell)
 
     def text(self, unit: str) -> str:
-        """The JSON text (`json_text`) of `self[unit]`."""
-        rows, keys = self._rows[unit]
+        rows, keys = self._units[unit]
         return _object(dict(zip(keys, self._cells.cells_text(rows))))
-
-    def __getitem__(self, unit: str) -> dict[str, dict]:
-        return json.loads(self.text(unit))
-
-    def __contains__(self, unit) -> bool:      # not Mapping's, which makes the unit's flows
-        return unit in self._rows
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._rows)
-
-    def __len__(self) -> int:
-        return len(self._rows)
 
 
 def labels(name: str, code: str = "", keep=None) -> dict[str, str]:
@@ -597,8 +593,8 @@ class UnitData(Mapping):
         integers (`FlowUnits.text`)."""
         if unit not in self._known:
             raise KeyError(unit)
-        return _object({name: part.text(unit) if isinstance(part, (FlowUnits, EarningsUnits))
-                        and unit in part else json_text(part.get(unit, {}))
+        return _object({name: part.text(unit) if isinstance(part, UnitTexts) and unit in part
+                        else json_text(part.get(unit, {}))
                         for name, part in self._parts.items()})
 
     def __iter__(self) -> Iterator[str]:
