@@ -304,7 +304,8 @@ def test_pseoe_as_written_gives_the_explorer_of_the_file_read_back(release):
     frame = frame.astype({c: "int64" for c in flags + ["agg_level_pseo", "grad_cohort_years"]})
     frame[values] = frame[values].replace("", None).astype("Int64")
     assert frame[values].isna().any().any() and frame["y1_p50_earnings"].notna().any()
-    assert explorer_data(release / "public", pseoe_written=frame) == explorer_data(release / "public")
+    assert explorer_data(release / "public", pseoe_written=frame) == \
+        explorer_data(release / "public")
     identifiers = list(layout(Product.PSEOE).identifiers)
     as_read, read = _as_read(frame, identifiers), _read_codes(path, identifiers)
     assert list(as_read.columns) == list(read.columns)

@@ -341,8 +341,8 @@ def flow_cells(pseof: pd.DataFrame, columns: FlowColumns) -> "FlowUnits":
     """unit -> cell key -> {"y1": {"emp": [value per national destination and per division
     (all industries)], "sectors": [destination index, value, ...] for the division x sector
     flows that are not 0, "instate": [value per national destination], "nme": value}, ...},
-    values as the page shows them (`_values_text`): of pseof_all as read (`FlowCells` gathers the same from its
-    rows as they are written)."""
+    values as the page shows them (`_values_text`): of pseof_all as read (`FlowCells`
+    gathers the same from its rows as they are written)."""
     cells = FlowCells(columns)
     codes, origins = _origins(pseof, ("institution",) + CELL)
     cells.add(origins, codes, cells.where(pseof["geography"], pseof["industry"]), pseof)
