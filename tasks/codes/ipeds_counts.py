@@ -176,9 +176,8 @@ def _aggregates(comp: pd.DataFrame, codes: _KeyCodes, k: int | None,
         if all_cohorts else np.ones(len(comp), bool)
     cohort = codes.codes["grad_cohort"].get_loc(ALL_COHORTS) if all_cohorts else codes.start
     awards = comp["awards"].to_numpy(np.int64)
-    values = [awards, None, comp["years_needed"].to_numpy(np.int64),
-              comp["years_present"].to_numpy(np.int64), np.ones(len(comp), np.int64),
-              (awards > 0).astype(np.int64)]
+    needed, present = (comp[c].to_numpy(np.int64) for c in ("years_needed", "years_present"))
+    programs, reported = np.ones(len(comp), np.int64), (awards > 0).astype(np.int64)
     keys, sums = [], []
     for inst_level, unit in ((0, codes.institution), (1, codes.state)):
         for cip_level, field, moved in ((0, codes.cip4, comp["moved4"].to_numpy(np.int64)),
@@ -187,8 +186,8 @@ def _aggregates(comp: pd.DataFrame, codes: _KeyCodes, k: int | None,
                                          np.zeros(len(comp), np.int64))):
             keys.append(codes.combined([inst_level, unit, codes.degree_level, cip_level, field,
                                         cohort], len(comp))[keep])
-            values[1] = moved
-            sums.append(np.stack(values, axis=1)[keep])
+            sums.append(np.stack([awards, moved, needed, present, programs, reported],
+                                 axis=1)[keep])      # SUMS order
     grouped = pd.DataFrame(np.concatenate(sums), columns=SUMS).groupby(
         np.concatenate(keys), sort=True).sum()
     return grouped.index.to_numpy(np.int64), grouped.to_numpy(np.int64)
