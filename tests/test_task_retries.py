@@ -96,3 +96,22 @@ def test_a_full_disk_is_not_retried_and_is_reported_as_a_full_disk(planned, monk
     err = capsys.readouterr().err
     assert f"the disk is full writing {store_path / 'objects'} (No space left on device)" in err
     assert "Traceback" not in err
+
+
+def test_a_measurement_is_read_from_its_object_only_if_the_object_is_unchanged(planned):
+    """The values are read in place from the object file (not its bytes held first), after
+    its content is checked against its SHA-256: a changed or missing object is refused."""
+    store_path, measurement_id = planned
+    sha = keep(store_path, [measurement(measurement_id)])[measurement_id]
+    path = store_path / "objects" / f"{sha}.parquet"
+    with PrivacyStore.open(store_path) as store:
+        np.testing.assert_array_equal(store.measured_values(measurement_id)[1], [[3, -1, 0]])
+        data = bytearray(path.read_bytes())
+        data[len(data) // 2] ^= 1
+        path.chmod(0o600)
+        path.write_bytes(bytes(data))
+        with pytest.raises(StoreError, match="content does not match its SHA-256"):
+            store.measured_values(measurement_id)
+        path.unlink()
+        with pytest.raises(StoreError, match="object missing from the privacy store"):
+            store.measured_values(measurement_id)

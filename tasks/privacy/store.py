@@ -47,6 +47,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 import pandas as pd
@@ -645,6 +646,22 @@ class PrivacyStore:
             raise StoreError(f"{path}: content does not match its SHA-256 (changed on disk)")
         return data
 
+    @contextmanager
+    def open_object(self, sha: str, ext: str) -> Iterator[BinaryIO]:
+        """objects/<sha>.<ext> open for reading, its content checked against its SHA-256
+        first (streamed: a national flows measurement's 150 MB are read in place, not
+        held as bytes)."""
+        path = self.path / "objects" / f"{sha}.{ext}"
+        try:
+            handle = open(path, "rb")
+        except FileNotFoundError as exc:
+            raise StoreError(f"{path}: object missing from the privacy store") from exc
+        with handle:
+            if hashlib.file_digest(handle, "sha256").hexdigest() != sha:
+                raise StoreError(f"{path}: content does not match its SHA-256 (changed on disk)")
+            handle.seek(0)
+            yield handle
+
     def put_frame(self, frame: pd.DataFrame) -> str:
         return self.put_object(frame_bytes(frame), "parquet")
 
@@ -753,7 +770,8 @@ class PrivacyStore:
         `dtype` if given, e.g. 32-bit for the flows' counts; `sink`: see
         `read_measurement`)."""
         sha = self.measurement(measurement_id).values_sha256()
-        return read_measurement(self.get_object(sha, "parquet"), dtype, sink)
+        with self.open_object(sha, "parquet") as data:
+            return read_measurement(data, dtype, sink)
 
     def current_measurements(self, question_shas: tuple[str, ...]) -> pd.DataFrame:
         """For each population with a measurement of the question (any of the SHA-256s
@@ -923,13 +941,14 @@ def measurement_bytes(cells: pd.DataFrame, values: np.ndarray) -> bytes:
 MEASUREMENT_READ_ROWS = 8192   # cells of a stored measurement decoded at a time
 
 
-def read_measurement(data: bytes, dtype=None, sink=None) -> tuple[pd.DataFrame, np.ndarray]:
+def read_measurement(data: bytes | BinaryIO, dtype=None, sink=None
+                     ) -> tuple[pd.DataFrame, np.ndarray]:
     """Cells and values; measurements of earlier versions have no `cip_vintage` column
     (their codes are CIP-2010). The values are decoded MEASUREMENT_READ_ROWS cells at a
     time into one array (a national flows table is never held twice), or appended to
     `sink` (`append(block)`, then `result()` is returned as the values: a table kept in a
     file, `inputs.row_files.RowSink`)."""
-    source = pq.ParquetFile(io.BytesIO(data))
+    source = pq.ParquetFile(io.BytesIO(data) if isinstance(data, bytes) else data)
     names = source.schema_arrow.names
     cells = source.read(columns=[c for c in MEASURED_CELL_COLUMNS if c in names]) \
         .select([c for c in MEASURED_CELL_COLUMNS if c in names]).to_pandas()
