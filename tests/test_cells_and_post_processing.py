@@ -252,3 +252,27 @@ def test_a_failed_check_stops_publication():
     assert stop_on_failed_checks(passed) == passed
     with pytest.raises(ReleaseCheckFailed, match="b: FAILED \\(2 / 3\\)"):
         stop_on_failed_checks(passed + [{"name": "b", "result": "FAILED (2 / 3)"}])
+
+
+def test_the_kept_cell_summary_gives_the_documents_the_same_tables():
+    """What a release keeps of the per-cell summary once the earnings files are written
+    gives the variance and suppression tables, the cell counts and the consistency cells of
+    the full summary; its codes are categoricals."""
+    from pseo_das.tasks.publication.document_context import (suppression_summary,
+                                                             variance_summary)
+    table = institution_table()
+    cells = table.cells.assign(grad_cohort=[2001, 2004, 2001, 2001])
+    table = NoisyHistograms(table.tabulation_id, "I", "4", 1, cells, table.counts, ("t",))
+    tables = [table] + [derive_histograms(table, inst, cip, by_cohort=by)[0]
+                        for inst, cip, by in [("I", "2", True), ("S", "4", True),
+                                              ("I", "4", False), ("S", "4", False)]]
+    _, _, full = publication_tables(tables, CFG.earnings)
+    kept = earnings_tables.kept_cell_summary(full)
+    assert list(kept.columns) == earnings_tables.KEPT_CELL_COLUMNS
+    assert isinstance(kept["institution"].dtype, pd.CategoricalDtype)
+    assert kept["institution"].cat.categories.tolist() == sorted(set(full["institution"]))
+    assert variance_summary(kept, CFG) == variance_summary(full, CFG)
+    assert suppression_summary(kept) == suppression_summary(full)
+    assert len(suppression_summary(full)) > 4 and int(kept["published"].sum()) > 0
+    for column in ["institution", "degree_level", "grad_cohort", "inst_level", "cip_level"]:
+        assert kept[column].astype(str).tolist() == full[column].astype(str).tolist()

@@ -33,6 +33,7 @@ from pseo_das.tasks.study.flows_release_accuracy import grads_consistency
 from pseo_das.tasks.employment_flows.division_flows import (FLOWS_STATE_FILE, FlowsRelease,
                                                             PublishedFlowsChecks)
 from pseo_das.tasks.privacy.ledger import MEASURING_MECHANISMS, PrivacyLedger
+from pseo_das.tasks.earnings.earnings_tables import kept_cell_summary
 from pseo_das.tasks.earnings.noisy_histograms import NoisyHistograms
 from pseo_das.tasks.measurements.publication_record import PublicationRecord, ReleaseIdentity
 from pseo_das.tasks.measurements.release_plan import (ReleasePlan, lifetime_budget_file,
@@ -237,7 +238,8 @@ class EarningsPublication:
     ipeds_awards: pd.DataFrame | None = None   # of the IPEDS counts (the partners' coverage)
 
     def published(self) -> PublishedEarnings:
-        return PublishedEarnings(self.pseoe, self.cells, self.institution_states,
+        return PublishedEarnings(self.pseoe, kept_cell_summary(self.cells),
+                                 self.institution_states,
                                  sum(t.counts.size for t in self.tables if t.measured),
                                  self.ipeds_awards)
 
@@ -245,8 +247,9 @@ class EarningsPublication:
 @dataclass(frozen=True)
 class PublishedEarnings:
     """What the rest of a release reads of the earnings product once its files are
-    written: pseoe_all, the per-cell summary, each institution's state (OPEID -> FIPS),
-    the noisy values its measurements drew (`ledger_checks`) and the IPEDS completions."""
+    written: pseoe_all, the per-cell summary's kept columns (`kept_cell_summary`), each
+    institution's state (OPEID -> FIPS), the noisy values its measurements drew
+    (`ledger_checks`) and the IPEDS completions."""
     pseoe: pd.DataFrame
     cells: pd.DataFrame
     institution_states: dict[str, str]
