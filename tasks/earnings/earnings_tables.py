@@ -106,8 +106,7 @@ def histogram_table(tables: list[NoisyHistograms], cfg: EarningsConfig,
     count. `cells` holds one row per histogram of `tables`, in the same order. The text
     codes are categories of the same text: a national table is millions of rows (8.8
     million at 10 million outcome rows), each cell's codes repeated once per bin."""
-    counts = np.concatenate([t.counts for t in tables])
-    n_bins = counts.shape[1]
+    n_bins = cfg.n_bins
     published = cells.loc[cells["published"].to_numpy(), CELL_KEYS + ["years_after"]]
     ordered = _sort(published.assign(_row=published.index), ["years_after"])  # sort cells, not rows
     rows = ordered.pop("_row").to_numpy()
@@ -116,8 +115,24 @@ def histogram_table(tables: list[NoisyHistograms], cfg: EarningsConfig,
     long["bin"] = np.tile(np.arange(1, n_bins + 1), len(rows))
     long["bin_lower"] = np.tile(np.array(cfg.bin_edges), len(rows))
     long["bin_upper"] = np.tile(np.array(cfg.bin_upper), len(rows))
-    long["noisy_count"] = counts[rows].reshape(-1)
+    long["noisy_count"] = _histograms_at(tables, rows, n_bins).reshape(-1)
     return long
+
+
+def _histograms_at(tables: list[NoisyHistograms], rows: np.ndarray, n_bins: int) -> np.ndarray:
+    """The histograms at `rows` of the tables' histograms one after the other, taken from
+    each table in place (a national release's histograms of every level are 888 MB: not
+    copied into one array first)."""
+    out = np.empty((len(rows), n_bins),
+                   dtype=np.result_type(*(t.counts.dtype for t in tables)) if tables else np.int64)
+    starts = np.cumsum([0] + [len(t.counts) for t in tables])
+    which = np.searchsorted(starts, rows, side="right") - 1   # each row's table
+    order = np.argsort(which, kind="stable")
+    bounds = np.searchsorted(which[order], np.arange(len(tables) + 1))
+    for k, table in enumerate(tables):
+        at = order[bounds[k]:bounds[k + 1]]
+        out[at] = table.counts[rows[at] - starts[k]]
+    return out
 
 
 def _each_repeated(column: pd.Series, times: int) -> pd.Categorical | np.ndarray:

@@ -192,16 +192,16 @@ def release_accuracy(cfg: ReleaseConfig, tables: list[NoisyHistograms]) -> dict:
     release's epsilon (never from true values), seeded by `accuracy_seed`. Privacy cost:
     none."""
     measured = [t for t in tables if t.measured]
-    counts = np.concatenate([t.counts for t in measured])
-    published = counts.sum(axis=1) >= cfg.earnings.min_publish_count
+    counts = np.concatenate([t.counts[t.counts.sum(axis=1) >= cfg.earnings.min_publish_count]
+                             for t in measured])   # the published histograms only
     epsilon = float(cfg.privacy.epsilon_per_tabulation)
     summary = {"tables": ", ".join(t.tabulation_id for t in measured), "draws": ACCURACY_DRAWS,
-               "cells": int(published.sum()), "epsilon": epsilon,
+               "cells": len(counts), "epsilon": epsilon,
                "empty_at_most": empty_bin_threshold(epsilon), "rows": []}
-    if not published.any():
+    if not len(counts):
         return summary
     table = expected_accuracy_from_noisy_histograms(
-        counts[published], np.array(cfg.earnings.bin_edges), np.array(cfg.earnings.bin_upper),
+        counts, np.array(cfg.earnings.bin_edges), np.array(cfg.earnings.bin_upper),
         tuple(cfg.earnings.percentiles), epsilon, ACCURACY_DRAWS, accuracy_seed(measured))
     rows = table[(table["cells"] > 0) & (table["stratum"] != ALL_CELLS)]
     return summary | {"rows": rows.to_dict("records")}
