@@ -139,10 +139,10 @@ def post_processing(store_path: Path, plan: ReleasePlan, cfg: ReleaseConfig,
     """Every public and internal file of a release from its stored measurements and public
     inputs only: no microdata, no new noise. `recast_inputs` None publishes the CIP codes
     as measured (releases of earlier versions), otherwise CIP-2020; `review`: the release
-    is held for review. The earnings files are written first: their workbook is made in a
-    second process (stopped if the release fails) and pseoh_all in a second thread while
-    the flows are, then the expected accuracy of the published percentiles is simulated
-    there (numpy draws without the GIL)."""
+    is held for review. The earnings files are written first (their workbook is made in a
+    second process, stopped if the release fails), then the expected accuracy of the
+    published percentiles is simulated in a second thread while the flows are made (numpy
+    draws without the GIL)."""
     with second_thread() as beside, second_process() as apart:
         return _post_processing(store_path, plan, cfg, reference, recast_inputs, identity,
                                 record, staging, review, beside, apart)
@@ -158,8 +158,7 @@ def _post_processing(store_path: Path, plan: ReleasePlan, cfg: ReleaseConfig,
     reading = StoreReading(store_path, plan.plan, cfg, contexts)
     earnings, earnings_read, earnings_derived, checks, earnings_recasts = \
         publish_earnings(reading, record)
-    earnings_files = write_earnings_files(staging, cfg, earnings, identity.release_id, beside,
-                                          apart)
+    earnings_files = write_earnings_files(staging, cfg, earnings, identity.release_id, apart)
     earnings_accuracy = beside(release_accuracy, cfg,   # while the flows are made
                                [table for table in earnings.tables if table.measured])
     published = earnings.published()

@@ -259,22 +259,16 @@ class PublishedEarnings:
 
 @dataclass(frozen=True)
 class EarningsFiles:
-    """pseoe_all and pseoh_all, written first so that their slow parts work while the flows
-    are made: pseoe_all's layout check (its own thread), the labelled workbook (`workbook`,
-    a second process, or this one for a small table; None without xlsx) and pseoh_all with
-    its Parquet copy (`pseoh`, a second thread, which then makes the explorer's histograms
-    of it). `parquet_rows()`: the Parquet copies written, once they all are."""
+    """pseoe_all and pseoh_all, written before the flows are read (a 10m national
+    pseoh_all written beside the reading of the 1-year flows held both: 3.9 GB), with
+    pseoe_all's layout check still running (its own thread), the labelled workbook
+    (`workbook`, a second process, or this one for a small table; None without xlsx),
+    their Parquet copies' rows by path (`parquet_rows`) and the explorer's histograms of
+    pseoh_all (`histograms`)."""
     pseoe_check: TableCheck
     workbook: Apart | Here | None
-    pseoe_parquet: dict[str, int]
-    pseoh: Future
-
-    def parquet_rows(self) -> dict[str, int]:
-        return self.pseoe_parquet | self.pseoh.result()[0]
-
-    def histograms(self) -> HistogramUnits:
-        """pseoh_all's histograms as the explorer shows them (`written_histograms`)."""
-        return self.pseoh.result()[1]
+    parquet_rows: dict[str, int]
+    histograms: HistogramUnits
 
 
 def write_pseoh(pseoh: pd.DataFrame, public: Path, table_format: TableFormat,
@@ -292,12 +286,10 @@ WORKBOOK_APART_ROWS = 2_000
 
 @file_task("write the earnings files")
 def write_earnings_files(staging: Path, cfg: ReleaseConfig, earnings: EarningsPublication,
-                         release_id: str, beside: Callable[..., Future],
-                         apart: Callable[..., Apart]) -> EarningsFiles:
+                         release_id: str, apart: Callable[..., Apart]) -> EarningsFiles:
     """pseoe_all (checked as written) into `staging`, then the workbook started in the
     second process of `apart` (`second_process`; a small one left to write in this
-    process, WORKBOOK_APART_ROWS) and pseoh_all written in the second thread of `beside`
-    (`second_thread`); both outlive this task."""
+    process, WORKBOOK_APART_ROWS), which outlives this task, and pseoh_all."""
     public = staging / "public"
     table_format, parquet = cfg.publication.table_format, cfg.publication.parquet
     pseoe_name = published_name(Product.PSEOE.file_name, table_format)
@@ -306,10 +298,10 @@ def write_earnings_files(staging: Path, cfg: ReleaseConfig, earnings: EarningsPu
                                          table_format, pseoe_check, parquet)
     workbook = ((apart if len(earnings.pseoe) > WORKBOOK_APART_ROWS else Here)(
         write_release_workbook, public, release_id) if cfg.publication.xlsx else None)
-    pseoh = beside(write_pseoh, earnings.pseoh, public, table_format, parquet)
-    progress(f"wrote {Product.PSEOE.file_name} ({len(earnings.pseoe):,} rows); writing "
-             f"{HISTOGRAMS_FILE} ({len(earnings.pseoh):,} rows) beside the flows")
-    return EarningsFiles(pseoe_check, workbook, pseoe_parquet, pseoh)
+    pseoh_parquet, histograms = write_pseoh(earnings.pseoh, public, table_format, parquet)
+    progress(f"wrote {Product.PSEOE.file_name} ({len(earnings.pseoe):,} rows) and "
+             f"{HISTOGRAMS_FILE} ({len(earnings.pseoh):,} rows)")
+    return EarningsFiles(pseoe_check, workbook, pseoe_parquet | pseoh_parquet, histograms)
 
 
 @dataclass(frozen=True)
@@ -371,8 +363,7 @@ def _write_release(beside, staging: Path, content: ReleaseContent,
     table_format = cfg.publication.table_format
     earnings_files = content.earnings_files
     pseoe_check, workbook = earnings_files.pseoe_check, earnings_files.workbook
-    copied = earnings_files.parquet_rows()   # pseoh_all is written
-    histograms = earnings_files.histograms()
+    copied, histograms = earnings_files.parquet_rows, earnings_files.histograms
     pseof = flows_files.pseof
     metadata = official_folder_files(pseoe, pseof.cohorts, earnings.institution_states,
                                      identity.release_id, earnings.ipeds_awards,
