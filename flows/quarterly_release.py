@@ -111,7 +111,9 @@ def publish_earnings(reading: StoreReading, record: PublicationRecord
     pseoe, pseoh, cells, checks = build_publication_tables(tables, reading.cfg, record.dollars,
                                                            ipeds, states)
     awards = None if ipeds is None else ipeds.awards
-    return (EarningsPublication(tables, pseoe, pseoh, cells, states, awards), read_entries,
+    measured_tables = [table for table in tables if table.measured]
+    del tables   # the derived levels are in pseoe_all and pseoh_all now
+    return (EarningsPublication(measured_tables, pseoe, pseoh, cells, states, awards), read_entries,
             derived_entries, checks, recasts)
 
 
@@ -160,7 +162,7 @@ def _post_processing(store_path: Path, plan: ReleasePlan, cfg: ReleaseConfig,
         publish_earnings(reading, record)
     earnings_files = write_earnings_files(staging, cfg, earnings, identity.release_id, apart)
     earnings_accuracy = beside(release_accuracy, cfg,   # while the flows are made
-                               [table for table in earnings.tables if table.measured])
+                               earnings.measured_tables)
     published = earnings.published()
     del earnings   # written: its histograms and pseoh_all are not kept (EarningsPublication)
     flows, flows_read, flows_derived, flows_recasts = publish_flows(reading, reference)

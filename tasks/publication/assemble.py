@@ -224,13 +224,14 @@ def write_release_notes(public: Path, notes: str, release_id: str) -> None:
 
 @dataclass(frozen=True)
 class EarningsPublication:
-    """What the earnings product publishes: its noisy histograms (every level, years after
-    and cohort), pseoe_all, pseoh_all, the per-cell summary (suppression) and the IPEDS
-    completions its IPEDS counts are computed from (None: a release of an earlier version).
-    Once its files are written a release keeps `published()` of it (a 10m national
-    release's pseoh_all: 598 MB; its histograms of every level: 888 MB in a process holding
-    only them and the imports)."""
-    tables: list[NoisyHistograms]
+    """What the earnings product publishes: its measured noisy histograms (the derived
+    levels are summed into pseoe_all and pseoh_all: a 10m national release's histograms
+    of every level are 888 MB in a process holding only them and the imports), pseoe_all,
+    pseoh_all, the per-cell summary (suppression) and the IPEDS completions its IPEDS
+    counts are computed from (None: a release of an earlier version). Once its files are
+    written a release keeps `published()` of it (a 10m national release's pseoh_all:
+    598 MB)."""
+    measured_tables: list[NoisyHistograms]
     pseoe: pd.DataFrame
     pseoh: pd.DataFrame
     cells: pd.DataFrame
@@ -240,7 +241,7 @@ class EarningsPublication:
     def published(self) -> PublishedEarnings:
         return PublishedEarnings(self.pseoe, kept_cell_summary(self.cells),
                                  self.institution_states,
-                                 sum(t.counts.size for t in self.tables if t.measured),
+                                 sum(t.counts.size for t in self.measured_tables),
                                  self.ipeds_awards)
 
 
