@@ -270,7 +270,8 @@ FLOWS_STEPS = ("load reference inputs", "measure employment flows",
 # so the earnings path carries that too.
 EARNINGS_PATH_STEPS = ("validate and count the inputs", "measure earnings histograms",
                        "read the earnings measurements from the store",
-                       "derive earnings histograms", "build public earnings tables")
+                       "derive earnings histograms", "build public earnings histograms",
+                       "build public earnings tables")
 
 
 def add_marginals(rows: dict[str, dict]) -> None:

@@ -24,7 +24,9 @@ from pseo_das.tasks.audit.mlflow_run import (AuditRun, cell_statistics_parameter
                                              release_parameters, rerun_tags, seed_parameters)
 from pseo_das.tasks.audit.store_witness import (HEAD_PARAMS, PUBLISHED_TAG, close_abandoned_runs,
                                                 witness_problems)
-from pseo_das.tasks.earnings.earnings_tables import build_publication_tables, institution_states
+from pseo_das.tasks.earnings.earnings_tables import (build_histogram_table,
+                                                     build_publication_tables,
+                                                     institution_states)
 from pseo_das.tasks.earnings.cell_statistics import cell_statistics_summary
 from pseo_das.tasks.earnings.noisy_histograms import derive_earnings
 from pseo_das.tasks.employment_flows.division_flows import FlowsRelease, build_flows_tables
@@ -108,11 +110,12 @@ def publish_earnings(reading: StoreReading, record: PublicationRecord
     with PrivacyStore.open(reading.store_path) as privacy_store:
         ipeds = ipeds_awards_from_record(privacy_store, record)
     states = institution_states(tables)
-    pseoe, pseoh, cells, checks = build_publication_tables(tables, reading.cfg, record.dollars,
-                                                           ipeds, states)
-    awards = None if ipeds is None else ipeds.awards
+    pseoh, cells = build_histogram_table(tables, reading.cfg, record.dollars)
     measured_tables = [table for table in tables if table.measured]
-    del tables   # the derived levels are in pseoe_all and pseoh_all now
+    del tables   # the derived levels are in pseoh_all and the per-cell summary now
+    pseoe, checks = build_publication_tables(pseoh, cells, reading.cfg, record.dollars, ipeds,
+                                             states)
+    awards = None if ipeds is None else ipeds.awards
     return (EarningsPublication(measured_tables, pseoe, pseoh, cells, states, awards), read_entries,
             derived_entries, checks, recasts)
 

@@ -334,7 +334,8 @@ def test_every_stage_is_its_own_named_task_run(releases):
             "keep measurements in the privacy store", "keep publication record",
             "read the earnings measurements from the store",
             "read the flows measurements from the store", "derive earnings histograms",
-            "build public earnings tables", "derive employment flows", "correct employment flows",
+            "build public earnings histograms", "build public earnings tables",
+            "derive employment flows", "correct employment flows",
             "build public flows tables", "write the earnings files", "write the flows files",
             "write release files",
             "record audit run"} <= names

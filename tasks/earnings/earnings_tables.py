@@ -171,12 +171,19 @@ def institution_states(tables: list[NoisyHistograms]) -> dict[str, str]:
     return dict(zip(pairs["institution"], pairs["inst_state"]))
 
 
+def histogram_publication(tables: list[NoisyHistograms], cfg: EarningsConfig,
+                          dollar_factor: float = 1.0) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(pseoh_all, per-cell summary): all that is made of the histograms themselves."""
+    cells = pd.concat([cell_years(t, cfg, dollar_factor) for t in tables], ignore_index=True)
+    return histogram_table(tables, cfg, cells), cells
+
+
 def publication_tables(tables: list[NoisyHistograms], cfg: EarningsConfig,
                        dollar_factor: float = 1.0
                        ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """(pseoe_all, pseoh_all, per-cell summary for the audit report)."""
-    cells = pd.concat([cell_years(t, cfg, dollar_factor) for t in tables], ignore_index=True)
-    return earnings_table(cells, cfg), histogram_table(tables, cfg, cells), cells
+    pseoh, cells = histogram_publication(tables, cfg, dollar_factor)
+    return earnings_table(cells, cfg), pseoh, cells
 
 
 # What the release reads of the per-cell summary once the earnings files are written: the
@@ -227,22 +234,40 @@ def recheck_percentiles(pseoe: pd.DataFrame, pseoh: pd.DataFrame, cfg: EarningsC
     return compared, mismatches
 
 
-@release_task("build public earnings tables")
-def build_publication_tables(tables: list[NoisyHistograms], cfg: ReleaseConfig,
-                             dollars: DollarYears | None, ipeds: IpedsCounts | None,
-                             states: dict[str, str]
-                             ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, list[dict]]:
-    """pseoe_all, pseoh_all, the per-cell summary, and the checks run on them; percentiles
-    in the dollars of `dollars.publication_year` (None: in the bins' dollars, as releases of
-    earlier versions published them); IPEDS counts from `ipeds` (None: not available, flag
-    3, as releases of earlier versions had none) and `states` (`institution_states` of
-    `tables`). Privacy cost: none."""
+def _dollar_factor(dollars: DollarYears | None) -> float:
+    """Percentiles in the dollars of `dollars.publication_year`; None: in the bins'
+    dollars, as releases of earlier versions published them."""
+    return float(dollars.factor) if dollars is not None else 1.0
+
+
+@release_task("build public earnings histograms")
+def build_histogram_table(tables: list[NoisyHistograms], cfg: ReleaseConfig,
+                          dollars: DollarYears | None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """pseoh_all, checked against its output schema, and the per-cell summary of `tables`
+    (every level): once they are made, the derived levels' histograms can go before
+    pseoe_all is built (a 10m national release's histograms of every level are 888 MB).
+    Privacy cost: none."""
     started = time.perf_counter()
-    factor = float(dollars.factor) if dollars is not None else 1.0
-    pseoe, pseoh, cells = publication_tables(tables, cfg.earnings, factor)
+    pseoh, cells = histogram_publication(tables, cfg.earnings, _dollar_factor(dollars))
+    check_histogram_table(pseoh)
+    progress(f"public histograms: pseoh_all {len(pseoh):,} rows "
+             f"({time.perf_counter() - started:.1f} s)")
+    return pseoh, cells
+
+
+@release_task("build public earnings tables")
+def build_publication_tables(pseoh: pd.DataFrame, cells: pd.DataFrame, cfg: ReleaseConfig,
+                             dollars: DollarYears | None, ipeds: IpedsCounts | None,
+                             states: dict[str, str]) -> tuple[pd.DataFrame, list[dict]]:
+    """pseoe_all of the per-cell summary `cells`, and the checks run on it and `pseoh`
+    (`build_histogram_table`); percentiles in the dollars of `dollars` (`_dollar_factor`);
+    IPEDS counts from `ipeds` (None: not available, flag 3, as releases of earlier versions
+    had none) and `states` (`institution_states` of the histograms). Privacy cost: none."""
+    started = time.perf_counter()
+    factor = _dollar_factor(dollars)
+    pseoe = earnings_table(cells, cfg.earnings)
     if ipeds is not None:
         pseoe = with_ipeds_counts(pseoe, cfg, ipeds, states)
-    check_histogram_table(pseoh)
     compared, mismatches = recheck_percentiles(pseoe, pseoh, cfg.earnings, factor)
     if mismatches:
         raise RuntimeError(f"{mismatches} published values differ from their recomputation "
@@ -255,4 +280,4 @@ def build_publication_tables(tables: list[NoisyHistograms], cfg: ReleaseConfig,
     progress(f"public tables: pseoe_all {len(pseoe):,} rows, pseoh_all {len(pseoh):,} rows, "
              f"{int((~cells['published']).sum()):,} of {len(cells):,} cell-years suppressed "
              f"({time.perf_counter() - started:.1f} s)")
-    return pseoe, pseoh, cells, checks
+    return pseoe, checks
