@@ -276,3 +276,28 @@ def test_the_kept_cell_summary_gives_the_documents_the_same_tables():
     assert len(suppression_summary(full)) > 4 and int(kept["published"].sum()) > 0
     for column in ["institution", "degree_level", "grad_cohort", "inst_level", "cip_level"]:
         assert kept[column].astype(str).tolist() == full[column].astype(str).tolist()
+
+
+def test_the_kept_earnings_table_writes_the_same_files(tmp_path):
+    """pseoe_all as a release keeps it once written (codes as categoricals, flags as int8)
+    gives the same state files, byte for byte, as the table it was written from."""
+    from pseo_das.tasks.publication.metadata_files import state_files
+    from pseo_das.tasks.publication.release_files import write_code_table
+    table = institution_table()
+    tables = [table] + [derive_histograms(table, inst, cip, by_cohort=by)[0]
+                        for inst, cip, by in [("I", "2", True), ("S", "4", True),
+                                              ("I", "4", False)]]
+    pseoe, _, _ = publication_tables(tables, CFG.earnings)
+    kept = earnings_tables.kept_earnings_table(pseoe)
+    assert isinstance(kept["cipcode"].dtype, pd.CategoricalDtype)
+    assert kept["status_y1_earnings"].dtype == np.int8
+    assert kept["status_y1_earnings"].tolist() == pseoe["status_y1_earnings"].tolist()
+    states = {"00000100": "08", "00000200": "08", "00000300": "48"}
+    written = {}
+    for name, frame in [("as built", pseoe), ("kept", kept)]:
+        files = state_files(frame, states, "pseoe")
+        assert list(files) == ["pseoe_co.csv", "pseoe_tx.csv"]
+        for file_name, rows in files.items():
+            write_code_table(rows, tmp_path / f"{name}-{file_name}")
+        written[name] = [(tmp_path / f"{name}-{f}").read_bytes() for f in files]
+    assert written["kept"] == written["as built"]

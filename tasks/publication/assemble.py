@@ -33,7 +33,7 @@ from pseo_das.tasks.study.flows_release_accuracy import grads_consistency
 from pseo_das.tasks.employment_flows.division_flows import (FLOWS_STATE_FILE, FlowsRelease,
                                                             PublishedFlowsChecks)
 from pseo_das.tasks.privacy.ledger import MEASURING_MECHANISMS, PrivacyLedger
-from pseo_das.tasks.earnings.earnings_tables import kept_cell_summary
+from pseo_das.tasks.earnings.earnings_tables import kept_cell_summary, kept_earnings_table
 from pseo_das.tasks.earnings.noisy_histograms import NoisyHistograms
 from pseo_das.tasks.measurements.publication_record import PublicationRecord, ReleaseIdentity
 from pseo_das.tasks.measurements.release_plan import (ReleasePlan, lifetime_budget_file,
@@ -239,7 +239,7 @@ class EarningsPublication:
     ipeds_awards: pd.DataFrame | None = None   # of the IPEDS counts (the partners' coverage)
 
     def published(self) -> PublishedEarnings:
-        return PublishedEarnings(self.pseoe, kept_cell_summary(self.cells),
+        return PublishedEarnings(kept_earnings_table(self.pseoe), kept_cell_summary(self.cells),
                                  self.institution_states,
                                  sum(t.counts.size for t in self.measured_tables),
                                  self.ipeds_awards)
