@@ -14,11 +14,19 @@ from pseo_das.tasks.earnings.noisy_histograms import NoisyHistograms, derive_his
 from pseo_das.tasks.privacy.geometric import measure_with_geometric_noise
 from pseo_das.tasks.privacy.statement import geometric_statement
 from pseo_das.tasks.earnings import earnings_tables
-from pseo_das.tasks.earnings.earnings_tables import STATUS_NOT_AVAILABLE, STATUS_OK, STATUS_SUPPRESSED, publication_tables
+from pseo_das.tasks.earnings.earnings_tables import (STATUS_NOT_AVAILABLE, STATUS_OK,
+                                                     STATUS_SUPPRESSED, earnings_table,
+                                                     histogram_publication)
 from test_ingest import valid_graduates, valid_outcomes, write
 
 CFG = load_config()
 SEED = bytes(32)
+
+
+def publication_tables(tables, cfg):
+    """(pseoe_all, pseoh_all, per-cell summary) of `tables`, as a release builds them."""
+    pseoh, cells = histogram_publication(tables, cfg)
+    return earnings_table(cells, cfg), pseoh, cells
 
 
 def test_cip_codes_at_each_level():

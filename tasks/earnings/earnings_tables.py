@@ -178,14 +178,6 @@ def histogram_publication(tables: list[NoisyHistograms], cfg: EarningsConfig,
     return histogram_table(tables, cfg, cells), cells
 
 
-def publication_tables(tables: list[NoisyHistograms], cfg: EarningsConfig,
-                       dollar_factor: float = 1.0
-                       ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """(pseoe_all, pseoh_all, per-cell summary for the audit report)."""
-    pseoh, cells = histogram_publication(tables, cfg, dollar_factor)
-    return earnings_table(cells, cfg), pseoh, cells
-
-
 # What the release reads of the per-cell summary once the earnings files are written: the
 # documents' variance and suppression tables, the flows' consistency with grads_earn, the
 # review request and the audit run's metrics. A 10m national summary: 426 MB -> 99 MB.
