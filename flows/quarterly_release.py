@@ -112,11 +112,7 @@ def publish_earnings(reading: StoreReading, record: PublicationRecord
     states = institution_states(tables)
     pseoh, cells = build_histogram_table(tables, reading.cfg, record.dollars)
     measured_tables = [table for table in tables if table.measured]
-    # the derived levels are in pseoh_all and the per-cell summary now. The lists are emptied,
-    # not only dropped: Prefect may hold a task's result for minutes after it returns (a 10m
-    # national release held every level's histograms while building pseoe_all)
-    tables.clear()
-    measured.clear()
+    del tables   # the derived levels are in pseoh_all and the per-cell summary now
     pseoe, checks = build_publication_tables(pseoh, cells, reading.cfg, record.dollars, ipeds,
                                              states)
     awards = None if ipeds is None else ipeds.awards
