@@ -185,23 +185,25 @@ KEPT_CELL_COLUMNS = ["agg_level_pseo", "inst_level", "institution", "degree_leve
                      "cip_level", "grad_cohort", "years_after", "noise_terms", "published"]
 
 
+def text_as_categories(frame: pd.DataFrame) -> pd.DataFrame:
+    """`frame` with its text columns as categoricals of that text (sorted: grouped, compared
+    and written as the text was); `categories_as_text` undoes it."""
+    return frame.astype({name: "category" for name in frame.columns
+                         if pd.api.types.is_string_dtype(frame[name])})
+
+
 def kept_cell_summary(cells: pd.DataFrame) -> pd.DataFrame:
-    """The per-cell summary's KEPT_CELL_COLUMNS, its codes as categoricals (sorted: grouped
-    and compared as the text was)."""
-    kept = cells[KEPT_CELL_COLUMNS]
-    return kept.astype({name: "category" for name in kept.columns
-                        if pd.api.types.is_string_dtype(kept[name])})
+    """The per-cell summary's KEPT_CELL_COLUMNS, its codes as categoricals."""
+    return text_as_categories(cells[KEPT_CELL_COLUMNS])
 
 
 def kept_earnings_table(pseoe: pd.DataFrame) -> pd.DataFrame:
     """pseoe_all as a release keeps it once its file is written (for the state files, the
-    folder files, the consistency table and the explorer): its codes as sorted categoricals
-    and its flags as int8, the same text in every file made of it (a 10m national table:
+    folder files, the consistency table and the explorer): its codes as categoricals and
+    its flags as int8, the same text in every file made of it (a 10m national table:
     442 -> 232 MB)."""
-    return pseoe.astype({name: "category" if pd.api.types.is_string_dtype(pseoe[name])
-                         else np.int8 for name in pseoe.columns
-                         if pd.api.types.is_string_dtype(pseoe[name])
-                         or name.startswith("status_")})
+    return text_as_categories(pseoe).astype({name: np.int8 for name in pseoe.columns
+                                             if name.startswith("status_")})
 
 
 def with_ipeds_counts(pseoe: pd.DataFrame, cfg: ReleaseConfig, ipeds: IpedsCounts,
@@ -247,9 +249,9 @@ def _dollar_factor(dollars: DollarYears | None) -> float:
 def build_histogram_table(tables: list[NoisyHistograms], cfg: ReleaseConfig,
                           dollars: DollarYears | None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """pseoh_all, checked against its output schema, and the per-cell summary of `tables`
-    (every level): once they are made, the derived levels' histograms can go before
-    pseoe_all is built (a 10m national release's histograms of every level are 888 MB).
-    Privacy cost: none."""
+    (every level), before pseoe_all is built, so that the release can keep only the
+    measured histograms from then on (a 10m national release's histograms of every level
+    are 888 MB). Privacy cost: none."""
     started = time.perf_counter()
     pseoh, cells = histogram_publication(tables, cfg.earnings, _dollar_factor(dollars))
     check_histogram_table(pseoh)
