@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pseo_das.errors import is_withheld, withhold
+from pseo_das.process_memory import release_unused_memory
 
 
 class DeferredTask:
@@ -72,6 +73,18 @@ def withholding_records(fn: Callable) -> Callable:
         run.__signature__ = inspect.signature(fn, eval_str=True)  # type: ignore[attr-defined]
     except NameError:     # a type imported for type checkers only: left as text
         run.__signature__ = inspect.signature(fn)  # type: ignore[attr-defined]
+    return run
+
+
+def giving_back_memory_first(fn: Callable) -> Callable:
+    """`fn`, run once the process has given back the memory that the steps before it freed
+    (`release_unused_memory`): glibc keeps freed heap pages in the RSS, and the next step's
+    large arrays are mapped apart from them. At the start of "build public earnings tables"
+    of a 10m national release: 2,470 -> 1,987 MB."""
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        release_unused_memory()
+        return fn(*args, **kwargs)
     return run
 
 
@@ -156,8 +169,8 @@ def _deferred_task(**options) -> Callable[[Callable], DeferredTask]:
             from prefect import task
             from prefect.cache_policies import NO_CACHE
             hide_tracebacks_of()
-            return task(withholding_records(fn), cache_policy=NO_CACHE, persist_result=False,
-                        **options)
+            return task(withholding_records(giving_back_memory_first(fn)), cache_policy=NO_CACHE,
+                        persist_result=False, **options)
         return DeferredTask(fn, make)
     return deferred
 

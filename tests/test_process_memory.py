@@ -62,7 +62,8 @@ def test_the_environment_decides_when_it_sets_the_limit(monkeypatch):
 
 # 300 MB of 1 KB blocks from glibc's heap (bytearray: malloc), all freed but the last, which
 # keeps the heap's top in place; RSS (MB) before and after `release_unused_memory`, or after
-# nothing (the control: glibc keeps the freed pages)
+# nothing (the control: glibc keeps the freed pages), or at the start of a release task's
+# function (its Prefect task's `fn`: the wrappers a release task adds, without a flow run)
 FREED = """
 import sys
 import pyarrow   # imported before the first reading, as a release has it
@@ -75,7 +76,11 @@ del blocks
 before = rss()
 if sys.argv[1] == "release":
     release_unused_memory()
-print(before, rss())
+if sys.argv[1] == "task":
+    from pseo_das.tasks import release_task
+    print(before, release_task("probe")(rss).prefect_task.fn())
+else:
+    print(before, rss())
 """
 
 
@@ -92,3 +97,8 @@ def test_freed_heap_memory_goes_back_to_the_system_when_released():
     assert before - after > 200              # of the 300 MB freed
     before, after = rss_around("keep")
     assert before - after < 50               # the control: glibc keeps it by itself
+
+
+def test_a_release_task_starts_once_the_freed_memory_is_given_back():
+    before, at_start = rss_around("task")
+    assert before - at_start > 200
