@@ -145,7 +145,9 @@ def test_suppression_exactly_where_noisy_count_is_below_30():
     # The histograms file holds exactly the published cell-years, 21 bins each.
     assert len(pseoh) == 3 * 21 and set(pseoh["years_after"]) == {1}
     assert int(cells["published"].sum()) == 3
-
+    # a cell twice for one years after is refused (it has one row of pseoe_all)
+    with pytest.raises(ValueError, match="a cell twice for 1 years after"):
+        earnings_table(pd.concat([cells, cells.iloc[[0]]], ignore_index=True), CFG.earnings)
 
 
 def histogram_rows(cells, counts, cfg):
@@ -308,4 +310,31 @@ def test_the_kept_earnings_table_writes_the_same_files(tmp_path):
         for file_name, rows in files.items():
             write_code_table(rows, tmp_path / f"{name}-{file_name}")
         written[name] = [(tmp_path / f"{name}-{f}").read_bytes() for f in files]
+    assert written["kept"] == written["as built"]
+
+
+def test_the_kept_histogram_table_writes_the_same_files(tmp_path):
+    """pseoh_all as a release holds it until written (each integer column in its smallest
+    integer type) gives the same national file, Parquet copy and explorer histograms, byte
+    for byte, as the table it was made from."""
+    from pseo_das.schemas.distribution import TableFormat
+    from pseo_das.tasks.publication.assemble import write_pseoh
+    table = institution_table()
+    table = NoisyHistograms(table.tabulation_id, "I", "4", 1, table.cells,
+                            table.counts * 1000, table.measured_from)   # counts beyond int8
+    tables = [table] + [derive_histograms(table, inst, cip, by_cohort=by)[0]
+                        for inst, cip, by in [("I", "2", True), ("S", "4", True)]]
+    _, pseoh, _ = publication_tables(tables, CFG.earnings)
+    kept = earnings_tables.kept_histogram_table(pseoh)
+    assert kept["bin"].dtype == np.int8 and kept["noisy_count"].dtype == np.int32
+    assert kept["noisy_count"].tolist() == pseoh["noisy_count"].tolist()
+    written = {}
+    for name, frame in [("as built", pseoh), ("kept", kept)]:
+        public = tmp_path / name
+        (public / "all").mkdir(parents=True)
+        _, histograms = write_pseoh(frame, public, TableFormat.CSV_GZ, parquet=True)
+        files = sorted(p for p in public.rglob("*") if p.is_file())
+        written[name] = ([(p.relative_to(public), p.read_bytes()) for p in files],
+                         {unit: histograms[unit] for unit in ["00000100", "00000200", "08"]})
+    assert len(written["kept"][0]) == 2     # pseoh_all.csv.gz and its Parquet copy
     assert written["kept"] == written["as built"]
