@@ -26,7 +26,7 @@ from pseo_das.tasks.audit.store_witness import (HEAD_PARAMS, PUBLISHED_TAG, clos
                                                 witness_problems)
 from pseo_das.tasks.earnings.earnings_tables import (build_histogram_table,
                                                      build_publication_tables,
-                                                     institution_states)
+                                                     institution_states, kept_cell_summary)
 from pseo_das.tasks.earnings.cell_statistics import cell_statistics_summary
 from pseo_das.tasks.earnings.noisy_histograms import derive_earnings
 from pseo_das.tasks.employment_flows.division_flows import FlowsRelease, build_flows_tables
@@ -116,7 +116,8 @@ def publish_earnings(reading: StoreReading, record: PublicationRecord
     pseoe, checks = build_publication_tables(pseoh, cells, reading.cfg, record.dollars, ipeds,
                                              states)
     awards = None if ipeds is None else ipeds.awards
-    return (EarningsPublication(measured_tables, pseoe, pseoh, cells, states, awards), read_entries,
+    return (EarningsPublication(measured_tables, pseoe, pseoh, kept_cell_summary(cells), states,
+                                awards), read_entries,
             derived_entries, checks, recasts)
 
 

@@ -145,6 +145,9 @@ def test_suppression_exactly_where_noisy_count_is_below_30():
     # The histograms file holds exactly the published cell-years, 21 bins each.
     assert len(pseoh) == 3 * 21 and set(pseoh["years_after"]) == {1}
     assert int(cells["published"].sum()) == 3
+    # the summary as a release passes it (codes as categoricals) gives the same table
+    pd.testing.assert_frame_equal(
+        earnings_table(earnings_tables.text_as_categories(cells), CFG.earnings), pseoe)
     # a cell twice for one years after is refused (it has one row of pseoe_all)
     with pytest.raises(ValueError, match="a cell twice for 1 years after"):
         earnings_table(pd.concat([cells, cells.iloc[[0]]], ignore_index=True), CFG.earnings)

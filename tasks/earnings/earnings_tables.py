@@ -102,8 +102,9 @@ def earnings_table(cells: pd.DataFrame, cfg: EarningsConfig) -> pd.DataFrame:
         columns[f"status_y{k}_grads_earn"] = status
         columns[f"y{k}_ipeds_count"] = pd.array(np.full(len(out), np.nan), dtype="Int64")
         columns[f"status_y{k}_ipeds_count"] = np.full(len(out), IPEDS_NOT_AVAILABLE)
-    frame = pd.concat([_with_national_all_industries(out), pd.DataFrame(columns)], axis=1)
-    return frame[list(layout(PRODUCT).columns)]
+    identifiers = _with_national_all_industries(out)
+    columns |= {name: identifiers[name].array for name in identifiers.columns}
+    return pd.DataFrame({name: columns[name] for name in layout(PRODUCT).columns}, copy=False)
 
 
 def _cell_rows(cells: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
@@ -116,7 +117,7 @@ def _cell_rows(cells: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
                     .assign(_cell=np.arange(len(first))), [])
     row_of_cell = np.empty(len(first), dtype=np.intp)
     row_of_cell[ordered.pop("_cell").to_numpy()] = np.arange(len(first))
-    return ordered, row_of_cell[cell]
+    return categories_as_text(ordered), row_of_cell[cell]
 
 
 def histogram_table(tables: list[NoisyHistograms], cfg: EarningsConfig,
@@ -278,8 +279,9 @@ def _dollar_factor(dollars: DollarYears | None) -> float:
 @release_task("build public earnings histograms")
 def build_histogram_table(tables: list[NoisyHistograms], cfg: ReleaseConfig,
                           dollars: DollarYears | None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """pseoh_all, checked against its output schema, and the per-cell summary of `tables`
-    (every level), before pseoe_all is built, so that the release can keep only the
+    """pseoh_all, checked against its output schema (then `kept_histogram_table`), and the
+    per-cell summary of `tables` (every level; codes as categoricals: 406 -> 225 MB at 10m
+    national), before pseoe_all is built, so that the release can keep only the
     measured histograms from then on (a 10m national release's histograms of every level
     are 888 MB). Privacy cost: none."""
     started = time.perf_counter()
@@ -288,7 +290,7 @@ def build_histogram_table(tables: list[NoisyHistograms], cfg: ReleaseConfig,
     pseoh = kept_histogram_table(pseoh)
     progress(f"public histograms: pseoh_all {len(pseoh):,} rows "
              f"({time.perf_counter() - started:.1f} s)")
-    return pseoh, cells
+    return pseoh, text_as_categories(cells)
 
 
 @release_task("build public earnings tables")

@@ -33,7 +33,7 @@ from pseo_das.tasks.study.flows_release_accuracy import grads_consistency
 from pseo_das.tasks.employment_flows.division_flows import (FLOWS_STATE_FILE, FlowsRelease,
                                                             PublishedFlowsChecks)
 from pseo_das.tasks.privacy.ledger import MEASURING_MECHANISMS, PrivacyLedger
-from pseo_das.tasks.earnings.earnings_tables import kept_cell_summary, kept_earnings_table
+from pseo_das.tasks.earnings.earnings_tables import kept_earnings_table
 from pseo_das.tasks.earnings.noisy_histograms import NoisyHistograms
 from pseo_das.tasks.measurements.publication_record import PublicationRecord, ReleaseIdentity
 from pseo_das.tasks.measurements.release_plan import (ReleasePlan, lifetime_budget_file,
@@ -227,10 +227,10 @@ class EarningsPublication:
     """What the earnings product publishes: its measured noisy histograms (the derived
     levels are summed into pseoe_all and pseoh_all: a 10m national release's histograms
     of every level are 888 MB in a process holding only them and the imports), pseoe_all,
-    pseoh_all, the per-cell summary (suppression) and the IPEDS completions its IPEDS
-    counts are computed from (None: a release of an earlier version). Once its files are
-    written a release keeps `published()` of it (a 10m national release's pseoh_all:
-    598 MB)."""
+    pseoh_all, the per-cell summary's kept columns (`kept_cell_summary`: suppression) and
+    the IPEDS completions its IPEDS counts are computed from (None: a release of an earlier
+    version). Once its files are written a release keeps `published()` of it (a 10m
+    national release's pseoh_all: 218 MB)."""
     measured_tables: list[NoisyHistograms]
     pseoe: pd.DataFrame
     pseoh: pd.DataFrame
@@ -239,7 +239,7 @@ class EarningsPublication:
     ipeds_awards: pd.DataFrame | None = None   # of the IPEDS counts (the partners' coverage)
 
     def published(self) -> PublishedEarnings:
-        return PublishedEarnings(kept_earnings_table(self.pseoe), kept_cell_summary(self.cells),
+        return PublishedEarnings(kept_earnings_table(self.pseoe), self.cells,
                                  self.institution_states,
                                  sum(t.counts.size for t in self.measured_tables),
                                  self.ipeds_awards)
