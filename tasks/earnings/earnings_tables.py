@@ -124,20 +124,28 @@ def histogram_table(tables: list[NoisyHistograms], cfg: EarningsConfig,
                     cells: pd.DataFrame) -> pd.DataFrame:
     """pseoh_all.csv: noisy histograms in long form, for the cells whose values are
     published; the official identifiers, then years_after, bin, its bounds and the noisy
-    count. `cells` holds one row per histogram of `tables`, in the same order. The text
-    codes are categories of the same text: a national table is millions of rows (8.8
-    million at 10 million outcome rows), each cell's codes repeated once per bin."""
+    count. `cells` holds one row per histogram of `tables`, in the same order. A national
+    table is millions of rows (8.8 million at 10 million outcome rows), each cell's codes
+    repeated once per bin: the text codes are categories of the same text, each integer
+    column in the smallest integer type that holds its values (`_smallest_integers`: 570 ->
+    218 MB at 10m national); its files are the same (their writers give each column its
+    published type, as `check_histogram_table` checks it)."""
     n_bins = cfg.n_bins
     published = cells.loc[cells["published"].to_numpy(), CELL_KEYS + ["years_after"]]
     ordered = _sort(published.assign(_row=published.index), ["years_after"])  # sort cells, not rows
     rows = ordered.pop("_row").to_numpy()
     ordered = _with_national_all_industries(ordered)[IDENTIFIERS + ["years_after"]]
     long = pd.DataFrame({name: _each_repeated(ordered[name], n_bins) for name in ordered.columns})
-    long["bin"] = np.tile(np.arange(1, n_bins + 1), len(rows))
-    long["bin_lower"] = np.tile(np.array(cfg.bin_edges), len(rows))
-    long["bin_upper"] = np.tile(np.array(cfg.bin_upper), len(rows))
-    long["noisy_count"] = _histograms_at(tables, rows, n_bins).reshape(-1)
+    long["bin"] = np.tile(_smallest_integers(np.arange(1, n_bins + 1)), len(rows))
+    long["bin_lower"] = np.tile(_smallest_integers(np.array(cfg.bin_edges)), len(rows))
+    long["bin_upper"] = np.tile(_smallest_integers(np.array(cfg.bin_upper)), len(rows))
+    long["noisy_count"] = _smallest_integers(_histograms_at(tables, rows, n_bins).reshape(-1))
     return long
+
+
+def _smallest_integers(values: np.ndarray) -> np.ndarray:
+    """Integer `values` in the smallest integer type that holds them."""
+    return pd.to_numeric(values, downcast="integer")
 
 
 def _histograms_at(tables: list[NoisyHistograms], rows: np.ndarray, n_bins: int) -> np.ndarray:
@@ -157,7 +165,10 @@ def _histograms_at(tables: list[NoisyHistograms], rows: np.ndarray, n_bins: int)
 
 
 def _each_repeated(column: pd.Series, times: int) -> pd.Categorical | np.ndarray:
-    """Each value of `column` `times` times in a row; text as categories of that text."""
+    """Each value of `column` `times` times in a row; text as categories of that text,
+    integers in their smallest type."""
+    if pd.api.types.is_integer_dtype(column):
+        return np.repeat(_smallest_integers(column.to_numpy()), times)
     if not pd.api.types.is_string_dtype(column):
         return np.repeat(column.to_numpy(), times)
     coded = column.astype("category")
@@ -176,13 +187,14 @@ SCHEMA_BLOCK_ROWS = 1 << 20
 
 def check_histogram_table(pseoh: pd.DataFrame) -> None:
     """pseoh_all's output schema on every row, SCHEMA_BLOCK_ROWS rows at a time with their
-    codes as text: the schema's checks are row by row, so its verdict is that on the whole
-    table, without a text copy of the whole table's codes (pandera.errors.SchemaErrors
-    names the failing rows by their index in `pseoh`)."""
+    codes as text and their integers as int64, as the file holds them: the schema's checks
+    are row by row, so its verdict is that on the whole table, without a copy of the whole
+    table (pandera.errors.SchemaErrors names the failing rows by their index in `pseoh`)."""
     schema = pseoh_schema()
     for start in range(0, max(len(pseoh), 1), SCHEMA_BLOCK_ROWS):
-        block = pseoh.iloc[start:start + SCHEMA_BLOCK_ROWS]
-        schema.validate(categories_as_text(block), lazy=True)
+        block = categories_as_text(pseoh.iloc[start:start + SCHEMA_BLOCK_ROWS])
+        schema.validate(block.astype({name: np.int64 for name, dtype in block.dtypes.items()
+                                      if pd.api.types.is_integer_dtype(dtype)}), lazy=True)
 
 
 def institution_states(tables: list[NoisyHistograms]) -> dict[str, str]:
@@ -216,16 +228,6 @@ def text_as_categories(frame: pd.DataFrame) -> pd.DataFrame:
 def kept_cell_summary(cells: pd.DataFrame) -> pd.DataFrame:
     """The per-cell summary's KEPT_CELL_COLUMNS, its codes as categoricals."""
     return text_as_categories(cells[KEPT_CELL_COLUMNS])
-
-
-def kept_histogram_table(pseoh: pd.DataFrame) -> pd.DataFrame:
-    """pseoh_all as a release holds it once checked, until its file is written: each integer
-    column in the smallest integer type that holds its values (a 10m national table of 8.8
-    million rows: 570 -> 218 MB). Its files are the same: their writers give each column
-    its published type."""
-    return pseoh.assign(**{name: pd.to_numeric(pseoh[name], downcast="integer")
-                           for name, dtype in pseoh.dtypes.items()
-                           if pd.api.types.is_integer_dtype(dtype)})
 
 
 def kept_earnings_table(pseoe: pd.DataFrame) -> pd.DataFrame:
@@ -279,15 +281,13 @@ def _dollar_factor(dollars: DollarYears | None) -> float:
 @release_task("build public earnings histograms")
 def build_histogram_table(tables: list[NoisyHistograms], cfg: ReleaseConfig,
                           dollars: DollarYears | None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """pseoh_all, checked against its output schema (then `kept_histogram_table`), and the
-    per-cell summary of `tables` (every level; codes as categoricals: 406 -> 225 MB at 10m
-    national), before pseoe_all is built, so that the release can keep only the
-    measured histograms from then on (a 10m national release's histograms of every level
-    are 888 MB). Privacy cost: none."""
+    """pseoh_all, checked against its output schema, and the per-cell summary of `tables`
+    (every level; codes as categoricals: 406 -> 225 MB at 10m national), before pseoe_all
+    is built, so that the release can keep only the measured histograms from then on (a
+    10m national release's histograms of every level are 888 MB). Privacy cost: none."""
     started = time.perf_counter()
     pseoh, cells = histogram_publication(tables, cfg.earnings, _dollar_factor(dollars))
     check_histogram_table(pseoh)
-    pseoh = kept_histogram_table(pseoh)
     progress(f"public histograms: pseoh_all {len(pseoh):,} rows "
              f"({time.perf_counter() - started:.1f} s)")
     return pseoh, text_as_categories(cells)
