@@ -82,6 +82,7 @@ def earnings_table(cells: pd.DataFrame, cfg: EarningsConfig) -> pd.DataFrame:
     out, row_of = _cell_rows(cells)
     restricted = out.pop("restricted").to_numpy(dtype=bool)
     years_after = cells["years_after"].to_numpy()
+    published_cells = cells["published"].to_numpy(dtype=bool)
     columns = {}
     for k in YEARS_AFTER:
         mine = np.flatnonzero(years_after == k)
@@ -91,10 +92,10 @@ def earnings_table(cells: pd.DataFrame, cfg: EarningsConfig) -> pd.DataFrame:
         present = np.zeros(len(out), dtype=bool)
         present[at] = True
         published = np.zeros(len(out), dtype=bool)
-        published[at] = cells["published"].to_numpy(dtype=bool)[mine]
+        published[at] = published_cells[mine]
         for name in value_names:
             column = np.full(len(out), np.nan)
-            column[at] = cells[name].to_numpy(dtype=np.float64)[mine]
+            column[at] = cells[name].to_numpy()[mine]     # only this years after's rows
             columns[f"y{k}_{name}"] = pd.array(np.where(published, column, np.nan), dtype="Int64")
         status = np.select([published, present | restricted],
                            [STATUS_OK, STATUS_SUPPRESSED], STATUS_NOT_AVAILABLE)
