@@ -26,7 +26,7 @@ SEED = bytes(32)
 def publication_tables(tables, cfg):
     """(pseoe_all, pseoh_all, per-cell summary) of `tables`, as a release builds them."""
     pseoh, cells = histogram_publication(tables, cfg)
-    return earnings_table(cells, cfg), pseoh, cells
+    return earnings_table(cells, cfg), pseoh.frame(), cells
 
 
 def test_cip_codes_at_each_level():
@@ -321,7 +321,8 @@ def test_the_kept_earnings_table_writes_the_same_files(tmp_path):
 def test_pseoh_all_in_its_smallest_integers_writes_the_same_files(tmp_path):
     """pseoh_all as a release holds it (each integer column in its smallest integer type)
     gives the same national file, Parquet copy and explorer histograms, byte for byte, as
-    the same table in int64."""
+    the same table in int64, and as the same table written in other blocks of rows."""
+    from dataclasses import replace
     from pseo_das.schemas.distribution import TableFormat
     from pseo_das.tasks.publication.assemble import write_pseoh
     table = institution_table()
@@ -329,17 +330,50 @@ def test_pseoh_all_in_its_smallest_integers_writes_the_same_files(tmp_path):
                             table.counts * 1000, table.measured_from)   # counts beyond int8
     tables = [table] + [derive_histograms(table, inst, cip, by_cohort=by)[0]
                         for inst, cip, by in [("I", "2", True), ("S", "4", True)]]
-    _, pseoh, _ = publication_tables(tables, CFG.earnings)
-    assert pseoh["bin"].dtype == np.int8 and pseoh["noisy_count"].dtype == np.int32
-    as_int64 = pseoh.astype({name: np.int64 for name, dtype in pseoh.dtypes.items()
-                             if pd.api.types.is_integer_dtype(dtype)})
+    pseoh, cells = histogram_publication(tables, CFG.earnings)
+    rows = pseoh.frame()
+    assert rows["bin"].dtype == np.int8 and rows["noisy_count"].dtype == np.int32
+    as_int64 = replace(pseoh, cells=pseoh.cells.astype(
+        {name: np.int64 for name, dtype in pseoh.cells.dtypes.items()
+         if pd.api.types.is_integer_dtype(dtype)}), counts=pseoh.counts.astype(np.int64),
+        bins=pseoh.bins.astype(np.int64))
+
+    class InSmallBlocks(type(pseoh)):
+        def blocks(self, rows=0):   # one histogram at a time
+            return super().blocks(1)
+
     written = {}
-    for name, frame in [("int64", as_int64), ("smallest", pseoh)]:
+    for name, histograms in [("int64", as_int64), ("smallest", pseoh),
+                             ("blocks", InSmallBlocks(pseoh.cells, pseoh.counts, pseoh.bins))]:
         public = tmp_path / name
         (public / "all").mkdir(parents=True)
-        _, histograms = write_pseoh(frame, public, TableFormat.CSV_GZ, parquet=True)
+        _, units = write_pseoh(histograms, public, TableFormat.CSV_GZ, parquet=True)
         files = sorted(p for p in public.rglob("*") if p.is_file())
         written[name] = ([(p.relative_to(public), p.read_bytes()) for p in files],
-                         {unit: histograms[unit] for unit in ["00000100", "00000200", "08"]})
+                         {unit: units[unit] for unit in ["00000100", "00000200", "08"]})
     assert len(written["smallest"][0]) == 2     # pseoh_all.csv.gz and its Parquet copy
-    assert written["smallest"] == written["int64"]
+    assert written["smallest"] == written["int64"] == written["blocks"]
+    assert len(pseoh) == len(rows) == int(cells["published"].sum()) * CFG.earnings.n_bins
+
+
+def test_explorer_histograms_of_the_histograms_are_those_of_the_table_rows():
+    """The explorer's histograms a release makes of pseoh_all's histograms (sorting
+    histograms) are those of its rows as read from the file (sorting rows): the same units,
+    cells, counts and order, for a table whose levels interleave the institutions."""
+    from pseo_das.schemas.pseo_layout import Product, layout
+    from pseo_das.tasks.publication.explorer_data import (HistogramUnits, _as_read,
+                                                          written_histograms)
+    table = institution_table()
+    table = NoisyHistograms(table.tabulation_id, "I", "4", 1, table.cells,
+                            table.counts + 40, table.measured_from)
+    tables = [table] + [derive_histograms(table, inst, cip, by_cohort=by)[0]
+                        for inst, cip, by in [("I", "2", True), ("S", "4", True),
+                                              ("I", "4", False)]]
+    pseoh, _ = histogram_publication(tables, CFG.earnings)
+    rows = _as_read(pseoh.frame(), list(layout(Product.PSEOE).identifiers))
+    by_rows = HistogramUnits(rows)
+    by_histograms = written_histograms(pseoh.cells, pseoh.counts, pseoh.bins)
+    assert [(unit, list(by_histograms[unit].items())) for unit in by_histograms] == \
+        [(unit, list(by_rows[unit].items())) for unit in by_rows]
+    assert by_histograms.bins == by_rows.bins and by_histograms.rows == by_rows.rows == len(pseoh)
+    assert len(by_rows["00000100"]) == 5   # 2 fields at cip 4 by and all cohorts, 1 at cip 2

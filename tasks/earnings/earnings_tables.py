@@ -10,6 +10,8 @@ Status flags follow the LEHD public-use convention:
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -121,27 +123,83 @@ def _cell_rows(cells: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
     return categories_as_text(ordered), row_of_cell[cell]
 
 
-def histogram_table(tables: list[NoisyHistograms], cfg: EarningsConfig,
-                    cells: pd.DataFrame) -> pd.DataFrame:
+SCHEMA_BLOCK_ROWS = 1 << 20
+
+
+@dataclass(frozen=True)
+class HistogramTable:
     """pseoh_all.csv: noisy histograms in long form, for the cells whose values are
     published; the official identifiers, then years_after, bin, its bounds and the noisy
-    count. `cells` holds one row per histogram of `tables`, in the same order. A national
-    table is millions of rows (8.8 million at 10 million outcome rows), each cell's codes
-    repeated once per bin: the text codes are categories of the same text, each integer
-    column in the smallest integer type that holds its values (`_smallest_integers`: 570 ->
-    218 MB at 10m national); its files are the same (their writers give each column its
-    published type, as `check_histogram_table` checks it)."""
+    count. Held as its histograms, one row each, and made a block of rows at a time as it
+    is read (`blocks`): a national table is tens of millions of rows, each cell's codes
+    repeated once per bin (35.9 million rows, 959 MB at 100 million outcome rows national,
+    against 33 MB of identifiers and 144 MB of counts held as histograms). `cells`: the
+    identifiers and years_after of each histogram, in the table's order, the text codes as
+    categories of the same text and each integer column in its smallest integer type;
+    `counts`: their noisy counts (histograms x bins); `bins`: one histogram's bin,
+    bin_lower and bin_upper. The files are the same as of the table in text and int64
+    (their writers give each column its published type, as `check_histogram_table`
+    checks it)."""
+    cells: pd.DataFrame
+    counts: np.ndarray
+    bins: pd.DataFrame
+
+    def __len__(self) -> int:
+        return self.counts.size
+
+    def blocks(self, rows: int = SCHEMA_BLOCK_ROWS) -> Iterator[pd.DataFrame]:
+        """The table's rows in whole histograms, about `rows` at a time (at least one
+        histogram; one empty block for an empty table), indexed by their row in the table."""
+        step = max(rows // len(self.bins), 1)
+        for start in range(0, max(len(self.cells), 1), step):
+            yield self._rows(start, min(start + step, len(self.cells)))
+
+    def _rows(self, first: int, end: int) -> pd.DataFrame:
+        n_bins = len(self.bins)
+        cells = self.cells.iloc[first:end]
+        rows = pd.DataFrame({name: _each_repeated(cells[name], n_bins) for name in cells.columns},
+                            index=pd.RangeIndex(first * n_bins, end * n_bins))
+        for name in self.bins.columns:
+            rows[name] = np.tile(self.bins[name].to_numpy(), end - first)
+        rows["noisy_count"] = self.counts[first:end].reshape(-1)
+        return rows
+
+    def frame(self) -> pd.DataFrame:
+        """The whole table as one frame (for a small one)."""
+        return pd.concat(list(self.blocks()))
+
+    @classmethod
+    def of_rows(cls, frame: pd.DataFrame, n_bins: int) -> "HistogramTable":
+        """The table of pseoh_all's rows `frame` (as read from the file: each histogram's
+        `n_bins` rows one after the other, in bin order)."""
+        if len(frame) % n_bins or not (frame["bin"].to_numpy().reshape(-1, n_bins)
+                                       == np.arange(1, n_bins + 1)).all():
+            raise ValueError("pseoh_all is not in blocks of bins 1..n per cell")
+        return cls(frame.iloc[::n_bins][IDENTIFIERS + ["years_after"]].reset_index(drop=True),
+                   frame["noisy_count"].to_numpy().reshape(-1, n_bins),
+                   frame.iloc[:n_bins][BIN_COLUMNS].reset_index(drop=True))
+
+
+BIN_COLUMNS = ["bin", "bin_lower", "bin_upper"]
+
+
+def histogram_table(tables: list[NoisyHistograms], cfg: EarningsConfig,
+                    cells: pd.DataFrame) -> HistogramTable:
+    """pseoh_all of `tables`, whose per-cell summary `cells` holds one row per histogram of
+    `tables`, in the same order: its published cell-years, sorted."""
     n_bins = cfg.n_bins
     published = cells.loc[cells["published"].to_numpy(), CELL_KEYS + ["years_after"]]
     ordered = _sort(published.assign(_row=published.index), ["years_after"])  # sort cells, not rows
     rows = ordered.pop("_row").to_numpy()
-    ordered = _with_national_all_industries(ordered)[IDENTIFIERS + ["years_after"]]
-    long = pd.DataFrame({name: _each_repeated(ordered[name], n_bins) for name in ordered.columns})
-    long["bin"] = np.tile(_smallest_integers(np.arange(1, n_bins + 1)), len(rows))
-    long["bin_lower"] = np.tile(_smallest_integers(np.array(cfg.bin_edges)), len(rows))
-    long["bin_upper"] = np.tile(_smallest_integers(np.array(cfg.bin_upper)), len(rows))
-    long["noisy_count"] = _smallest_integers(_histograms_at(tables, rows, n_bins).reshape(-1))
-    return long
+    ordered = text_as_categories(
+        _with_national_all_industries(ordered)[IDENTIFIERS + ["years_after"]])
+    ordered = ordered.astype({name: _smallest_integers(ordered[name].to_numpy()).dtype
+                              for name in ordered.columns
+                              if pd.api.types.is_integer_dtype(ordered[name])})
+    bins = pd.DataFrame({name: _smallest_integers(np.asarray(values)) for name, values in
+                         zip(BIN_COLUMNS, [np.arange(1, n_bins + 1), cfg.bin_edges,
+                                               cfg.bin_upper])})
+    return HistogramTable(ordered, _histograms_at(tables, rows, n_bins), bins)
 
 
 def _smallest_integers(values: np.ndarray) -> np.ndarray:
@@ -150,11 +208,14 @@ def _smallest_integers(values: np.ndarray) -> np.ndarray:
 
 
 def _histograms_at(tables: list[NoisyHistograms], rows: np.ndarray, n_bins: int) -> np.ndarray:
-    """The histograms at `rows` of the tables' histograms one after the other, taken from
-    each table in place (a national release's histograms of every level are 888 MB: not
-    copied into one array first)."""
-    out = np.empty((len(rows), n_bins),
-                   dtype=np.result_type(*(t.counts.dtype for t in tables)) if tables else np.int64)
+    """The histograms at `rows` of the tables' histograms one after the other, in the
+    smallest integer type that holds every count of the tables, taken from each table in
+    place (a national release's histograms of every level are 888 MB: not copied into one
+    array first)."""
+    counts = [t.counts for t in tables if t.counts.size]
+    extremes = np.array([min(c.min() for c in counts), max(c.max() for c in counts)]) \
+        if counts else np.zeros(1, np.int64)
+    out = np.empty((len(rows), n_bins), dtype=_smallest_integers(extremes).dtype)
     starts = np.cumsum([0] + [len(t.counts) for t in tables])
     which = np.searchsorted(starts, rows, side="right") - 1   # each row's table
     order = np.argsort(which, kind="stable")
@@ -166,24 +227,18 @@ def _histograms_at(tables: list[NoisyHistograms], rows: np.ndarray, n_bins: int)
 
 
 def _each_repeated(column: pd.Series, times: int) -> pd.Categorical | np.ndarray:
-    """Each value of `column` `times` times in a row; text as categories of that text,
-    integers in their smallest type."""
-    if pd.api.types.is_integer_dtype(column):
-        return np.repeat(_smallest_integers(column.to_numpy()), times)
-    if not pd.api.types.is_string_dtype(column):
-        return np.repeat(column.to_numpy(), times)
-    coded = column.astype("category")
-    return pd.Categorical.from_codes(np.repeat(coded.cat.codes.to_numpy(), times),
-                                     dtype=coded.dtype)
+    """Each value of `column` `times` times in a row; categories as categories of the same
+    text."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        return pd.Categorical.from_codes(np.repeat(column.cat.codes.to_numpy(), times),
+                                         dtype=column.dtype)
+    return np.repeat(column.to_numpy(), times)
 
 
 def categories_as_text(frame: pd.DataFrame) -> pd.DataFrame:
     """`frame` with its categorical columns as their categories' text."""
     return frame.astype({name: dtype.categories.dtype for name, dtype in frame.dtypes.items()
                          if isinstance(dtype, pd.CategoricalDtype)})
-
-
-SCHEMA_BLOCK_ROWS = 1 << 20
 
 
 def check_histogram_table(pseoh: pd.DataFrame) -> None:
@@ -206,7 +261,7 @@ def institution_states(tables: list[NoisyHistograms]) -> dict[str, str]:
 
 
 def histogram_publication(tables: list[NoisyHistograms], cfg: EarningsConfig,
-                          dollar_factor: float = 1.0) -> tuple[pd.DataFrame, pd.DataFrame]:
+                          dollar_factor: float = 1.0) -> tuple[HistogramTable, pd.DataFrame]:
     """(pseoh_all, per-cell summary): all that is made of the histograms themselves."""
     cells = pd.concat([cell_years(t, cfg, dollar_factor) for t in tables], ignore_index=True)
     return histogram_table(tables, cfg, cells), cells
@@ -247,21 +302,25 @@ def with_ipeds_counts(pseoe: pd.DataFrame, cfg: ReleaseConfig, ipeds: IpedsCount
     return pseoe.assign(**{name: counts[name] for name in counts.columns})
 
 
-def recheck_percentiles(pseoe: pd.DataFrame, pseoh: pd.DataFrame, cfg: EarningsConfig,
+def recheck_percentiles(pseoe: pd.DataFrame, pseoh: HistogramTable, cfg: EarningsConfig,
                         dollar_factor: float = 1.0) -> tuple[int, int]:
     """Recompute every published percentile and count of pseoe_all from the published
-    histograms, as a user would (percentiles in the bins' dollars times `dollar_factor`);
-    return (values compared, values that disagree: 0 expected)."""
+    histograms (pseoh_all's rows, a block at a time), as a user would (percentiles in the
+    bins' dollars times `dollar_factor`); return (values compared, values that disagree:
+    0 expected)."""
     n_bins = cfg.n_bins
-    if not (pseoh["bin"].to_numpy() == np.tile(np.arange(1, n_bins + 1), len(pseoh) // n_bins)).all():
-        raise RuntimeError("pseoh_all.csv is not in blocks of bins 1..n per cell")
-    counts = pseoh["noisy_count"].to_numpy().reshape(-1, n_bins)
-    keys = categories_as_text(pseoh.iloc[::n_bins][IDENTIFIERS + ["years_after"]]
-                              .reset_index(drop=True))
-    values = round_dollars(dollar_factor * protected_percentiles(
-        counts, np.array(cfg.bin_edges), np.array(cfg.bin_upper), cfg.percentiles))
-    recomputed = keys.assign(grads_earn=counts.sum(axis=1),
-                             **{f"p{p}_earnings": values[:, i] for i, p in enumerate(cfg.percentiles)})
+    recomputed = []
+    for rows in pseoh.blocks():
+        if not (rows["bin"].to_numpy() == np.tile(np.arange(1, n_bins + 1),
+                                                  len(rows) // n_bins)).all():
+            raise RuntimeError("pseoh_all.csv is not in blocks of bins 1..n per cell")
+        counts = rows["noisy_count"].to_numpy().reshape(-1, n_bins)
+        values = round_dollars(dollar_factor * protected_percentiles(
+            counts, np.array(cfg.bin_edges), np.array(cfg.bin_upper), cfg.percentiles))
+        recomputed.append(rows.iloc[::n_bins][IDENTIFIERS + ["years_after"]].assign(
+            grads_earn=counts.sum(axis=1),
+            **{f"p{p}_earnings": values[:, i] for i, p in enumerate(cfg.percentiles)}))
+    recomputed = categories_as_text(pd.concat(recomputed, ignore_index=True))
     compared = mismatches = 0
     for k in YEARS_AFTER:
         published = pseoe[pseoe[f"status_y{k}_earnings"] == STATUS_OK]
@@ -281,21 +340,23 @@ def _dollar_factor(dollars: DollarYears | None) -> float:
 
 @release_task("build public earnings histograms")
 def build_histogram_table(tables: list[NoisyHistograms], cfg: ReleaseConfig,
-                          dollars: DollarYears | None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """pseoh_all, checked against its output schema, and the per-cell summary of `tables`
-    (every level; codes as categoricals: 406 -> 225 MB at 10m national), before pseoe_all
-    is built, so that the release can keep only the measured histograms from then on (a
-    10m national release's histograms of every level are 888 MB). Privacy cost: none."""
+                          dollars: DollarYears | None) -> tuple[HistogramTable, pd.DataFrame]:
+    """pseoh_all, checked against its output schema a block of rows at a time, and the
+    per-cell summary of `tables` (every level; codes as categoricals: 406 -> 225 MB at 10m
+    national), before pseoe_all is built, so that the release can keep only the measured
+    histograms from then on (a 10m national release's histograms of every level are
+    888 MB). Privacy cost: none."""
     started = time.perf_counter()
     pseoh, cells = histogram_publication(tables, cfg.earnings, _dollar_factor(dollars))
-    check_histogram_table(pseoh)
+    for rows in pseoh.blocks():
+        check_histogram_table(rows)
     progress(f"public histograms: pseoh_all {len(pseoh):,} rows "
              f"({time.perf_counter() - started:.1f} s)")
     return pseoh, text_as_categories(cells)
 
 
 @release_task("build public earnings tables")
-def build_publication_tables(pseoh: pd.DataFrame, cells: pd.DataFrame, cfg: ReleaseConfig,
+def build_publication_tables(pseoh: HistogramTable, cells: pd.DataFrame, cfg: ReleaseConfig,
                              dollars: DollarYears | None, ipeds: IpedsCounts | None,
                              states: dict[str, str]) -> tuple[pd.DataFrame, list[dict]]:
     """pseoe_all of the per-cell summary `cells`, and the checks run on it and `pseoh`

@@ -33,7 +33,7 @@ from pseo_das.tasks.study.flows_release_accuracy import grads_consistency
 from pseo_das.tasks.employment_flows.division_flows import (FLOWS_STATE_FILE, FlowsRelease,
                                                             PublishedFlowsChecks)
 from pseo_das.tasks.privacy.ledger import MEASURING_MECHANISMS, PrivacyLedger
-from pseo_das.tasks.earnings.earnings_tables import kept_earnings_table
+from pseo_das.tasks.earnings.earnings_tables import HistogramTable, kept_earnings_table
 from pseo_das.tasks.earnings.noisy_histograms import NoisyHistograms
 from pseo_das.tasks.measurements.publication_record import PublicationRecord, ReleaseIdentity
 from pseo_das.tasks.measurements.release_plan import (ReleasePlan, lifetime_budget_file,
@@ -227,13 +227,13 @@ class EarningsPublication:
     """What the earnings product publishes: its measured noisy histograms (the derived
     levels are summed into pseoe_all and pseoh_all: a 10m national release's histograms
     of every level are 888 MB in a process holding only them and the imports), pseoe_all,
-    pseoh_all, the per-cell summary's kept columns (`kept_cell_summary`: suppression) and
-    the IPEDS completions its IPEDS counts are computed from (None: a release of an earlier
-    version). Once its files are written a release keeps `published()` of it (a 10m
-    national release's pseoh_all: 218 MB)."""
+    pseoh_all (as its histograms: `HistogramTable`), the per-cell summary's kept columns
+    (`kept_cell_summary`: suppression) and the IPEDS completions its IPEDS counts are
+    computed from (None: a release of an earlier version). Once its files are written a
+    release keeps `published()` of it."""
     measured_tables: list[NoisyHistograms]
     pseoe: pd.DataFrame
-    pseoh: pd.DataFrame
+    pseoh: HistogramTable
     cells: pd.DataFrame
     institution_states: dict[str, str]         # `institution_states(tables)`: OPEID -> FIPS
     ipeds_awards: pd.DataFrame | None = None   # of the IPEDS counts (the partners' coverage)
@@ -272,12 +272,14 @@ class EarningsFiles:
     histograms: HistogramUnits
 
 
-def write_pseoh(pseoh: pd.DataFrame, public: Path, table_format: TableFormat,
+def write_pseoh(pseoh: HistogramTable, public: Path, table_format: TableFormat,
                 parquet: bool) -> tuple[dict[str, int], HistogramUnits]:
-    """pseoh_all (`write_national_table`) and the explorer's histograms of it: the table
-    itself is not kept (a national one is millions of rows)."""
-    return (write_national_table(pseoh, public, HISTOGRAMS_FILE, table_format, None, parquet),
-            written_histograms(pseoh))
+    """pseoh_all (`write_national_table`, a block of rows at a time) and the explorer's
+    histograms of it: the table itself is never whole in memory (a national one is tens of
+    millions of rows)."""
+    return (write_national_table(pseoh.blocks(), public, HISTOGRAMS_FILE, table_format, None,
+                                 parquet),
+            written_histograms(pseoh.cells, pseoh.counts, pseoh.bins))
 
 
 # a workbook of more pseoe rows is written in the second process; a smaller one (under half

@@ -261,12 +261,10 @@ class HistogramUnits(Mapping):
     pseoh_all is millions of rows). `bins`: `bins_of` the rows; `rows`: how many."""
 
     def __init__(self, pseoh: pd.DataFrame):
-        self.bins, self.rows = bins_of(pseoh), len(pseoh)
         # the rows in histogram order, by bin: each histogram's rows follow each other
         codes = [_sort_codes(pseoh[c]) for c in HISTOGRAM]
         order = np.lexsort([_sort_codes(pseoh["bin"])] + codes[::-1]) if len(pseoh) \
             else np.zeros(0, np.int64)
-        self._counts = pseoh["noisy_count"].to_numpy(dtype=np.int64)[order]
         new = np.ones(len(order), dtype=bool)   # a histogram's first row: a code changes
         if len(order):
             new[1:] = False
@@ -274,8 +272,28 @@ class HistogramUnits(Mapping):
                 ordered = code[order]
                 new[1:] |= ordered[1:] != ordered[:-1]
         starts = np.flatnonzero(new)
-        self._bounds = np.r_[starts, len(order)]
-        first = pseoh.iloc[order[starts]]
+        self._index(bins_of(pseoh), pseoh["noisy_count"].to_numpy(dtype=np.int64)[order],
+                    np.r_[starts, len(order)], pseoh.iloc[order[starts]])
+
+    @classmethod
+    def of_histograms(cls, cells: pd.DataFrame, counts: np.ndarray,
+                      bins: list[list[int]]) -> "HistogramUnits":
+        """The units of a table of `counts` (histograms x bins, `bins`: `bins_of` its rows)
+        whose histograms' identifiers are the rows of `cells` (as read), in the table's
+        order: the same as of the table's rows, sorting histograms, not rows."""
+        units = cls.__new__(cls)
+        order = np.lexsort([_sort_codes(cells[c]) for c in HISTOGRAM][::-1]) if len(cells) \
+            else np.zeros(0, np.int64)
+        units._index(bins, counts[order].reshape(-1),
+                     np.arange(len(order) + 1) * counts.shape[1], cells.iloc[order])
+        return units
+
+    def _index(self, bins: list[list[int]], counts: np.ndarray, bounds: np.ndarray,
+               first: pd.DataFrame) -> None:
+        """`counts`: every histogram's counts one after the other, histogram n's from
+        bounds[n] to bounds[n + 1]; `first`: each histogram's identifiers."""
+        self.bins, self.rows = bins, len(counts)
+        self._counts, self._bounds = counts, bounds
         self._keys = (_cell_key(first) + "|" + first["years_after"].astype(str)).tolist()
         self._units: dict[str, tuple[int, int]] = {}     # unit -> its histograms' numbers
         for n, unit in enumerate(first["institution"].astype(str)):
@@ -298,11 +316,15 @@ class HistogramUnits(Mapping):
         return len(self._units)
 
 
-def written_histograms(pseoh: pd.DataFrame) -> HistogramUnits:
-    """The explorer's histograms of the table pseoh_all was written from, as `explorer_data`
-    would read them from the file (then the table need not be kept for the explorer)."""
-    return HistogramUnits(_as_read(pseoh[HISTOGRAM + HISTOGRAM_BINS],
-                                   list(layout(Product.PSEOE).identifiers)))
+def written_histograms(cells: pd.DataFrame, counts: np.ndarray,
+                       bins: pd.DataFrame) -> HistogramUnits:
+    """The explorer's histograms of the table pseoh_all is written from (its histograms'
+    identifiers `cells`, in its order; their `counts`, histograms x bins; one histogram's
+    `bins`), as `explorer_data` would read them from the file (then the table need not be
+    kept for the explorer)."""
+    return HistogramUnits.of_histograms(
+        _as_read(cells[HISTOGRAM], list(layout(Product.PSEOE).identifiers)), counts,
+        bins_of(bins) if len(cells) else [])
 
 
 def _text_categories(column: pd.Series) -> bool:

@@ -12,8 +12,10 @@ time and no release), so a rerun's copies are identical and can be hard-linked."
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack
+from itertools import chain
 from pathlib import Path
 
 import pyarrow as pa
@@ -120,24 +122,28 @@ class ParquetCopyWriter:
 COPY_BLOCK_ROWS = 1 << 18
 
 
-def write_national_table(frame: pd.DataFrame, public: Path, csv_name: str,
-                         table_format: TableFormat, check=None,
+def write_national_table(frame: pd.DataFrame | Iterable[pd.DataFrame], public: Path,
+                         csv_name: str, table_format: TableFormat, check=None,
                          parquet: bool = False) -> dict[str, int]:
-    """A national table (`frame`, published as `csv_name` in `public`'s all/ folder in
-    `table_format`) written by CodeTableWriter, through the layout `check` if given, and,
-    with `parquet`, its Parquet copy from the same Arrow tables (`ParquetCopyWriter`);
-    returns the copy's rows by its path relative to `public` (nothing without `parquet`),
-    for `write_table_package`."""
-    table = pa.Table.from_pandas(frame, preserve_index=False)
+    """A national table (`frame`, or its blocks of rows one after the other, published as
+    `csv_name` in `public`'s all/ folder in `table_format`) written by CodeTableWriter,
+    through the layout `check` if given, and, with `parquet`, its Parquet copy from the
+    same Arrow tables (`ParquetCopyWriter`); returns the copy's rows by its path relative
+    to `public` (nothing without `parquet`), for `write_table_package`. The bytes do not
+    depend on how the rows are split into blocks."""
+    blocks = iter([frame] if isinstance(frame, pd.DataFrame) else frame)
+    first = next(blocks)
     with ExitStack() as files:
         writer = files.enter_context(CodeTableWriter(
-            published_table(public, csv_name, table_format), table.column_names, check))
+            published_table(public, csv_name, table_format), list(first.columns), check))
         copy = files.enter_context(ParquetCopyWriter(public, csv_name)) if parquet else None
-        for start in range(0, max(table.num_rows, 1), COPY_BLOCK_ROWS):
-            block = table.slice(start, COPY_BLOCK_ROWS)
-            writer.write(block)
-            if copy is not None:
-                copy.write(block)
+        for rows in chain([first], blocks):
+            table = pa.Table.from_pandas(rows, preserve_index=False)
+            for start in range(0, max(table.num_rows, 1), COPY_BLOCK_ROWS):
+                block = table.slice(start, COPY_BLOCK_ROWS)
+                writer.write(block)
+                if copy is not None:
+                    copy.write(block)
     return {} if copy is None else {copy.name: copy.rows}
 
 
