@@ -74,3 +74,16 @@ def test_pseo_bins_hand_worked():
 
 def test_rounding_halves_up():
     assert round_dollars(np.array([0.5, 1.5, 2.49, 2.5])).tolist() == [1.0, 2.0, 2.0, 3.0]
+
+
+def test_each_row_is_the_same_computed_in_blocks_of_rows(monkeypatch):
+    """Rows are computed a block at a time (a national table's histograms): each row's
+    percentiles are the same, bit for bit, in any block, as computed alone, for noisy rows
+    with negative counts and totals (NaN) and counts in a narrow integer type."""
+    from pseo_das.tasks.earnings import percentiles
+    counts = np.random.default_rng(7).integers(-6, 8, size=(50, 4)).astype(np.int8)
+    alone = np.array([protected_percentiles(row[None], LOWER, UPPER, (10, 50, 90))[0]
+                      for row in counts])
+    assert np.isnan(alone).any() and not np.isnan(alone).all()
+    monkeypatch.setattr(percentiles, "PERCENTILE_BLOCK_ROWS", 7)
+    np.testing.assert_array_equal(protected_percentiles(counts, LOWER, UPPER, (10, 50, 90)), alone)

@@ -77,19 +77,20 @@ def summarise_percentiles(protected: np.ndarray, true: np.ndarray, strata: pd.Ca
     undefined_share, mean_relative_accuracy, median_relative_accuracy, mean_abs_error.
     """
     true = true if true.ndim == 3 else true[None]
-    accuracy = relative_accuracy(protected, true)
-    error = np.abs(protected - true)
-    rows = []
-    for label, idx in _stratum_groups(strata):
-        for k, x in enumerate(percentiles):
-            acc = accuracy[:, idx, k].ravel()
+    groups = _stratum_groups(strata)
+    rows = {}
+    for k, x in enumerate(percentiles):   # one percentile at a time: draws x cells
+        accuracy = relative_accuracy(protected[:, :, k], true[:, :, k])
+        error = np.abs(protected[:, :, k] - true[:, :, k])
+        for label, idx in groups:
+            acc = accuracy[:, idx].ravel()
             n, mean, median = _mean_median(acc)
-            err = error[:, idx, k].ravel()
-            rows.append({"stratum": label, "percentile": x, "cells": len(idx), "values": n,
-                         "undefined_share": 1 - n / acc.size,
-                         "mean_relative_accuracy": mean, "median_relative_accuracy": median,
-                         "mean_abs_error": float(np.nanmean(err)) if n else float("nan")})
-    return pd.DataFrame(rows)
+            err = error[:, idx].ravel()
+            rows[label, k] = {"stratum": label, "percentile": x, "cells": len(idx), "values": n,
+                              "undefined_share": 1 - n / acc.size,
+                              "mean_relative_accuracy": mean, "median_relative_accuracy": median,
+                              "mean_abs_error": float(np.nanmean(err)) if n else float("nan")}
+    return pd.DataFrame([rows[label, k] for label, _ in groups for k in range(len(percentiles))])
 
 
 def summarise_l1(protected: np.ndarray, true: np.ndarray, strata: pd.Categorical) -> pd.DataFrame:
@@ -157,14 +158,18 @@ def expected_accuracy_from_noisy_histograms(noisy: np.ndarray, bin_lower: np.nda
     kept = stand_in.sum(axis=1) > 0
     stand_in = stand_in[kept]
     strata = cell_size_stratum(noisy[kept].sum(axis=1))
+    del noisy, kept
     generator = simulation_generator(seed, f"expected-accuracy/epsilon={float(epsilon)!r}")
     simulated = np.empty((draws, len(stand_in), len(percentiles)))
     truth = np.empty_like(simulated)
     for d in range(draws):
-        redrawn = stand_in + simulated_geometric_noise(generator, epsilon, stand_in.shape)
+        redrawn = simulated_geometric_noise(generator, epsilon, stand_in.shape)
+        redrawn += stand_in   # in place: the redrawn histograms are the noise's array
         simulated[d] = round_dollars(protected_percentiles(redrawn, lower, upper, percentiles))
         truth[d] = protected_percentiles(stand_in, lower, upper, percentiles) if noise_only \
             else within_bin_truth(generator, stand_in, lower, upper, percentiles)
+        del redrawn
+    del stand_in
     return summarise_percentiles(simulated, truth, strata, tuple(percentiles))
 
 
@@ -192,16 +197,17 @@ def release_accuracy(cfg: ReleaseConfig, tables: list[NoisyHistograms]) -> dict:
     release's epsilon (never from true values), seeded by `accuracy_seed`. Privacy cost:
     none."""
     measured = [t for t in tables if t.measured]
-    counts = np.concatenate([t.counts[t.counts.sum(axis=1) >= cfg.earnings.min_publish_count]
-                             for t in measured])   # the published histograms only
+    published = [t.counts.sum(axis=1) >= cfg.earnings.min_publish_count for t in measured]
+    cells = int(sum(p.sum() for p in published))   # the published histograms only
     epsilon = float(cfg.privacy.epsilon_per_tabulation)
     summary = {"tables": ", ".join(t.tabulation_id for t in measured), "draws": ACCURACY_DRAWS,
-               "cells": len(counts), "epsilon": epsilon,
+               "cells": cells, "epsilon": epsilon,
                "empty_at_most": empty_bin_threshold(epsilon), "rows": []}
-    if not len(counts):
+    if not cells:
         return summary
-    table = expected_accuracy_from_noisy_histograms(
-        counts, np.array(cfg.earnings.bin_edges), np.array(cfg.earnings.bin_upper),
+    table = expected_accuracy_from_noisy_histograms(   # their counts not held here as well
+        np.concatenate([t.counts[p] for t, p in zip(measured, published)]),
+        np.array(cfg.earnings.bin_edges), np.array(cfg.earnings.bin_upper),
         tuple(cfg.earnings.percentiles), epsilon, ACCURACY_DRAWS, accuracy_seed(measured))
     rows = table[(table["cells"] > 0) & (table["stratum"] != ALL_CELLS)]
     return summary | {"rows": rows.to_dict("records")}

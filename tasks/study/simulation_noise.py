@@ -44,7 +44,9 @@ def simulated_geometric_noise(generator: np.random.Generator, epsilon: float,
     """Two-sided geometric noise X - Y, X, Y i.i.d. Geometric(p = 1 - exp(-epsilon)), int64:
     the release's noise distribution, for simulations. Privacy cost: none (simulation)."""
     p = -math.expm1(-epsilon)
-    return generator.geometric(p, size=shape) - generator.geometric(p, size=shape)
+    noise = generator.geometric(p, size=shape)
+    noise -= generator.geometric(p, size=shape)   # in place: two arrays of the shape, not three
+    return noise
 
 
 def exact_geometric_noise(seed: bytes, stream_id: str, epsilon: float | Fraction,
