@@ -83,10 +83,11 @@ def components(rows: pd.DataFrame, awards: pd.DataFrame, years: Collection[int],
     """One row per component (institution-level 4-digit cell of one cohort window) with
     its state, window, and the sums over the window's years: awards, awards moved into its
     4-digit and 2-digit code, years needed and years with a completions file."""
-    cells = rows[(rows["inst_level"] == "I") & (rows["cip_level"] == RESTRICTED_CIP_LEVEL)
-                 & (rows["grad_cohort"] != ALL_COHORTS)]
-    cells = cells[["institution", "degree_level", "cipcode", "grad_cohort",
-                   "grad_cohort_years"]].drop_duplicates(KEYS[1:3] + ["cipcode", "grad_cohort"])
+    cells = rows.loc[(rows["inst_level"] == "I") & (rows["cip_level"] == RESTRICTED_CIP_LEVEL)
+                     & (rows["grad_cohort"] != ALL_COHORTS),   # these columns only: a 100m
+                     ["institution", "degree_level", "cipcode", "grad_cohort",   # national
+                      "grad_cohort_years"]]                    # pseoe's rows: 275 MB
+    cells = cells.drop_duplicates(KEYS[1:3] + ["cipcode", "grad_cohort"])
     state = cells["institution"].map(dict(institution_state))
     if state.isna().any():
         missing = sorted(set(cells.loc[state.isna(), "institution"]))
@@ -98,17 +99,54 @@ def components(rows: pd.DataFrame, awards: pd.DataFrame, years: Collection[int],
                          "degree_level": cells["degree_level"].to_numpy(),
                          "cip4": cells["cipcode"].to_numpy(), "start": start, "window": window})
     comp["component"] = np.arange(len(comp))
+    per_year = np.repeat(comp["component"].to_numpy(), window)
     offsets = np.concatenate([np.arange(w) for w in window]) if len(comp) else np.array([], int)
-    per_year = comp.loc[comp.index.repeat(window), ["component", "institution", "degree_level",
-                                                    "cip4"]].reset_index(drop=True)
-    per_year["grad_year"] = np.repeat(start, window) + offsets
-    per_year["present"] = per_year["grad_year"].isin(list(years))
-    per_year = per_year.merge(_awards_by_program(awards), how="left",
-                              on=["institution", "degree_level", "cip4", "grad_year"])
-    sums = per_year.groupby("component").agg(
-        awards=("awards", "sum"), moved4=("moved4", "sum"), moved2=("moved2", "sum"),
-        years_needed=("grad_year", "size"), years_present=("present", "sum"))
+    grad_year = np.repeat(start, window) + offsets
+    programs = _awards_by_program(awards)
+    # each component-year's awards looked up by the program's key as one integer (hashing
+    # the text of 3 million component-years and 2.6 million programs took 1 GB at 100m
+    # national): a component-year without awards in IPEDS adds 0
+    key = _ProgramKey(comp, programs, grad_year)
+    found = key.find(key.of(comp, per_year, grad_year))
+    matched = found >= 0
+    sums = pd.DataFrame({name: np.bincount(per_year[matched], minlength=len(comp),
+                                           weights=programs[name].to_numpy()[found[matched]])
+                         .astype(np.int64) for name in ("awards", "moved4", "moved2")})
+    sums["years_needed"] = window
+    sums["years_present"] = np.bincount(per_year, weights=np.isin(grad_year, list(years)),
+                                        minlength=len(comp)).astype(np.int64)
     return comp.join(sums, on="component")
+
+
+class _ProgramKey:
+    """A program-year (institution, degree level, 4-digit code, graduation year) as one
+    int64: each text by its position among those of the components and the programs."""
+
+    COLUMNS = ("institution", "degree_level", "cip4")
+
+    def __init__(self, comp: pd.DataFrame, programs: pd.DataFrame, grad_year: np.ndarray):
+        self.codes = {c: pd.Index(pd.concat([comp[c], programs[c]], ignore_index=True).unique())
+                      for c in self.COLUMNS}
+        years = np.concatenate([grad_year, programs["grad_year"].to_numpy(np.int64)])
+        self.first_year = int(years.min()) if len(years) else 0
+        self.sizes = [len(self.codes[c]) for c in self.COLUMNS] + \
+            [(int(years.max()) - self.first_year + 1) if len(years) else 1]
+        self.programs = self.of(programs, np.arange(len(programs)),
+                                programs["grad_year"].to_numpy(np.int64))
+        self.order = np.argsort(self.programs, kind="stable")
+
+    def of(self, frame: pd.DataFrame, rows: np.ndarray, grad_year: np.ndarray) -> np.ndarray:
+        """The key of `frame`'s `rows` in `grad_year`."""
+        return np.ravel_multi_index(
+            [self.codes[c].get_indexer(frame[c])[rows] for c in self.COLUMNS]
+            + [grad_year - self.first_year], self.sizes)
+
+    def find(self, keys: np.ndarray) -> np.ndarray:
+        """The program row of each key; -1 where no program has it."""
+        ordered = self.programs[self.order]
+        at = np.minimum(np.searchsorted(ordered, keys), max(len(ordered) - 1, 0))
+        hit = (ordered[at] == keys) if len(ordered) else np.zeros(len(keys), bool)
+        return np.where(hit, self.order[at] if len(ordered) else 0, -1)
 
 
 def _awards_by_program(awards: pd.DataFrame) -> pd.DataFrame:
