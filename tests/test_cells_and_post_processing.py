@@ -377,3 +377,18 @@ def test_explorer_histograms_of_the_histograms_are_those_of_the_table_rows():
         [(unit, list(by_rows[unit].items())) for unit in by_rows]
     assert by_histograms.bins == by_rows.bins and by_histograms.rows == by_rows.rows == len(pseoh)
     assert len(by_rows["00000100"]) == 5   # 2 fields at cip 4 by and all cohorts, 1 at cip 2
+
+
+def test_per_cell_summary_is_the_tables_summaries_as_sorted_categories():
+    """The per-cell summary is made with its codes as categories table by table: the same
+    frame, categories in the same sorted order, as all tables' text summaries made into
+    categories at once."""
+    table = institution_table()
+    tables = [table] + [derive_histograms(table, inst, cip, by_cohort=by)[0]
+                        for inst, cip, by in [("S", "4", True), ("I", "2", False)]]
+    _, cells = histogram_publication(tables, CFG.earnings)
+    text = pd.concat([earnings_tables.cell_years(t, CFG.earnings, 1.0) for t in tables],
+                     ignore_index=True)
+    pd.testing.assert_frame_equal(cells, earnings_tables.text_as_categories(text))
+    assert cells["institution"].cat.categories.tolist() == ["00000100", "00000200", "00000300",
+                                                            "08", "48"]

@@ -191,8 +191,10 @@ def histogram_table(tables: list[NoisyHistograms], cfg: EarningsConfig,
     published = cells.loc[cells["published"].to_numpy(), CELL_KEYS + ["years_after"]]
     ordered = _sort(published.assign(_row=published.index), ["years_after"])  # sort cells, not rows
     rows = ordered.pop("_row").to_numpy()
-    ordered = text_as_categories(
-        _with_national_all_industries(ordered)[IDENTIFIERS + ["years_after"]])
+    identifiers = _with_national_all_industries(ordered)[IDENTIFIERS + ["years_after"]]
+    ordered = text_as_categories(identifiers.assign(**{   # the categories its histograms have
+        name: identifiers[name].cat.remove_unused_categories()
+        for name, dtype in identifiers.dtypes.items() if isinstance(dtype, pd.CategoricalDtype)}))
     ordered = ordered.astype({name: _smallest_integers(ordered[name].to_numpy()).dtype
                               for name in ordered.columns
                               if pd.api.types.is_integer_dtype(ordered[name])})
@@ -262,9 +264,23 @@ def institution_states(tables: list[NoisyHistograms]) -> dict[str, str]:
 
 def histogram_publication(tables: list[NoisyHistograms], cfg: EarningsConfig,
                           dollar_factor: float = 1.0) -> tuple[HistogramTable, pd.DataFrame]:
-    """(pseoh_all, per-cell summary): all that is made of the histograms themselves."""
-    cells = pd.concat([cell_years(t, cfg, dollar_factor) for t in tables], ignore_index=True)
+    """(pseoh_all, per-cell summary): all that is made of the histograms themselves. The
+    summary's codes are categories of their text, each table's made so as it is summarised
+    (a 100m national summary: 490 MB as text, 271 MB as categories)."""
+    cells = _with_common_categories([text_as_categories(cell_years(t, cfg, dollar_factor))
+                                     for t in tables])
     return histogram_table(tables, cfg, cells), cells
+
+
+def _with_common_categories(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """`frames` one after the other, each categorical column with the categories of all
+    (sorted, as `text_as_categories` of the frames' text one after the other has them)."""
+    categorical = [name for name, dtype in frames[0].dtypes.items()
+                   if isinstance(dtype, pd.CategoricalDtype)] if frames else []
+    common = {name: pd.CategoricalDtype(pd.Index(pd.concat(
+        [pd.Series(f[name].cat.categories) for f in frames]).unique()).sort_values())
+        for name in categorical}
+    return pd.concat([f.astype(common) for f in frames], ignore_index=True)
 
 
 # What the release reads of the per-cell summary once the earnings files are written: the
@@ -352,7 +368,7 @@ def build_histogram_table(tables: list[NoisyHistograms], cfg: ReleaseConfig,
         check_histogram_table(rows)
     progress(f"public histograms: pseoh_all {len(pseoh):,} rows "
              f"({time.perf_counter() - started:.1f} s)")
-    return pseoh, text_as_categories(cells)
+    return pseoh, cells
 
 
 @release_task("build public earnings tables")
