@@ -194,24 +194,61 @@ def test_histogram_table_is_the_published_histograms_row_by_row_with_coded_text(
 
 
 def test_histogram_schema_is_checked_on_every_block_of_rows(monkeypatch):
-    """The output schema runs on pseoh_all a block of rows at a time: a fault in any block
-    fails it, naming the row by its index in the whole table."""
+    """The output schema runs on pseoh_all's rows a block of rows at a time: a fault in any
+    block fails it, naming the row by its index in the whole table."""
     import pandera.errors
     table = institution_table()
     y1 = NoisyHistograms("t1", "I", "4", 1, table.cells, np.full((4, 21), 10), ("t1",))
     _, pseoh, _ = publication_tables([y1], CFG.earnings)
     monkeypatch.setattr(earnings_tables, "SCHEMA_BLOCK_ROWS", 20)
-    earnings_tables.check_histogram_table(pseoh)
+    earnings_tables.check_histogram_rows(pseoh)
     for row in (0, 19, 20, len(pseoh) - 1):
         broken = pseoh.copy()
         broken.loc[row, "bin"] = 0
         with pytest.raises(pandera.errors.SchemaErrors) as failed:
-            earnings_tables.check_histogram_table(broken)
+            earnings_tables.check_histogram_rows(broken)
         assert failed.value.failure_cases["index"].tolist() == [row]
     cohorts_as_numbers = pseoh.assign(
         grad_cohort=pseoh["grad_cohort"].astype(int).astype("category"))
     with pytest.raises(pandera.errors.SchemaErrors):
+        earnings_tables.check_histogram_rows(cohorts_as_numbers)
+
+
+def test_histogram_schema_is_checked_on_each_histogram_and_each_bin():
+    """pseoh_all is checked on each histogram's identifiers and on each bin once: a fault
+    in any histogram or any bin fails it, naming the row (a histogram's first row, a bin's
+    row in the first histogram); a table without faults passes."""
+    import pandera.errors
+    from dataclasses import replace
+    table = institution_table()
+    y1 = NoisyHistograms("t1", "I", "4", 1, table.cells, np.full((4, 21), 10), ("t1",))
+    pseoh, _ = histogram_publication([y1], CFG.earnings)
+    earnings_tables.check_histogram_table(pseoh)
+    n_bins = CFG.earnings.n_bins
+    faults = []
+    for histogram in range(len(pseoh.cells)):
+        cells = pseoh.cells.copy()
+        cells.loc[histogram, "grad_cohort_years"] = 0
+        faults.append((replace(pseoh, cells=cells), histogram * n_bins))
+    for b in (0, 4, n_bins - 1):
+        bins = pseoh.bins.copy()
+        bins.loc[b, "bin_lower"] = -1
+        faults.append((replace(pseoh, bins=bins), b))
+    faults[-3] = (faults[-3][0], [h * n_bins for h in range(len(pseoh.cells))])  # every first
+    for broken, row in faults:
+        with pytest.raises(pandera.errors.SchemaErrors) as failed:
+            earnings_tables.check_histogram_table(broken)
+        assert failed.value.failure_cases["index"].tolist() == (row if isinstance(row, list)
+                                                                else [row])
+    cohorts_as_numbers = replace(pseoh, cells=pseoh.cells.assign(
+        grad_cohort=pseoh.cells["grad_cohort"].astype(int).astype("category")))
+    with pytest.raises(pandera.errors.SchemaErrors):
         earnings_tables.check_histogram_table(cohorts_as_numbers)
+    empty, _ = histogram_publication([replace(y1, counts=np.zeros((4, 21), np.int64))],
+                                     CFG.earnings)
+    assert len(empty) == 0
+    earnings_tables.check_histogram_table(empty)
+
 
 def test_all_cohort_cells_sum_the_cohorts_and_are_written_0000():
     table = institution_table()
