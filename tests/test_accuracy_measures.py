@@ -114,3 +114,30 @@ def test_expected_accuracy_without_noise_is_exact_and_skips_empty_cells():
     width = lambda j: upper[j] - lower[j]
     assert 0 < errors.loc["30-49", "mean_abs_error"] < width(5) / 4
     assert 0 < errors.loc["under 30", "mean_abs_error"] < width(9)
+
+
+def test_a_release_with_more_cells_than_the_cap_is_simulated_on_a_sample(monkeypatch):
+    """Above ACCURACY_MAX_CELLS published measured cells, the expected accuracy is
+    simulated on a random sample of them of about that size (binomial: within 5 standard
+    deviations), the same sample for the same measurements; the report counts every
+    published cell. At or under the cap, every cell is simulated."""
+    from pseo_das.tasks.earnings.noisy_histograms import NoisyHistograms
+    from pseo_das.tasks.study import accuracy
+    cfg = load_config()
+    n_bins = cfg.earnings.n_bins
+    counts = np.random.default_rng(5).integers(0, 9, size=(3000, n_bins))   # totals 30+
+    small = np.zeros((500, n_bins), np.int64)                                 # not published
+    table = NoisyHistograms("t", "I", "4", 1, pd.DataFrame(index=range(3500)),
+                            np.concatenate([counts, small]), ("t",))
+    whole = accuracy.release_accuracy(cfg, [table])
+    assert whole["cells"] == whole["simulated_cells"] == 3000
+    monkeypatch.setattr(accuracy, "ACCURACY_MAX_CELLS", 1000)
+    sampled = accuracy.release_accuracy(cfg, [table])
+    p = 1000 / 3000
+    assert sampled["cells"] == 3000
+    assert abs(sampled["simulated_cells"] - 1000) < 5 * (3000 * p * (1 - p)) ** 0.5
+    simulated = sum(row["cells"] for row in sampled["rows"] if row["percentile"] == 50
+                    and row["stratum"] in STRATA)
+    assert simulated == sampled["simulated_cells"]
+    assert accuracy.release_accuracy(cfg, [table]) == sampled
+    assert sampled["rows"] != whole["rows"]

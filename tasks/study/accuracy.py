@@ -22,7 +22,7 @@ import pandas as pd
 
 from pseo_das.config import ReleaseConfig
 from pseo_das.tasks.study.simulation_noise import (simulated_geometric_noise, simulation_generator,
-                                                 within_bin_truth)
+                                                 simulation_sample, within_bin_truth)
 from pseo_das.tasks.earnings.noisy_histograms import NoisyHistograms
 from pseo_das.tasks.earnings.percentiles import protected_percentiles, round_dollars
 
@@ -189,25 +189,35 @@ def accuracy_seed(tables: list[NoisyHistograms]) -> bytes:
 
 
 ACCURACY_DRAWS = 20
+# The simulation holds each draw's percentiles of every cell: a release with more published
+# measured cells than this (a national one at 100 million outcome rows: 539,391, 1.1 GB) is
+# simulated on a random sample of them of about this size.
+ACCURACY_MAX_CELLS = 100_000
 
 
 def release_accuracy(cfg: ReleaseConfig, tables: list[NoisyHistograms]) -> dict:
     """Expected relative accuracy of the published percentiles of the measured institution
     cells, by cell-size stratum, simulated from their published noisy histograms at the
-    release's epsilon (never from true values), seeded by `accuracy_seed`. Privacy cost:
+    release's epsilon (never from true values), seeded by `accuracy_seed`; above
+    ACCURACY_MAX_CELLS cells, on a sample of them (each kept with probability
+    ACCURACY_MAX_CELLS / cells, from a simulation stream of the same seed). Privacy cost:
     none."""
     measured = [t for t in tables if t.measured]
-    published = [t.counts.sum(axis=1) >= cfg.earnings.min_publish_count for t in measured]
-    cells = int(sum(p.sum() for p in published))   # the published histograms only
+    counts = np.concatenate([t.counts[t.counts.sum(axis=1) >= cfg.earnings.min_publish_count]
+                             for t in measured])   # the published histograms only
+    cells = len(counts)
     epsilon = float(cfg.privacy.epsilon_per_tabulation)
+    seed = accuracy_seed(measured)
+    if cells > ACCURACY_MAX_CELLS:
+        counts = counts[simulation_sample(seed, "expected-accuracy/sample", cells,
+                                          ACCURACY_MAX_CELLS / cells)]
     summary = {"tables": ", ".join(t.tabulation_id for t in measured), "draws": ACCURACY_DRAWS,
-               "cells": cells, "epsilon": epsilon,
+               "cells": cells, "simulated_cells": len(counts), "epsilon": epsilon,
                "empty_at_most": empty_bin_threshold(epsilon), "rows": []}
     if not cells:
         return summary
-    table = expected_accuracy_from_noisy_histograms(   # their counts not held here as well
-        np.concatenate([t.counts[p] for t, p in zip(measured, published)]),
-        np.array(cfg.earnings.bin_edges), np.array(cfg.earnings.bin_upper),
-        tuple(cfg.earnings.percentiles), epsilon, ACCURACY_DRAWS, accuracy_seed(measured))
+    table = expected_accuracy_from_noisy_histograms(
+        counts, np.array(cfg.earnings.bin_edges), np.array(cfg.earnings.bin_upper),
+        tuple(cfg.earnings.percentiles), epsilon, ACCURACY_DRAWS, seed)
     rows = table[(table["cells"] > 0) & (table["stratum"] != ALL_CELLS)]
     return summary | {"rows": rows.to_dict("records")}
