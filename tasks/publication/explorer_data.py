@@ -294,7 +294,15 @@ class HistogramUnits(Mapping):
         bounds[n] to bounds[n + 1]; `first`: each histogram's identifiers."""
         self.bins, self.rows = bins, len(counts)
         self._counts, self._bounds = counts, bounds
-        self._keys = (_cell_key(first) + "|" + first["years_after"].astype(str)).tolist()
+        # each histogram's key by its number among the distinct keys (a 100m national
+        # release's 1.7 million keys as strings, 96 MB more held; distinct: 5,262)
+        columns = first[list(CELL) + ["years_after"]]
+        self._key = columns.groupby(list(columns.columns), sort=False, observed=True,
+                                    dropna=False).ngroup().to_numpy(np.int32)
+        _, at = np.unique(self._key, return_index=True)
+        distinct = columns.iloc[at]
+        self._key_text = (_cell_key(distinct) + "|"
+                          + distinct["years_after"].astype(str)).to_numpy(dtype=object)
         self._units: dict[str, tuple[int, int]] = {}     # unit -> its histograms' numbers
         for n, unit in enumerate(first["institution"].astype(str)):
             low, _ = self._units.get(unit, (n, n))
@@ -303,8 +311,8 @@ class HistogramUnits(Mapping):
     def __getitem__(self, unit: str) -> dict[str, list[int]]:
         low, high = self._units[unit]
         bounds = self._bounds[low:high + 1].tolist()
-        return {self._keys[low + n]: self._counts[a:b].tolist()
-                for n, (a, b) in enumerate(zip(bounds[:-1], bounds[1:]))}
+        return {key: self._counts[a:b].tolist() for key, a, b in zip(
+            self._key_text[self._key[low:high]].tolist(), bounds[:-1], bounds[1:])}
 
     def __contains__(self, unit) -> bool:
         return unit in self._units
