@@ -26,7 +26,12 @@ SEED = bytes(32)
 def publication_tables(tables, cfg):
     """(pseoe_all, pseoh_all, per-cell summary) of `tables`, as a release builds them."""
     pseoh, cells = histogram_publication(tables, cfg)
-    return earnings_table(cells, cfg), pseoh.frame(), cells
+    return earnings_table(cells, cfg), whole(pseoh), cells
+
+
+def whole(pseoh) -> pd.DataFrame:
+    """pseoh_all's rows as one frame."""
+    return pd.concat(list(pseoh.blocks()))
 
 
 def test_cip_codes_at_each_level():
@@ -368,7 +373,7 @@ def test_pseoh_all_in_its_smallest_integers_writes_the_same_files(tmp_path):
     tables = [table] + [derive_histograms(table, inst, cip, by_cohort=by)[0]
                         for inst, cip, by in [("I", "2", True), ("S", "4", True)]]
     pseoh, cells = histogram_publication(tables, CFG.earnings)
-    rows = pseoh.frame()
+    rows = whole(pseoh)
     assert rows["bin"].dtype == np.int8 and rows["noisy_count"].dtype == np.int32
     as_int64 = replace(pseoh, cells=pseoh.cells.astype(
         {name: np.int64 for name, dtype in pseoh.cells.dtypes.items()
@@ -407,7 +412,7 @@ def test_explorer_histograms_of_the_histograms_are_those_of_the_table_rows():
                         for inst, cip, by in [("I", "2", True), ("S", "4", True),
                                               ("I", "4", False)]]
     pseoh, _ = histogram_publication(tables, CFG.earnings)
-    rows = _as_read(pseoh.frame(), list(layout(Product.PSEOE).identifiers))
+    rows = _as_read(whole(pseoh), list(layout(Product.PSEOE).identifiers))
     by_rows = HistogramUnits(rows)
     by_histograms = written_histograms(pseoh.cells, pseoh.counts, pseoh.bins)
     assert [(unit, list(by_histograms[unit].items())) for unit in by_histograms] == \

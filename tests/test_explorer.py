@@ -275,7 +275,8 @@ def test_pseoh_as_written_is_the_file_read_back(release):
     from pseo_das.tasks.publication.document_context import HISTOGRAMS_FILE
     from pseo_das.tasks.publication.explorer_data import HistogramUnits, _as_read, _read_codes
     from pseo_das.tasks.publication.assemble import write_pseoh
-    from pseo_das.tasks.earnings.earnings_tables import HistogramTable
+    from pseo_das.tasks.earnings.earnings_tables import (BIN_COLUMNS, IDENTIFIERS,
+                                                         HistogramTable)
     path = public_table(release, HISTOGRAMS_FILE)
     frame = pd.read_csv(path, dtype=str, keep_default_na=False)
     frame = frame.astype({c: "int64" for c in ("years_after", "bin", "bin_lower", "bin_upper",
@@ -283,7 +284,11 @@ def test_pseoh_as_written_is_the_file_read_back(release):
                          | {"institution": "category"})
     frame["grad_cohort"] = 2016
     # written as a release writes it; what the release keeps of it: its histograms
-    table = HistogramTable.of_rows(frame, frame["bin"].max())
+    n_bins = frame["bin"].max()     # each histogram's rows in bin order, as written
+    table = HistogramTable(
+        frame.iloc[::n_bins][IDENTIFIERS + ["years_after"]].reset_index(drop=True),
+        frame["noisy_count"].to_numpy().reshape(-1, n_bins),
+        frame.iloc[:n_bins][BIN_COLUMNS].reset_index(drop=True))
     histograms = write_pseoh(table, release / "public", TableFormat.CSV_GZ, False)[1]
     identifiers = list(layout(Product.PSEOE).identifiers)
     pd.testing.assert_frame_equal(_as_read(frame, identifiers), _read_codes(path, identifiers))

@@ -133,7 +133,7 @@ class HistogramTable:
     count. Held as its histograms, one row each, and made a block of rows at a time as it
     is read (`blocks`): a national table is tens of millions of rows, each cell's codes
     repeated once per bin (35.9 million rows, 959 MB at 100 million outcome rows national,
-    against 33 MB of identifiers and 144 MB of counts held as histograms). `cells`: the
+    against 161 MB held as its 1.7 million histograms). `cells`: the
     identifiers and years_after of each histogram, in the table's order, the text codes as
     categories of the same text and each integer column in its smallest integer type;
     `counts`: their noisy counts (histograms x bins); `bins`: one histogram's bin,
@@ -163,21 +163,6 @@ class HistogramTable:
             rows[name] = np.tile(self.bins[name].to_numpy(), end - first)
         rows["noisy_count"] = self.counts[first:end].reshape(-1)
         return rows
-
-    def frame(self) -> pd.DataFrame:
-        """The whole table as one frame (for a small one)."""
-        return pd.concat(list(self.blocks()))
-
-    @classmethod
-    def of_rows(cls, frame: pd.DataFrame, n_bins: int) -> "HistogramTable":
-        """The table of pseoh_all's rows `frame` (as read from the file: each histogram's
-        `n_bins` rows one after the other, in bin order)."""
-        if len(frame) % n_bins or not (frame["bin"].to_numpy().reshape(-1, n_bins)
-                                       == np.arange(1, n_bins + 1)).all():
-            raise ValueError("pseoh_all is not in blocks of bins 1..n per cell")
-        return cls(frame.iloc[::n_bins][IDENTIFIERS + ["years_after"]].reset_index(drop=True),
-                   frame["noisy_count"].to_numpy().reshape(-1, n_bins),
-                   frame.iloc[:n_bins][BIN_COLUMNS].reset_index(drop=True))
 
 
 BIN_COLUMNS = ["bin", "bin_lower", "bin_upper"]
