@@ -83,10 +83,10 @@ def components(rows: pd.DataFrame, awards: pd.DataFrame, years: Collection[int],
     """One row per component (institution-level 4-digit cell of one cohort window) with
     its state, window, and the sums over the window's years: awards, awards moved into its
     4-digit and 2-digit code, years needed and years with a completions file."""
+    # these columns only of the rows (all of a 100m national pseoe's rows: 275 MB)
     cells = rows.loc[(rows["inst_level"] == "I") & (rows["cip_level"] == RESTRICTED_CIP_LEVEL)
-                     & (rows["grad_cohort"] != ALL_COHORTS),   # these columns only: a 100m
-                     ["institution", "degree_level", "cipcode", "grad_cohort",   # national
-                      "grad_cohort_years"]]                    # pseoe's rows: 275 MB
+                     & (rows["grad_cohort"] != ALL_COHORTS),
+                     ["institution", "degree_level", "cipcode", "grad_cohort", "grad_cohort_years"]]
     cells = cells.drop_duplicates(KEYS[1:3] + ["cipcode", "grad_cohort"])
     state = cells["institution"].map(dict(institution_state))
     if state.isna().any():
@@ -137,9 +137,9 @@ class _ProgramKey:
 
     def of(self, frame: pd.DataFrame, rows: np.ndarray, grad_year: np.ndarray) -> np.ndarray:
         """The key of `frame`'s `rows` in `grad_year`."""
-        return np.ravel_multi_index(
+        return np.asarray(np.ravel_multi_index(
             [self.codes[c].get_indexer(frame[c])[rows] for c in self.COLUMNS]
-            + [grad_year - self.first_year], self.sizes)
+            + [grad_year - self.first_year], self.sizes))
 
     def find(self, keys: np.ndarray) -> np.ndarray:
         """The program row of each key; -1 where no program has it."""

@@ -237,10 +237,10 @@ def check_histogram_table(pseoh: HistogramTable) -> None:
     row in the table."""
     n_bins = len(pseoh.bins)
     first_rows = pseoh.cells.assign(**{name: pseoh.bins[name].iloc[0] for name in BIN_COLUMNS},
-                                    noisy_count=pseoh.counts[:, 0] if n_bins else 0)
+                                    noisy_count=pseoh.counts[:, 0])
     first_rows.index = pd.RangeIndex(0, len(first_rows) * n_bins, n_bins)
     check_histogram_rows(first_rows)
-    check_histogram_rows(pseoh._rows(0, min(1, len(pseoh.cells))))
+    check_histogram_rows(next(pseoh.blocks(rows=1)))   # the first histogram's rows
 
 
 def check_histogram_rows(pseoh: pd.DataFrame) -> None:

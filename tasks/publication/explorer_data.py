@@ -241,7 +241,6 @@ def bins_of(pseoh: pd.DataFrame) -> list[list[int]]:
 
 
 HISTOGRAM = ["institution", "degree_level", "cipcode", "grad_cohort", "years_after"]
-HISTOGRAM_BINS = ["bin", "bin_lower", "bin_upper", "noisy_count"]   # a histogram's rows
 
 
 def _sort_codes(column: pd.Series) -> np.ndarray:
