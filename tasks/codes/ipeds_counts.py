@@ -103,9 +103,10 @@ def components(rows: pd.DataFrame, awards: pd.DataFrame, years: Collection[int],
     offsets = np.concatenate([np.arange(w) for w in window]) if len(comp) else np.array([], int)
     grad_year = np.repeat(start, window) + offsets
     programs = _awards_by_program(awards)
-    # each component-year's awards looked up by the program's key as one integer (hashing
-    # the text of 3 million component-years and 2.6 million programs took 1 GB at 100m
-    # national): a component-year without awards in IPEDS adds 0
+    # each component-year's awards looked up by the program's key as one integer (with a
+    # merge on the text of 3 million component-years and 2.6 million programs, components()
+    # peaked 1,010 MB over its start at 100m national; 770 MB so): a component-year without
+    # awards in IPEDS adds 0
     key = _ProgramKey(comp, programs, grad_year)
     found = key.find(key.of(comp, per_year, grad_year))
     matched = found >= 0
@@ -143,10 +144,10 @@ class _ProgramKey:
 
     def find(self, keys: np.ndarray) -> np.ndarray:
         """The program row of each key; -1 where no program has it."""
-        ordered = self.programs[self.order]
-        at = np.minimum(np.searchsorted(ordered, keys), max(len(ordered) - 1, 0))
-        hit = (ordered[at] == keys) if len(ordered) else np.zeros(len(keys), bool)
-        return np.where(hit, self.order[at] if len(ordered) else 0, -1)
+        at = _found_at(self.programs[self.order], keys)
+        rows = np.full(len(keys), -1, np.int64)
+        rows[at >= 0] = self.order[at[at >= 0]]
+        return rows
 
 
 def _awards_by_program(awards: pd.DataFrame) -> pd.DataFrame:
@@ -283,9 +284,16 @@ def ipeds_counts(rows: pd.DataFrame, cells: CellsConfig, awards: pd.DataFrame,
 
 def _sums_of_rows(row_keys: np.ndarray, key: np.ndarray, summed: np.ndarray) -> np.ndarray:
     """Each row's SUMS (rows x SUMS; 0 where no component makes up its key)."""
-    at = np.searchsorted(key, row_keys)
-    found = (row_keys >= 0) & (at < len(key))
-    found[found] &= key[at[found]] == row_keys[found]
+    at = _found_at(key, row_keys)
     out = np.zeros((len(row_keys), len(SUMS)), np.int64)
-    out[found] = summed[at[found]]
+    out[at >= 0] = summed[at[at >= 0]]
     return out
+
+
+def _found_at(ordered: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """Each key's position in the ascending keys `ordered`; -1 where it is not there (a
+    negative key: unknown)."""
+    at = np.searchsorted(ordered, keys)
+    found = (keys >= 0) & (at < len(ordered))
+    found[found] &= ordered[at[found]] == keys[found]
+    return np.where(found, at, -1)
