@@ -99,6 +99,8 @@ class _WithoutTraceback(logging.Filter):
         self.expected: tuple[type[BaseException], ...] = ()
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if _about_own_hook(record):
+            return False
         error = record.exc_info[1] if record.exc_info else None
         if record.levelno >= logging.WARNING and self._about_expected(record, error):
             return False     # a refusal: the CLI says it once, without Prefect's ERROR lines
@@ -153,14 +155,33 @@ def _class_names(classes: tuple[type[BaseException], ...]) -> set[str]:
 def hide_tracebacks_of(*expected: type[BaseException]) -> None:
     """Prefect's run logs show no traceback of a withheld error, and no warning or error
     line at all about an exception of these classes (the refusals the CLI reports itself;
-    `--debug` does not call this), nor, once there are such classes, the events worker's
-    drain notice (`_WithoutDrainNotice`)."""
+    `--debug` does not call this), nor Prefect's lines about running `forget_result`,
+    nor, once there are such classes, the events worker's drain notice
+    (`_WithoutDrainNotice`)."""
     _RUN_LOGS.expected += expected
     for name in ("prefect.flow_runs", "prefect.task_runs"):
         if _RUN_LOGS not in logging.getLogger(name).filters:
             logging.getLogger(name).addFilter(_RUN_LOGS)
     if _DRAIN_NOTICE not in logging.getLogger("EventsWorker").filters:
         logging.getLogger("EventsWorker").addFilter(_DRAIN_NOTICE)
+
+
+def forget_result(task, task_run, state) -> None:
+    """A completed task run's state lets go of its result once the run ends (Prefect's
+    on-completion hook): the caller has the result (release tasks are called, never
+    submitted: a future would read its result from this state). Prefect's events worker,
+    started inside the first task run of a process (the commands' flows send no heartbeat
+    that would start it before), keeps a copy of that run's context, and with it the run
+    and its final state, for the rest of the process: a release held its public reference
+    inputs (the IPEDS awards among them) through every step."""
+    state.data = None
+
+
+def _about_own_hook(record: logging.LogRecord) -> bool:
+    """Prefect's two INFO lines around every run of `forget_result` (not the release's; an
+    error in it is kept)."""
+    return record.levelno < logging.WARNING and \
+        f"hook '{forget_result.__name__}'" in record.getMessage().lower()
 
 
 def _deferred_task(**options) -> Callable[[Callable], DeferredTask]:
@@ -170,7 +191,7 @@ def _deferred_task(**options) -> Callable[[Callable], DeferredTask]:
             from prefect.cache_policies import NO_CACHE
             hide_tracebacks_of()
             return task(withholding_records(giving_back_memory_first(fn)), cache_policy=NO_CACHE,
-                        persist_result=False, **options)
+                        persist_result=False, on_completion=[forget_result], **options)
         return DeferredTask(fn, make)
     return deferred
 

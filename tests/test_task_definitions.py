@@ -78,3 +78,45 @@ def test_a_release_task_runs_as_a_prefect_task_in_a_flow():
 
     assert running_task_name.retries == 0
     assert a_flow() == "name the running task"
+
+
+FORGETTING_FLOW = """
+import gc, time, weakref
+from pseo_das.tasks import release_flow, release_task
+
+class Result:
+    pass
+
+@release_task("make a result")
+def make():
+    return Result()
+
+@release_flow("forgetting results")
+def forgetting():
+    made = make()
+    ref = weakref.ref(made)
+    del made
+    for _ in range(100):    # Prefect's threads may still be sending the run's last state
+        gc.collect()
+        if ref() is None:
+            return True
+        time.sleep(0.1)
+    return False
+
+from pseo_das.prefect_runtime import prefect_api
+with prefect_api() as ready:   # as the commands run their flows (no heartbeats)
+    ready()
+    print(forgetting())
+"""
+
+
+def test_a_task_run_does_not_keep_its_result():
+    """The caller drops a task's result and it is gone: Prefect's events worker, started
+    in the first task run of a process when no heartbeat has started it before (the
+    commands' runs have none), keeps that run's context (and its final state) for the rest
+    of the process; `forget_result` empties the state (Prefect's threads may hold it for a
+    moment while they send it). A fresh interpreter: its first task run is the test's."""
+    done = subprocess.run([sys.executable, "-c", FORGETTING_FLOW], capture_output=True,
+                          text=True, check=True, timeout=300)
+    assert done.stdout.split()[-1] == "True", done.stdout[-2000:] + done.stderr[-2000:]
+    assert "forget_result" not in done.stdout + done.stderr     # its hook lines filtered
