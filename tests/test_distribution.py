@@ -17,8 +17,8 @@ from pseo_das.schemas.distribution import (GZIP_BLOCK_BYTES, GZIP_BLOCKS_AHEAD, 
                                            folder_of, open_output, open_table,
                                            published_table, table_path)
 from pseo_das.schemas.pseo_layout import Product
-from pseo_das.tasks.publication.partners_files import (partners_files, partners_text,
-                                                       statewide_coverage)
+from pseo_das.tasks.publication.partners_files import (coverage_awards, partners_files,
+                                                       partners_text, statewide_coverage)
 from pseo_das.tasks.publication.release_files import CodeTableWriter, write_code_table
 
 TABLE = pd.DataFrame({"agg_level_pseo": [26, 28], "institution": ["08", "00134500"],
@@ -123,6 +123,9 @@ def test_statewide_coverage_is_the_share_of_ipeds_graduates_at_the_release_insti
     assert statewide_coverage(awards, release) == {"08": (Fraction(30, 120), 2015),
                                                    "26": (Fraction(1), 2014)}
     assert statewide_coverage(None, release) == {}
+    summed = coverage_awards(pd.concat([awards, awards.assign(cipcode="11.0101")]))
+    assert len(summed) == 5 and statewide_coverage(summed, release) == {     # each award twice
+        "08": (Fraction(60, 240), 2015), "26": (Fraction(1), 2014)}
 
 
 def test_the_labelled_workbook(tmp_path):

@@ -172,18 +172,25 @@ def test_pseof_built_in_chunks_is_the_whole_file_row_for_row(monkeypatch):
         pd.testing.assert_frame_equal(flows_table(origins), whole)
 
 
-def published_checks(corrupt=None) -> dict[str, str]:
+def published_checks(corrupt=None, names: bool = False) -> dict[str, str]:
     checks = PublishedFlowsChecks()
     checks.expect_divisions(FLOWS, *flows_state_rows(FLOWS))
     for part, start, chunk in pseof_chunks(pseof_parts(origin_tables(FLOWS, np.zeros((3, 9), bool))), 20):
         if corrupt is not None:
             chunk = pa.Table.from_pandas(corrupt(part, pseof_frame(chunk)), preserve_index=False)
         checks.add(part, start, chunk)
-    return {c["name"].split(" (")[0]: c["result"] for c in checks.results()}
+    return {(c["name"] if names else c["name"].split(" (")[0]): c["result"]
+            for c in checks.results()}
 
 
 def test_published_flows_checks_pass_on_the_flows_and_catch_a_wrong_value():
     assert all(r.startswith("passed") for r in published_checks().values())
+    pseof = flows_table(origin_tables(FLOWS, np.zeros((3, 9), bool)))
+    divisions = pseof[(pseof["inst_level"] == "I") & (pseof["grad_cohort"] != "0000")
+                      & (pseof["geo_level"] == "D") & (pseof["ind_level"] == "A")]
+    shown = sum(int((divisions[f"status_y{k}_grads_emp"] == 1).sum()) for k in (1, 5, 10))
+    assert shown > 0 and ("every published division flow of the institution cells recomputed "
+                          f"from flows_state.parquet ({shown:,})") in published_checks(names=True)
 
     def one_more_in_mountain(part, chunk):
         if part.origin.inst_level == "I" and part.origin.by_cohort and part.geo_level == "D" \

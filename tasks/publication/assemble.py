@@ -44,6 +44,7 @@ from pseo_das.tasks.publication.explorer_data import (HistogramUnits, explorer_d
                                                       written_histograms)
 from pseo_das.tasks.publication.side_tables import SECTIONS, SideTable
 from pseo_das.tasks.publication.labelled_workbook import WORKBOOK_NAME, write_release_workbook
+from pseo_das.tasks.publication.partners_files import coverage_awards
 from pseo_das.tasks.publication.parquet_files import (DATAPACKAGE_FILE, write_national_table,
                                                      write_table_package)
 from pseo_das.tasks.publication.second_process import Apart, Here
@@ -242,7 +243,7 @@ class EarningsPublication:
         return PublishedEarnings(kept_earnings_table(self.pseoe), self.cells,
                                  self.institution_states,
                                  sum(t.counts.size for t in self.measured_tables),
-                                 self.ipeds_awards)
+                                 coverage_awards(self.ipeds_awards))
 
 
 @dataclass(frozen=True)
@@ -250,7 +251,8 @@ class PublishedEarnings:
     """What the rest of a release reads of the earnings product once its files are
     written: pseoe_all, the per-cell summary's kept columns (`kept_cell_summary`), each
     institution's state (OPEID -> FIPS), the noisy values its measurements drew
-    (`ledger_checks`) and the IPEDS completions."""
+    (`ledger_checks`) and the IPEDS completions by institution and year (the partners
+    files' coverage: `coverage_awards`)."""
     pseoe: pd.DataFrame
     cells: pd.DataFrame
     institution_states: dict[str, str]

@@ -49,6 +49,16 @@ def state_names() -> dict[str, str]:
     return dict(zip(table["geography"], table["label"]))
 
 
+def coverage_awards(awards: pd.DataFrame | None) -> pd.DataFrame | None:
+    """The IPEDS awards `statewide_coverage` reads, summed by institution and year: the
+    same coverage from a row per institution and year (a national release's awards are
+    2.8 million rows, 190 MB, held to the end of the release otherwise)."""
+    if awards is None:
+        return None
+    return awards.groupby(["institution", "grad_year"], as_index=False, observed=True,
+                          sort=True)["awards"].sum()
+
+
 def statewide_coverage(awards: pd.DataFrame | None, institution_state: Mapping[str, str],
                        year: int = COVERAGE_YEAR) -> dict[str, tuple[Fraction, int]]:
     """State FIPS code -> (share of its IPEDS graduates at the release's institutions, the
