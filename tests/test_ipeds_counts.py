@@ -95,6 +95,17 @@ def test_counts_and_flags_of_hand_made_cells():
         assert list(zip(values, flags)) == expected, key
 
 
+def test_an_award_without_institution_or_degree_level_counts_nowhere():
+    rows = _rows()
+    unknown = pd.DataFrame([(None, "05", "11.0701", "11.0701", 2001, 1000),
+                            (A, None, "11.0701", "11.0701", 2001, 1000)],
+                           columns=_awards().columns)
+    pd.testing.assert_frame_equal(
+        ipeds_counts(rows, CELLS, pd.concat([_awards(), unknown], ignore_index=True),
+                     FILE_YEARS, STATE),
+        ipeds_counts(rows, CELLS, _awards(), FILE_YEARS, STATE))
+
+
 def test_row_order_and_index_are_kept():
     rows = _rows().iloc[::-1].set_axis(range(100, 100 + len(ROWS)))
     got = ipeds_counts(rows, CELLS, _awards(), FILE_YEARS, STATE)

@@ -102,16 +102,15 @@ def components(rows: pd.DataFrame, awards: pd.DataFrame, years: Collection[int],
     per_year = np.repeat(comp["component"].to_numpy(), window)
     offsets = np.concatenate([np.arange(w) for w in window]) if len(comp) else np.array([], int)
     grad_year = np.repeat(start, window) + offsets
-    programs = _awards_by_program(awards)
-    # each component-year's awards looked up by the program's key as one integer (with a
-    # merge on the text of 3 million component-years and 2.6 million programs, components()
-    # peaked 1,010 MB over its start at 100m national; 770 MB so): a component-year without
-    # awards in IPEDS adds 0
-    key = _ProgramKey(comp, programs, grad_year)
+    # each component-year's awards looked up by the program's key as one integer, the
+    # awards summed by those keys (grouped on the text of 2.8 million awards and merged on
+    # that of 3 million component-years, components() peaked 1,010 MB over its start at
+    # 100m national): a component-year without awards in IPEDS adds 0
+    key = _ProgramKey(comp, awards, grad_year)
     found = key.find(key.of(comp, per_year, grad_year))
     matched = found >= 0
     sums = pd.DataFrame({name: np.bincount(per_year[matched], minlength=len(comp),
-                                           weights=programs[name].to_numpy()[found[matched]])
+                                           weights=key.sums[name][found[matched]])
                          .astype(np.int64) for name in ("awards", "moved4", "moved2")})
     sums["years_needed"] = window
     sums["years_present"] = np.bincount(per_year, weights=np.isin(grad_year, list(years)),
@@ -120,21 +119,40 @@ def components(rows: pd.DataFrame, awards: pd.DataFrame, years: Collection[int],
 
 
 class _ProgramKey:
-    """A program-year (institution, degree level, 4-digit code, graduation year) as one
-    int64: each text by its position among those of the components and the programs."""
+    """A program-year (institution, degree level, 4-digit CIP-2020 code, graduation year)
+    as one int64, each text by its position among those of the components and the awards,
+    and the awards summed by program-year on those keys (`sums`: awards, and those whose
+    reported code was another 4-digit (moved4) or 2-digit (moved2) code). Each text column
+    of the awards is hashed once (factorized); no text is grouped or merged."""
 
     COLUMNS = ("institution", "degree_level", "cip4")
 
-    def __init__(self, comp: pd.DataFrame, programs: pd.DataFrame, grad_year: np.ndarray):
-        self.codes = {c: pd.Index(pd.concat([comp[c], programs[c]], ignore_index=True).unique())
+    def __init__(self, comp: pd.DataFrame, awards: pd.DataFrame, grad_year: np.ndarray):
+        current = _Factorized.of(awards["cipcode"].astype(str))
+        reported = _Factorized.of(awards["reported_cipcode"].astype(str))
+        text = {"institution": _Factorized.of(awards["institution"]),
+                "degree_level": _Factorized.of(awards["degree_level"]),
+                "cip4": current.prefix(5)}
+        self.codes = {c: pd.Index(pd.concat([comp[c], pd.Series(text[c].values)],
+                                            ignore_index=True).unique())
                       for c in self.COLUMNS}
-        years = np.concatenate([grad_year, programs["grad_year"].to_numpy(np.int64)])
+        award_year = awards["grad_year"].to_numpy(np.int64)
+        years = np.concatenate([grad_year, award_year])
         self.first_year = int(years.min()) if len(years) else 0
         self.sizes = [len(self.codes[c]) for c in self.COLUMNS] + \
             [(int(years.max()) - self.first_year + 1) if len(years) else 1]
-        self.programs = self.of(programs, np.arange(len(programs)),
-                                programs["grad_year"].to_numpy(np.int64))
-        self.order = np.argsort(self.programs, kind="stable")
+        known = (text["institution"].codes >= 0) & (text["degree_level"].codes >= 0)
+        keys = np.asarray(np.ravel_multi_index(
+            [text[c].positions(self.codes[c])[known] for c in self.COLUMNS]
+            + [award_year[known] - self.first_year], self.sizes))
+        self.programs, program = np.unique(keys, return_inverse=True)
+        n = awards["awards"].to_numpy(np.int64)[known]
+        moved = {"moved4": current.prefix(5).differs(reported.prefix(5)),
+                 "moved2": current.prefix(2).differs(reported.prefix(2))}
+        self.sums = {name: np.bincount(program, minlength=len(self.programs),
+                                       weights=n if name == "awards" else
+                                       np.where(moved[name][known], n, 0)).astype(np.int64)
+                     for name in ("awards", "moved4", "moved2")}
 
     def of(self, frame: pd.DataFrame, rows: np.ndarray, grad_year: np.ndarray) -> np.ndarray:
         """The key of `frame`'s `rows` in `grad_year`."""
@@ -143,23 +161,34 @@ class _ProgramKey:
             + [grad_year - self.first_year], self.sizes))
 
     def find(self, keys: np.ndarray) -> np.ndarray:
-        """The program row of each key; -1 where no program has it."""
-        at = _found_at(self.programs[self.order], keys)
-        rows = np.full(len(keys), -1, np.int64)
-        rows[at >= 0] = self.order[at[at >= 0]]
-        return rows
+        """The program (index into `sums`) of each key; -1 where no award has it."""
+        return _found_at(self.programs, keys)
 
 
-def _awards_by_program(awards: pd.DataFrame) -> pd.DataFrame:
-    """Awards by institution, degree level, 4-digit CIP-2020 code and year, with the awards
-    whose reported code was another 4-digit (moved4) or 2-digit (moved2) code."""
-    current, reported = awards["cipcode"].astype(str), awards["reported_cipcode"].astype(str)
-    n = awards["awards"].astype(np.int64)
-    frame = pd.DataFrame({"institution": awards["institution"], "degree_level": awards["degree_level"],
-                          "cip4": current.str[:5], "grad_year": awards["grad_year"].astype(np.int64),
-                          "awards": n, "moved4": n.where(current.str[:5] != reported.str[:5], 0),
-                          "moved2": n.where(current.str[:2] != reported.str[:2], 0)})
-    return frame.groupby(["institution", "degree_level", "cip4", "grad_year"], as_index=False).sum()
+class _Factorized:
+    """A text column as each row's position among its distinct values (`codes`, -1: none)
+    and those values."""
+
+    def __init__(self, codes: np.ndarray, values: pd.Index):
+        self.codes, self.values = codes, values
+
+    @classmethod
+    def of(cls, column: pd.Series) -> _Factorized:
+        codes, values = pd.factorize(column)
+        return cls(codes, pd.Index(values))
+
+    def prefix(self, characters: int) -> _Factorized:
+        """Each row's first `characters` characters (a 4-digit code of a 6-digit one)."""
+        return _Factorized(self.codes, self.values.str[:characters])
+
+    def positions(self, among: pd.Index) -> np.ndarray:
+        """Each row's value's position in `among`, looked up once per distinct value."""
+        return among.get_indexer(self.values)[self.codes]
+
+    def differs(self, other: _Factorized) -> np.ndarray:
+        """Per row: this column's value is not `other`'s."""
+        among = self.values.append(other.values).unique()
+        return self.positions(among) != other.positions(among)
 
 
 class _KeyCodes:
