@@ -434,3 +434,31 @@ def test_per_cell_summary_is_the_tables_summaries_as_sorted_categories():
     pd.testing.assert_frame_equal(cells, earnings_tables.text_as_categories(text))
     assert cells["institution"].cat.categories.tolist() == ["00000100", "00000200", "00000300",
                                                             "08", "48"]
+
+
+def test_the_recheck_compares_every_published_value_and_finds_each_that_differs():
+    """recheck_percentiles recomputes every published percentile and count of pseoe_all
+    from pseoh_all's rows: none differ as built; a changed value, a histogram that is not
+    there and a cell-year twice are found."""
+    from dataclasses import replace
+    table = institution_table()
+    table = NoisyHistograms(table.tabulation_id, "I", "4", 1, table.cells,
+                            table.counts + 40, table.measured_from)
+    tables = [table] + [derive_histograms(table, inst, cip, by_cohort=by)[0]
+                        for inst, cip, by in [("I", "2", True), ("S", "4", True)]]
+    pseoh, cells = histogram_publication(tables, CFG.earnings)
+    pseoe = earnings_table(cells, CFG.earnings)
+    per_row = len(CFG.earnings.percentiles) + 1
+    published = sum(int((pseoe[f"status_y{k}_earnings"] == STATUS_OK).sum()) for k in (1, 5, 10))
+    assert published > 3
+    recheck = earnings_tables.recheck_percentiles
+    assert recheck(pseoe, pseoh, CFG.earnings) == (published * per_row, 0)
+    changed = pseoe.copy()
+    row = changed.index[changed["status_y1_earnings"] == STATUS_OK][1]
+    changed.loc[row, "y1_p50_earnings"] += 1
+    assert recheck(changed, pseoh, CFG.earnings) == (published * per_row, 1)
+    fewer = replace(pseoh, cells=pseoh.cells.iloc[1:].reset_index(drop=True),
+                    counts=pseoh.counts[1:])
+    assert recheck(pseoe, fewer, CFG.earnings) == (published * per_row, per_row)
+    with pytest.raises(RuntimeError, match="twice"):
+        recheck(pd.concat([pseoe, pseoe.iloc[[row]]]), pseoh, CFG.earnings)

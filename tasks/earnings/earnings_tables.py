@@ -337,16 +337,57 @@ def recheck_percentiles(pseoe: pd.DataFrame, pseoh: HistogramTable, cfg: Earning
         recomputed.append(rows.iloc[::n_bins][IDENTIFIERS + ["years_after"]].assign(
             grads_earn=counts.sum(axis=1),
             **{f"p{p}_earnings": values[:, i] for i, p in enumerate(cfg.percentiles)}))
-    recomputed = categories_as_text(pd.concat(recomputed, ignore_index=True))
+    recomputed = pd.concat(recomputed, ignore_index=True)
+    identifiers = [_distinct_values(recomputed[name]) for name in IDENTIFIERS]
     compared = mismatches = 0
     for k in YEARS_AFTER:
         published = pseoe[pseoe[f"status_y{k}_earnings"] == STATUS_OK]
         mine = recomputed[recomputed["years_after"] == k]
-        joined = published.merge(mine, on=IDENTIFIERS, how="left", validate="one_to_one")
+        found = _one_to_one(_identifier_keys(published, identifiers),
+                            _identifier_keys(mine, identifiers))
         for name in [f"p{p}_earnings" for p in cfg.percentiles] + ["grads_earn"]:
-            compared += len(joined)
-            mismatches += int((joined[f"y{k}_{name}"].astype("float64") != joined[name]).sum())
+            theirs = np.where(found >= 0, mine[name].to_numpy("float64")[found], np.nan)
+            compared += len(published)
+            mismatches += int((published[f"y{k}_{name}"].to_numpy("float64", na_value=np.nan)
+                               != theirs).sum())
     return compared, mismatches
+
+
+def _distinct_values(column: pd.Series) -> pd.Index:
+    """The values a column can hold (a categorical's categories)."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        return pd.Index(column.cat.categories)
+    return pd.Index(column.unique())
+
+
+def _identifier_keys(frame: pd.DataFrame, identifiers: list[pd.Index]) -> np.ndarray:
+    """Each row's IDENTIFIERS as one int64, each value by its position in `identifiers`
+    (the recheck compares rows without merging their text); -1: a value not among them."""
+    codes = []
+    for name, among in zip(IDENTIFIERS, identifiers):
+        column = frame[name]
+        if isinstance(column.dtype, pd.CategoricalDtype):
+            of_category = np.append(among.get_indexer(column.cat.categories), -1)
+            codes.append(of_category[column.cat.codes.to_numpy()])
+        else:
+            codes.append(among.get_indexer(column))
+    known = np.logical_and.reduce([c >= 0 for c in codes]) if codes else np.ones(len(frame), bool)
+    key = np.ravel_multi_index([np.where(known, c, 0) for c in codes],
+                               [max(len(among), 1) for among in identifiers])
+    return np.where(known, key, -1)
+
+
+def _one_to_one(keys: np.ndarray, others: np.ndarray) -> np.ndarray:
+    """The position in `others` of each of `keys` (-1: none, or an unknown key); a key
+    twice on either side is an error (a published cell-year is one row, and one histogram)."""
+    for side in (keys[keys >= 0], others[others >= 0]):
+        if len(np.unique(side)) != len(side):
+            raise RuntimeError("pseoe_all.csv or pseoh_all.csv has a cell-year twice")
+    if not len(others):
+        return np.full(len(keys), -1, np.int64)
+    order = np.argsort(others, kind="stable")
+    at = np.minimum(np.searchsorted(others[order], keys), len(others) - 1)
+    return np.where((keys >= 0) & (others[order][at] == keys), order[at], -1)
 
 
 def _dollar_factor(dollars: DollarYears | None) -> float:
