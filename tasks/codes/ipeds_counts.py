@@ -102,10 +102,10 @@ def components(rows: pd.DataFrame, awards: pd.DataFrame, years: Collection[int],
     per_year = np.repeat(comp["component"].to_numpy(), window)
     offsets = np.concatenate([np.arange(w) for w in window]) if len(comp) else np.array([], int)
     grad_year = np.repeat(start, window) + offsets
-    # each component-year's awards looked up by the program's key as one integer, the
-    # awards summed by those keys (grouped on the text of 2.8 million awards and merged on
-    # that of 3 million component-years, components() peaked 1,010 MB over its start at
-    # 100m national): a component-year without awards in IPEDS adds 0
+    # the awards summed by program-year and each component-year's looked up, both on the
+    # program's key as one integer (a groupby and a merge on the text of 2.8 million awards
+    # and 3 million component-years peaked 1,010 MB over components()' start at 100m
+    # national; this way 675 MB): a component-year without awards in IPEDS adds 0
     key = _ProgramKey(comp, awards, grad_year)
     found = key.find(key.of(comp, per_year, grad_year))
     matched = found >= 0
