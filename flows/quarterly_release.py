@@ -32,8 +32,8 @@ from pseo_das.tasks.earnings.noisy_histograms import derive_earnings
 from pseo_das.tasks.employment_flows.division_flows import FlowsRelease, build_flows_tables
 from pseo_das.tasks.employment_flows.flows_correction import correct_flows
 from pseo_das.tasks.employment_flows.noisy_flows import derive_all_flows
-from pseo_das.tasks.cip_recast.recast import recast_context, recast_notes
-from pseo_das.tasks.cip_recast.recast_inputs import RecastInputs, load_recast
+from pseo_das.tasks.cip_recast.recast import RecastPlan, recast_notes, recast_plan
+from pseo_das.tasks.cip_recast.recast_inputs import load_recast
 from pseo_das.tasks.inputs.cells import CIP_2020
 from pseo_das.tasks.inputs.true_counts import Engine
 from pseo_das.tasks.inputs.reference_inputs import ReferenceInputs, default_reference_dir
@@ -139,29 +139,26 @@ def publish_flows(reading: StoreReading, reference: ReferenceInputs
 
 
 def post_processing(store_path: Path, plan: ReleasePlan, cfg: ReleaseConfig,
-                    reference: ReferenceInputs, recast_inputs: RecastInputs | None,
+                    reference: ReferenceInputs, recast: RecastPlan | None,
                     identity: ReleaseIdentity, record: PublicationRecord,
                     staging: Path, review: ReviewRequest | None = None) -> PostProcessed:
     """Every public and internal file of a release from its stored measurements and public
-    inputs only: no microdata, no new noise. `recast_inputs` None publishes the CIP codes
-    as measured (releases of earlier versions), otherwise CIP-2020; `review`: the release
+    inputs only: no microdata, no new noise. `recast` None publishes the CIP codes as
+    measured (releases of earlier versions), otherwise CIP-2020; `review`: the release
     is held for review. The earnings files are written first (their workbook is made in a
     second process, stopped if the release fails), then the expected accuracy of the
     published percentiles is simulated in a second thread while the flows are made (numpy
     draws without the GIL)."""
     with second_thread() as beside, second_process() as apart:
-        return _post_processing(store_path, plan, cfg, reference, recast_inputs, identity,
-                                record, staging, review, beside, apart)
+        return _post_processing(store_path, plan, cfg, reference, recast, identity, record,
+                                staging, review, beside, apart)
 
 
 def _post_processing(store_path: Path, plan: ReleasePlan, cfg: ReleaseConfig,
-                     reference: ReferenceInputs, recast_inputs: RecastInputs | None,
+                     reference: ReferenceInputs, recast: RecastPlan | None,
                      identity: ReleaseIdentity, record: PublicationRecord, staging: Path,
                      review: ReviewRequest | None, beside, apart) -> PostProcessed:
-    contexts = None if recast_inputs is None else {
-        level: recast_context(recast_inputs, cfg.cells, level, cfg.cip.unseen_transition_weight)
-        for level in cfg.measured_cip_levels()}
-    reading = StoreReading(store_path, plan.plan, cfg, contexts)
+    reading = StoreReading(store_path, plan.plan, cfg, None if recast is None else recast.contexts)
     earnings, earnings_read, earnings_derived, checks, earnings_recasts = \
         publish_earnings(reading, record)
     earnings_files = write_earnings_files(staging, cfg, earnings, identity.release_id, apart)
@@ -191,7 +188,7 @@ def _post_processing(store_path: Path, plan: ReleasePlan, cfg: ReleaseConfig,
                                 sides, earnings_accuracy),
         ReleaseFacts(identity, cfg, ledger, lifetime, record.input_checks + checks,
                      record.input_fingerprints,
-                     recast_notes(recast_inputs, earnings_recasts + flows_recasts),
+                     recast_notes(recast, earnings_recasts + flows_recasts),
                      None if record.dollars is None else record.dollars.as_dict(), review))
     return PostProcessed(ledger, published.cells, flows, manifest, lifetime.release_summary)
 
@@ -313,12 +310,12 @@ def _measure_and_publish(data_dir: Path, out_dir: Path, given_seed: ReleaseSeed 
         identity = ReleaseIdentity(release_id, plan.attempt.seed.sha256, version, audit.run_id,
                                    audit.tracking_uri, config_sha256, str(store_path))
         record = measure(store_path, plan, inputs, cfg, audit, identity)
-        reference, recast_inputs = inputs.reference, inputs.recast
+        reference, recast = inputs.reference, recast_plan(inputs.recast, cfg)
         del inputs   # post-processing reads the store: the dense arrays can go
         staging = new_staging(out_dir)
         review = ReviewRequest(review_folder(store_path, release_id, plan.attempt.attempt),
                                cleared_before) if hold_for_review else None
-        processed = post_processing(store_path, plan, cfg, reference, recast_inputs, identity,
+        processed = post_processing(store_path, plan, cfg, reference, recast, identity,
                                     record, staging, review)
         record_release(audit, processed.ledger, processed.cells, processed.flows, staging,
                        record.input_fingerprints, processed.manifest, plan.summary())
@@ -382,11 +379,13 @@ def _republish(store_path: Path, release_id: str, out_dir: Path, cip_vintage: st
     elif cip_vintage not in (None, CIP_2020):
         raise ValueError(f"--cip-vintage {cip_vintage}: releases are republished in CIP-2020 "
                          "codes or as they were published")
+    recast = recast_plan(recast_inputs, cfg)
+    del recast_inputs      # the IPEDS completions: the plan keeps what post-processing takes
     identity = record.identity
     staging = new_staging(out_dir, discard_stale=False)   # deletes nothing it did not create
     try:
-        summary = post_processing(store_path, plan, cfg, reference, recast_inputs, identity,
-                                  record, staging, review).summary
+        summary = post_processing(store_path, plan, cfg, reference, recast, identity, record,
+                                  staging, review).summary
         if clearance is not None:    # published after review: with its clearance
             stamp_clearance(staging, clearance, staging)
         publish(staging, out_dir)

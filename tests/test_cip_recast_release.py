@@ -15,9 +15,10 @@ import pytest
 from conftest import (SMALL_INSTITUTIONS, public_table, run_release, small_data_set, store_beside,
                       without_extras)
 from pseo_das.config import load_config
-from pseo_das.tasks.cip_recast.recast import RecastError, check_recastable, recast_context
+from pseo_das.tasks.cip_recast.recast import (RecastError, check_recastable, recast_context,
+                                              recast_notes, recast_plan)
 from pseo_das.tasks.cip_recast.recast_inputs import load_recast_inputs
-from pseo_das.tasks.inputs.cells import POPULATION_KEYS, cell_frame, cohort_attributes
+from pseo_das.tasks.inputs.cells import CIP_2020, POPULATION_KEYS, cell_frame, cohort_attributes
 from pseo_das.tasks.measurements.publication_record import read_publication_record
 from pseo_das.tasks.privacy.store import PrivacyStore, measurement_bytes, read_measurement
 from pseo_das.tasks.measurements.products import earnings_questions, flows_questions
@@ -61,6 +62,27 @@ def _tables(store: Path, release_id: str, recast: bool):
                                           cfg.cip.unseen_transition_weight)
                     for level in ("4", "2")}
     return stored_tables.fn(store, plan, contexts, earnings_questions(cfg) + flows_questions(cfg))
+
+
+def test_the_recast_plan_keeps_the_contexts_and_notes_not_the_completions():
+    """Post-processing takes the recast plan (each measured level's context and what the
+    documents say), and the IPEDS completions go once the plan is made."""
+    import gc
+    import weakref
+    cfg = load_config()
+    inputs = load_recast_inputs(None, cfg.cip.switch_year)
+    completions = weakref.ref(inputs.completions)
+    years = sorted({int(y) for y in inputs.completions["grad_year"]})
+    plan = recast_plan(inputs, cfg)
+    assert set(plan.contexts) == set(cfg.measured_cip_levels())
+    assert recast_notes(plan, []) == {
+        "published_vintage": CIP_2020, "tabulations": [],
+        "packaged_inputs": list(inputs.packaged), "ipeds_years": years,
+        "hard_coded": len(inputs.hard_coded)}
+    del inputs
+    gc.collect()
+    assert completions() is None
+    assert recast_plan(None, cfg) is None and recast_notes(None, [])["tabulations"] == []
 
 
 def test_earnings_and_flows_read_apart_are_the_tables_read_together(releases):

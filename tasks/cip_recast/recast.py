@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from pseo_das.errors import PseoDasError
-from pseo_das.config import CellsConfig
+from pseo_das.config import CellsConfig, ReleaseConfig
 from pseo_das.tasks.cip_recast.transition_shares import (WIDTH, Destinations, IpedsSums, expanded,
                                                          transition_counts)
 from pseo_das.tasks.inputs.cells import (CELL_COLUMNS, CIP_2010, CIP_2020, institution_blocks,
@@ -305,11 +305,33 @@ def check_recastable(frames: dict[str, "CellFrame"], inputs: "RecastInputs") -> 
                           "reference folder")
 
 
-def recast_notes(inputs: "RecastInputs | None", recasts: list[dict]) -> dict:
-    """What the release notes and the DRB report say about the recast."""
+@dataclass(frozen=True)
+class RecastPlan:
+    """What post-processing takes of the recast inputs: the recast context of each measured
+    CIP level and what the documents say of the inputs; not the inputs (the IPEDS
+    completions: 142 MB at 100m national, held through every step otherwise)."""
+    contexts: dict[str, "RecastContext | None"]
+    packaged_inputs: tuple[str, ...]
+    ipeds_years: tuple[int, ...]
+    hard_coded: int
+
+
+def recast_plan(inputs: "RecastInputs | None", cfg: ReleaseConfig) -> RecastPlan | None:
+    """The `RecastPlan` of `inputs` for the release's measured CIP levels (None: no recast,
+    the codes published as measured)."""
     if inputs is None:
+        return None
+    return RecastPlan({level: recast_context(inputs, cfg.cells, level,
+                                             cfg.cip.unseen_transition_weight)
+                       for level in cfg.measured_cip_levels()}, tuple(inputs.packaged),
+                      tuple(sorted({int(y) for y in inputs.completions["grad_year"]})),
+                      len(inputs.hard_coded))
+
+
+def recast_notes(plan: RecastPlan | None, recasts: list[dict]) -> dict:
+    """What the release notes and the DRB report say about the recast."""
+    if plan is None:
         return {"published_vintage": "as measured", "tabulations": []}
     return {"published_vintage": CIP_2020, "tabulations": recasts,
-            "packaged_inputs": list(inputs.packaged),
-            "ipeds_years": sorted({int(y) for y in inputs.completions["grad_year"]}),
-            "hard_coded": len(inputs.hard_coded)}
+            "packaged_inputs": list(plan.packaged_inputs),
+            "ipeds_years": list(plan.ipeds_years), "hard_coded": plan.hard_coded}
