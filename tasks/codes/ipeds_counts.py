@@ -103,9 +103,9 @@ def components(rows: pd.DataFrame, awards: pd.DataFrame, years: Collection[int],
     offsets = np.concatenate([np.arange(w) for w in window]) if len(comp) else np.array([], int)
     grad_year = np.repeat(start, window) + offsets
     # the awards summed by program-year and each component-year's looked up, both on the
-    # program's key as one integer (a groupby and a merge on the text of 2.8 million awards
-    # and 3 million component-years peaked 1,010 MB over components()' start at 100m
-    # national; this way 675 MB): a component-year without awards in IPEDS adds 0
+    # program's key as one integer (a groupby on the text of 2.8 million awards peaked
+    # 951 MB over components()' start at 100m national; this way 675 MB, on the same
+    # input): a component-year without awards in IPEDS adds 0
     key = _ProgramKey(comp, awards, grad_year)
     found = key.find(key.of(comp, per_year, grad_year))
     matched = found >= 0
@@ -162,7 +162,7 @@ class _ProgramKey:
 
     def find(self, keys: np.ndarray) -> np.ndarray:
         """The program (index into `sums`) of each key; -1 where no award has it."""
-        return _found_at(self.programs, keys)
+        return found_at(self.programs, keys)
 
 
 class _Factorized:
@@ -313,13 +313,13 @@ def ipeds_counts(rows: pd.DataFrame, cells: CellsConfig, awards: pd.DataFrame,
 
 def _sums_of_rows(row_keys: np.ndarray, key: np.ndarray, summed: np.ndarray) -> np.ndarray:
     """Each row's SUMS (rows x SUMS; 0 where no component makes up its key)."""
-    at = _found_at(key, row_keys)
+    at = found_at(key, row_keys)
     out = np.zeros((len(row_keys), len(SUMS)), np.int64)
     out[at >= 0] = summed[at[at >= 0]]
     return out
 
 
-def _found_at(ordered: np.ndarray, keys: np.ndarray) -> np.ndarray:
+def found_at(ordered: np.ndarray, keys: np.ndarray) -> np.ndarray:
     """Each key's position in the ascending keys `ordered`; -1 where it is not there (a
     negative key: unknown)."""
     at = np.searchsorted(ordered, keys)

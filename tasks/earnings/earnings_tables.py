@@ -25,7 +25,7 @@ from pseo_das.tasks import progress, release_task
 from pseo_das.tasks.earnings.noisy_histograms import NoisyHistograms
 from pseo_das.tasks.earnings.percentiles import protected_percentiles, round_dollars
 from pseo_das.tasks.inputs.constant_dollars import DollarYears
-from pseo_das.tasks.codes.ipeds_counts import IpedsCounts, ipeds_counts
+from pseo_das.tasks.codes.ipeds_counts import IpedsCounts, found_at, ipeds_counts
 from pseo_das.tasks.codes.official_codes import (ALL_INDUSTRIES, CELL_IDENTIFIERS, NATIONAL,
                                                        agg_level, official_cells)
 
@@ -386,8 +386,8 @@ def _one_to_one(keys: np.ndarray, others: np.ndarray) -> np.ndarray:
     if not len(others):
         return np.full(len(keys), -1, np.int64)
     order = np.argsort(others, kind="stable")
-    at = np.minimum(np.searchsorted(others[order], keys), len(others) - 1)
-    return np.where((keys >= 0) & (others[order][at] == keys), order[at], -1)
+    at = found_at(others[order], keys)
+    return np.where(at >= 0, order[at], -1)
 
 
 def _dollar_factor(dollars: DollarYears | None) -> float:
