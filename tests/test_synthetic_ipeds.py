@@ -71,11 +71,11 @@ def test_the_frame_check_shows_every_cell_of_a_synthetic_data_set(seed_11):
     from pseo_das.tasks.inputs.true_counts import read_counts
     counts = read_counts(seed_11, CFG, None, read_cpi(find_cpi(default_reference_dir())))
     own = load_ipeds_awards(None, CFG.cells, CFG.cip.switch_year, seed_11).awards
+    cells = {k: len(c.frame.cells) for k, c in counts.levels.items()}
     kept, check = checked_frame(counts, own, CFG)
     assert {n for by_k in check.not_shown.values() for n, _ in by_k.values()} == {0}
     assert not check.coverage.low and check.coverage.missing == ()
-    assert all(len(kept.levels[k].frame.cells) == len(counts.levels[k].frame.cells)
-               for k in counts.levels)
+    assert {k: len(c.frame.cells) for k, c in kept.levels.items()} == cells
     packaged = load_ipeds_awards(None, CFG.cells, CFG.cip.switch_year).awards
     _, other = checked_frame(counts, packaged, CFG)
     n, total = other.not_shown["4"]["1"]

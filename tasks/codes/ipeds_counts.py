@@ -58,6 +58,7 @@ from pseo_das.config import CellsConfig
 from pseo_das.schemas.codes import STATUS_OK
 from pseo_das.schemas.pseo_layout import (ALL_COHORTS, IPEDS_FLAG_NOT_AVAILABLE,
                                           RESTRICTED_CIP_LEVEL, RESTRICTED_DEGREE_LEVELS)
+from pseo_das.tasks.codes.text_codes import Factorized, combined_keys, found_at
 
 AS_REPORTED, EDITED, NOT_AVAILABLE, PARTIALLY_MISSING = 1, 2, int(IPEDS_FLAG_NOT_AVAILABLE), 4
 
@@ -128,10 +129,10 @@ class _ProgramKey:
     COLUMNS = ("institution", "degree_level", "cip4")
 
     def __init__(self, comp: pd.DataFrame, awards: pd.DataFrame, grad_year: np.ndarray):
-        current = _Factorized.of(awards["cipcode"].astype(str))
-        reported = _Factorized.of(awards["reported_cipcode"].astype(str))
-        text = {"institution": _Factorized.of(awards["institution"]),
-                "degree_level": _Factorized.of(awards["degree_level"]),
+        current = Factorized.of(awards["cipcode"].astype(str))
+        reported = Factorized.of(awards["reported_cipcode"].astype(str))
+        text = {"institution": Factorized.of(awards["institution"]),
+                "degree_level": Factorized.of(awards["degree_level"]),
                 "cip4": current.prefix(5)}
         self.codes = {c: pd.Index(pd.concat([comp[c], pd.Series(text[c].values)],
                                             ignore_index=True).unique())
@@ -165,32 +166,6 @@ class _ProgramKey:
         return found_at(self.programs, keys)
 
 
-class _Factorized:
-    """A text column as each row's position among its distinct values (`codes`, -1: none)
-    and those values."""
-
-    def __init__(self, codes: np.ndarray, values: pd.Index):
-        self.codes, self.values = codes, values
-
-    @classmethod
-    def of(cls, column: pd.Series) -> _Factorized:
-        codes, values = pd.factorize(column)
-        return cls(codes, pd.Index(values))
-
-    def prefix(self, characters: int) -> _Factorized:
-        """Each row's first `characters` characters (a 4-digit code of a 6-digit one)."""
-        return _Factorized(self.codes, self.values.str[:characters])
-
-    def positions(self, among: pd.Index) -> np.ndarray:
-        """Each row's value's position in `among`, looked up once per distinct value."""
-        return among.get_indexer(self.values)[self.codes]
-
-    def differs(self, other: _Factorized) -> np.ndarray:
-        """Per row: this column's value is not `other`'s."""
-        among = self.values.append(other.values).unique()
-        return self.positions(among) != other.positions(among)
-
-
 class _KeyCodes:
     """The row keys (KEYS) as integers: each column's text by its position in the codes the
     components can make (unknown text: -1), the six combined into one int64, so that the
@@ -218,9 +193,7 @@ class _KeyCodes:
         """One int64 for each of `n` rows of the six codes (KEYS order; a code or an array
         of them); -1 where one is unknown."""
         columns = [np.broadcast_to(np.asarray(c, np.int64), n) for c in columns]
-        known = np.logical_and.reduce([c >= 0 for c in columns])
-        key = np.ravel_multi_index([np.where(known, c, 0) for c in columns], self.sizes)
-        return np.where(known, key, -1)
+        return combined_keys(columns, self.sizes)
 
     def of_rows(self, rows: pd.DataFrame) -> np.ndarray:
         """`combined` of rows whose KEYS are text."""
@@ -317,12 +290,3 @@ def _sums_of_rows(row_keys: np.ndarray, key: np.ndarray, summed: np.ndarray) -> 
     out = np.zeros((len(row_keys), len(SUMS)), np.int64)
     out[at >= 0] = summed[at[at >= 0]]
     return out
-
-
-def found_at(ordered: np.ndarray, keys: np.ndarray) -> np.ndarray:
-    """Each key's position in the ascending keys `ordered`; -1 where it is not there (a
-    negative key: unknown)."""
-    at = np.searchsorted(ordered, keys)
-    found = (keys >= 0) & (at < len(ordered))
-    found[found] &= ordered[at[found]] == keys[found]
-    return np.where(found, at, -1)

@@ -25,9 +25,10 @@ from pseo_das.tasks import progress, release_task
 from pseo_das.tasks.earnings.noisy_histograms import NoisyHistograms
 from pseo_das.tasks.earnings.percentiles import protected_percentiles, round_dollars
 from pseo_das.tasks.inputs.constant_dollars import DollarYears
-from pseo_das.tasks.codes.ipeds_counts import IpedsCounts, found_at, ipeds_counts
+from pseo_das.tasks.codes.ipeds_counts import IpedsCounts, ipeds_counts
 from pseo_das.tasks.codes.official_codes import (ALL_INDUSTRIES, CELL_IDENTIFIERS, NATIONAL,
                                                        agg_level, official_cells)
+from pseo_das.tasks.codes.text_codes import Factorized, combined_keys, found_at
 
 IPEDS_NOT_AVAILABLE = int(IPEDS_FLAG_NOT_AVAILABLE)
 
@@ -363,18 +364,9 @@ def _distinct_values(column: pd.Series) -> pd.Index:
 def _identifier_keys(frame: pd.DataFrame, identifiers: list[pd.Index]) -> np.ndarray:
     """Each row's IDENTIFIERS as one int64, each value by its position in `identifiers`
     (the recheck compares rows without merging their text); -1: a value not among them."""
-    codes = []
-    for name, among in zip(IDENTIFIERS, identifiers):
-        column = frame[name]
-        if isinstance(column.dtype, pd.CategoricalDtype):
-            of_category = np.append(among.get_indexer(column.cat.categories), -1)
-            codes.append(of_category[column.cat.codes.to_numpy()])
-        else:
-            codes.append(among.get_indexer(column))
-    known = np.logical_and.reduce([c >= 0 for c in codes]) if codes else np.ones(len(frame), bool)
-    key = np.ravel_multi_index([np.where(known, c, 0) for c in codes],
-                               [max(len(among), 1) for among in identifiers])
-    return np.where(known, key, -1)
+    return combined_keys([Factorized.of(frame[name]).positions(among)
+                          for name, among in zip(IDENTIFIERS, identifiers)],
+                         [len(among) for among in identifiers])
 
 
 def _one_to_one(keys: np.ndarray, others: np.ndarray) -> np.ndarray:

@@ -30,6 +30,24 @@ class SparseCounts:
         kept = count != 0
         return cls(n_rows, width, flat[starts][kept], count[kept])
 
+    def added(self, n_rows: int, flat: np.ndarray, count: np.ndarray) -> SparseCounts:
+        """These counts (as `n_rows` rows, at least as many) plus those of entries `flat`
+        (any order, repeats added up). Only the new entries are sorted; these, already in
+        order, are merged with them (a national table's totals, 9 million entries, are not
+        sorted again at every chunk)."""
+        new = SparseCounts.summed(n_rows, self.width, flat, count)
+        at = np.searchsorted(self.flat, new.flat)
+        there = at < len(self.flat)
+        there[there] = self.flat[at[there]] == new.flat[there]
+        total = self.count.copy()
+        total[at[there]] += new.count[there]
+        fresh = ~there
+        flat = np.insert(self.flat, at[fresh], new.flat[fresh])
+        count = np.insert(total, at[fresh], new.count[fresh])
+        kept = count != 0
+        return SparseCounts(n_rows, self.width, flat, count) if kept.all() else \
+            SparseCounts(n_rows, self.width, flat[kept], count[kept])
+
     @property
     def shape(self) -> tuple[int, int]:
         return self.n_rows, self.width
