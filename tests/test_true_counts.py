@@ -76,6 +76,22 @@ def test_chunked_counts_equal_whole_file_counts(synthetic_dir, whole_file_truth,
     assert flows[:, -1].sum() == truth[:, -1].sum() > 0   # the non-employed, derived
 
 
+def test_histograms_widen_before_they_could_overflow(synthetic_dir, whole_file_truth,
+                                                    monkeypatch):
+    """A level's running histograms are int32 while the records added could not overflow
+    a bin, int64 once they could: the same counts either way (here the limit is made small,
+    so that the switch comes between chunks)."""
+    from pseo_das.tasks.inputs import true_counts
+    narrow = counts(synthetic_dir, 1_000)
+    assert {a.dtype for c in narrow.levels.values() for a in c.histograms.values()} == \
+        {np.dtype(np.int32)}
+    monkeypatch.setattr(true_counts, "NARROW_HISTOGRAM_RECORDS", 3_000)
+    widened = counts(synthetic_dir, 1_000)
+    assert_same_counts(widened, whole_file_truth)
+    assert {a.dtype for c in widened.levels.values() for a in c.histograms.values()} == \
+        {np.dtype(np.int64)}
+
+
 def test_unsorted_inputs_are_counted_through_partitions(synthetic_dir, whole_file_truth, tmp_path):
     rng = np.random.default_rng(3)
     for name in ("graduates", "outcomes"):

@@ -200,6 +200,8 @@ def _at_employer(flat: np.ndarray, employer: np.ndarray, n_employers: int
 
 # Rows of (flow, employer) counts kept before they are added up (bounded memory).
 EMPLOYER_ROWS_BEFORE_SUM = 2_000_000
+# Records a level's histograms hold as int32 (no cell's bin can then overflow it)
+NARROW_HISTOGRAM_RECORDS = np.iinfo(np.int32).max
 EMPLOYED_PARTS_BEFORE_SUM = 8   # chunks' employed counts kept before they are summed
 
 
@@ -213,7 +215,10 @@ class LevelTotals:
         self.lookup = pd.Index(self.keys)
         self.rows: list[pd.DataFrame] = []                 # the cells, as first seen
         self.graduates = np.zeros(0, np.int64)
+        # years_after -> cells x bins, int32 while the records added could not overflow it
+        # (a national frame's three: 411 -> 205 MB), int64 beyond
         self.histograms: dict[int, np.ndarray] = {}
+        self.histogram_records = 0
         # years_after -> (flat cell * N_DESTINATIONS + destination, count) of each chunk added
         # since the last sum, cells numbered as first seen (added to `employed_sum` every
         # EMPLOYED_PARTS_BEFORE_SUM parts)
@@ -266,9 +271,15 @@ class LevelTotals:
                 {c: object for c in CODED_KEYS + ["inst_state"]}))
         self._grow(len(self.keys))
         self.graduates[ids] += part.graduates
+        self.histogram_records += sum(int(count.sum()) for _, count in part.histograms.values())
+        wide = self.histogram_records > NARROW_HISTOGRAM_RECORDS
+        if wide:
+            self.histograms = {k: a.astype(np.int64, copy=False)
+                               for k, a in self.histograms.items()}
         for k, (flat, count) in part.histograms.items():
             if k not in self.histograms:
-                self.histograms[k] = np.zeros((len(self.graduates), self.n_bins), np.int64)
+                self.histograms[k] = np.zeros((len(self.graduates), self.n_bins),
+                                              np.int64 if wide else np.int32)
             self.histograms[k][ids[flat // self.n_bins], flat % self.n_bins] += count
         for k, (flat, count) in part.employed.items():   # sparse: cells x 1,021 mostly zeros
             parts = self.employed.setdefault(k, [])
@@ -374,7 +385,7 @@ class LevelCounts:
     """The true counts of one CIP level over every cell of its frame (canonical order)."""
     frame: CellFrame
     graduates: np.ndarray                  # per cell
-    histograms: dict[int, np.ndarray]      # years_after -> cells x bins
+    histograms: dict[int, np.ndarray]      # years_after -> cells x bins (int32 or int64)
     employed: dict[int, SparseCounts]      # years_after -> cells x destinations (no ZZ/Z)
     # years_after -> cells x destinations: x_v (employer-side protection only)
     largest_at_one_employer: dict[int, np.ndarray] = field(default_factory=dict)
@@ -528,7 +539,7 @@ class CountsAccumulator:
             if level in rules.earnings_levels:
                 for k in years:
                     histograms[k] = _full(totals.histograms.pop(k, None), n, totals.n_bins,
-                                          np.int64)[order]
+                                          np.int32)[order]
             employed: dict[int, SparseCounts] = {}
             largest: dict[int, np.ndarray] = {}
             by_destination: dict[int, np.ndarray] = {}
