@@ -280,7 +280,7 @@ def ipeds_counts(rows: pd.DataFrame, cells: CellsConfig, awards: pd.DataFrame,
         out[f"y{k}_ipeds_count"] = pd.array(np.where(status == NOT_AVAILABLE, 0, total),
                                             dtype="Int64")
         out.loc[status == NOT_AVAILABLE, f"y{k}_ipeds_count"] = pd.NA
-        out[f"status_y{k}_ipeds_count"] = status.astype(np.int64)
+        out[f"status_y{k}_ipeds_count"] = status.astype(np.int8)
     return out[ipeds_count_columns()]
 
 

@@ -80,7 +80,9 @@ def earnings_table(cells: pd.DataFrame, cfg: EarningsConfig) -> pd.DataFrame:
     """pseoe_all.csv: one row per cell, the official columns in order. Years after that the
     configuration does not tabulate are not available (-1). The IPEDS counts are not
     available (flag 3) until `with_ipeds_counts` links them. A cell's values of each years
-    after go to its row by position (`_cell_rows`), not by an index of its text keys."""
+    after go to its row by position (`_cell_rows`), not by an index of its text keys. The
+    cells' codes stay categoricals of their text and the flags are int8 (written as the
+    text and integers are; at 100m national 509 -> 319 MB)."""
     value_names = [f"p{p}_earnings" for p in cfg.percentiles] + ["grads_earn"]
     out, row_of = _cell_rows(cells)
     restricted = out.pop("restricted").to_numpy(dtype=bool)
@@ -101,11 +103,11 @@ def earnings_table(cells: pd.DataFrame, cfg: EarningsConfig) -> pd.DataFrame:
             column[at] = cells[name].to_numpy()[mine]     # only this years after's rows
             columns[f"y{k}_{name}"] = pd.array(np.where(published, column, np.nan), dtype="Int64")
         status = np.select([published, present | restricted],
-                           [STATUS_OK, STATUS_SUPPRESSED], STATUS_NOT_AVAILABLE)
+                           [STATUS_OK, STATUS_SUPPRESSED], STATUS_NOT_AVAILABLE).astype(np.int8)
         columns[f"status_y{k}_earnings"] = status
         columns[f"status_y{k}_grads_earn"] = status
         columns[f"y{k}_ipeds_count"] = pd.array(np.full(len(out), np.nan), dtype="Int64")
-        columns[f"status_y{k}_ipeds_count"] = np.full(len(out), IPEDS_NOT_AVAILABLE)
+        columns[f"status_y{k}_ipeds_count"] = np.full(len(out), IPEDS_NOT_AVAILABLE, np.int8)
     identifiers = _with_national_all_industries(out)
     columns |= {name: identifiers[name].array for name in identifiers.columns}
     return pd.DataFrame({name: columns[name] for name in layout(PRODUCT).columns}, copy=False)
@@ -121,7 +123,7 @@ def _cell_rows(cells: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
                     .assign(_cell=np.arange(len(first))), [])
     row_of_cell = np.empty(len(first), dtype=np.intp)
     row_of_cell[ordered.pop("_cell").to_numpy()] = np.arange(len(first))
-    return categories_as_text(ordered), row_of_cell[cell]
+    return ordered, row_of_cell[cell]
 
 
 SCHEMA_BLOCK_ROWS = 1 << 20
@@ -306,9 +308,9 @@ def kept_cell_summary(cells: pd.DataFrame) -> pd.DataFrame:
 
 def kept_earnings_table(pseoe: pd.DataFrame) -> pd.DataFrame:
     """pseoe_all as a release keeps it once its file is written (for the state files, the
-    folder files, the consistency table and the explorer): its codes as categoricals and
-    its flags as int8, the same text in every file made of it (a 10m national table:
-    442 -> 232 MB)."""
+    folder files, the consistency table and the explorer): every code a categorical and
+    every flag int8 (`earnings_table` makes most of them so), the same text in every file
+    made of it."""
     return text_as_categories(pseoe).astype({name: np.int8 for name in pseoe.columns
                                              if name.startswith("status_")})
 
