@@ -196,9 +196,10 @@ class _KeyCodes:
         return combined_keys(columns, self.sizes)
 
     def of_rows(self, rows: pd.DataFrame) -> np.ndarray:
-        """`combined` of rows whose KEYS are text."""
-        return self.combined([self.codes[c].get_indexer(rows[c].astype(str)) for c in KEYS],
-                             len(rows))
+        """`combined` of rows whose KEYS are text or categoricals of text, each distinct
+        value looked up once."""
+        return self.combined([Factorized.of(rows[c]).mapped(str).positions(self.codes[c])
+                              for c in KEYS], len(rows))
 
 
 def _distinct(*columns: pd.Series) -> pd.Index:

@@ -32,9 +32,9 @@ class SparseCounts:
 
     def added(self, n_rows: int, flat: np.ndarray, count: np.ndarray) -> SparseCounts:
         """These counts (as `n_rows` rows, at least as many) plus those of entries `flat`
-        (any order, repeats added up). Only the new entries are sorted; these, already in
-        order, are merged with them (a national table's totals, 9 million entries, are not
-        sorted again at every chunk)."""
+        (any order, repeats added up). Only the new entries are sorted, then merged into
+        these, which are in order already (a national table's running totals, 9 million
+        entries at 100m, are not sorted again at every batch of chunks)."""
         new = SparseCounts.summed(n_rows, self.width, flat, count)
         at = np.searchsorted(self.flat, new.flat)
         there = at < len(self.flat)
