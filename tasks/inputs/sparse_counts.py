@@ -59,11 +59,14 @@ class SparseCounts:
         rows = np.flatnonzero(rows) if rows.dtype == bool else rows.astype(np.int64)
         new = np.full(self.n_rows, -1, np.int64)
         new[rows] = np.arange(len(rows))
-        at = new[self.flat // self.width]
-        kept = at >= 0
-        flat = at[kept] * self.width + self.flat[kept] % self.width
+        flat = new[self.flat // self.width]
+        kept = flat >= 0
+        whole = bool(kept.all())   # every row kept (a reordering): no copies of the kept
+        flat, count = (flat, self.count) if whole else (flat[kept], self.count[kept])
+        flat *= self.width
+        flat += self.flat % self.width if whole else self.flat[kept] % self.width
         order = np.argsort(flat, kind="stable")
-        return SparseCounts(len(rows), self.width, flat[order], self.count[kept][order])
+        return SparseCounts(len(rows), self.width, flat[order], count[order])
 
     def toarray(self) -> np.ndarray:
         """The counts as a dense int64 array, zeros included."""

@@ -202,7 +202,7 @@ def _at_employer(flat: np.ndarray, employer: np.ndarray, n_employers: int
 EMPLOYER_ROWS_BEFORE_SUM = 2_000_000
 # Records a level's histograms hold as int32 (no cell's bin can then overflow it)
 NARROW_HISTOGRAM_RECORDS = np.iinfo(np.int32).max
-EMPLOYED_PARTS_BEFORE_SUM = 8   # chunks' employed counts kept before they are summed
+EMPLOYED_PARTS_BEFORE_SUM = 3   # chunks' employed counts kept before they are summed
 
 
 class LevelTotals:
@@ -545,9 +545,11 @@ class CountsAccumulator:
             by_destination: dict[int, np.ndarray] = {}
             at_employer: dict[int, pd.DataFrame] = {}
             for k in years if level in rules.flows_levels else ():
-                employed[k] = totals.employed_counts(k, n)[order]
+                summed = totals.employed_counts(k, n)
                 totals.employed.pop(k, None)
                 totals.employed_sum.pop(k, None)
+                employed[k] = summed[order]
+                del summed
                 if rules.employers:
                     largest[k] = totals.largest_at_one_employer(k, n)[order]
                     by_destination[k] = totals.largest_by_destination(k)
