@@ -69,6 +69,8 @@ def shown_cells(cells: pd.DataFrame, cip_level: str, awards: pd.DataFrame,
     5.6 s for a text frame and index of the awards, +173 MB and 1.3 s this way."""
     if len(cells) == 0:
         return np.zeros(0, bool)
+    # each key column's distinct values, in the order of the cells' codes (a cell's key is
+    # its codes; an award's, its values' positions among these)
     of_cells = {c: Factorized.of(cells[c]) for c in MEASURED_CELL_KEYS}
     among = {c: pd.Index(f.values if c == "grad_cohort" else f.values.astype(str))
              for c, f in of_cells.items()}
@@ -90,7 +92,7 @@ def shown_cells(cells: pd.DataFrame, cip_level: str, awards: pd.DataFrame,
         "grad_cohort": among["grad_cohort"].get_indexer(cohort)}
     sizes = [len(among[c]) for c in MEASURED_CELL_KEYS]
     shown = combined_keys([award[c] for c in MEASURED_CELL_KEYS], sizes)
-    keys = combined_keys([of_cells[c].positions(among[c]) for c in MEASURED_CELL_KEYS], sizes)
+    keys = combined_keys([of_cells[c].codes for c in MEASURED_CELL_KEYS], sizes)
     return np.isin(keys, shown[shown >= 0])
 
 
@@ -175,7 +177,7 @@ def _not_shown_figures(frame: CellFrame, shown: np.ndarray, cells_cfg: CellsConf
 
 def _restrict(counts: LevelCounts, keep: np.ndarray) -> None:
     """Leave in `counts` the cells kept (canonical order kept), one array at a time, so that
-    a national frame's counts are not held twice (0.8 GB at 100m); x_v over every cell
+    a national frame's counts are not held twice (0.6 GB at 100m); x_v over every cell
     stays (at least as large)."""
     position = np.cumsum(keep) - 1
     for k, at in counts.employed_at_employer.items():

@@ -527,7 +527,8 @@ class CountsAccumulator:
     def result(self) -> dict[str, LevelCounts]:
         """The counts of every level, cells in canonical order. The totals are let go as
         their arrays are put in order, one at a time (a national frame's counts are not held
-        twice: 0.8 GB at 100m): call once, after the last `add`."""
+        twice: 0.6 GB at 100m, 364 MB of flows and 205 of histograms): call once, after the
+        last `add`."""
         levels = {}
         rules, years = self.rules, self.rules.cfg.cells.years_after
         for level in list(self.totals):
