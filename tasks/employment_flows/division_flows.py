@@ -101,6 +101,12 @@ def unobserved_division_share(table: NoisyFlows, missing: np.ndarray,
     return np.where(touched, share, 0.0)
 
 
+def home_state_index(cells: pd.DataFrame) -> np.ndarray:
+    """Each origin cell's state of institution as its index in STATE_FIPS (the in-state
+    destinations)."""
+    return np.searchsorted(np.array(STATE_FIPS), cells["inst_state"].astype(str).to_numpy())
+
+
 @dataclass(frozen=True)
 class OriginTable:
     """Corrected flows of one years-after from the origin cells of one level: institution
@@ -119,10 +125,9 @@ class OriginTable:
 
     @cached_property
     def home_state(self) -> np.ndarray:
-        """Each cell's state of institution as its index in STATE_FIPS (the in-state
-        destinations), found once per table, not per block of rows."""
-        return np.searchsorted(np.array(STATE_FIPS),
-                               self.cells["inst_state"].astype(str).to_numpy())
+        """`home_state_index` of the table's cells, found once per table, not per block
+        of rows."""
+        return home_state_index(self.cells)
 
 
 def origin_tables(table: NoisyFlows, suppressed: np.ndarray) -> list[OriginTable]:

@@ -50,6 +50,7 @@ from pseo_das.config import ReleaseConfig
 from pseo_das.epsilon import exact_epsilon
 from pseo_das.tasks import progress
 from pseo_das.tasks.earnings.percentiles import protected_percentiles
+from pseo_das.tasks.employment_flows.division_flows import home_state_index
 from pseo_das.tasks.employment_flows.flows_candidates import with_nonemployed_weight
 from pseo_das.tasks.employment_flows.flows_correction import correct_values
 from pseo_das.tasks.inputs.constant_dollars import in_constant_dollars
@@ -59,7 +60,7 @@ from pseo_das.tasks.inputs.ingest import (ValidatedInputs, find_input_files, rea
                                           read_whole)
 from pseo_das.tasks.inputs.reference_inputs import ReferenceInputs
 from pseo_das.tasks.study.accuracy import ALL_CELLS, PUBLISHABLE, STRATUM_EDGES
-from pseo_das.tasks.study.flows_measures import home_state_index, published_quantities
+from pseo_das.tasks.study.flows_measures import published_quantities
 from pseo_das.tasks.study.flows_study import simulate_all_fields
 from pseo_das.tasks.study.flows_study_sample import (ORIGIN_KEYS, TrueFlows,
                                                      true_flows_by_years_after)

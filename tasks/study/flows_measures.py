@@ -14,20 +14,13 @@ Measures, over every (cell, component) of a quantity in a group of cells:
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
-from pseo_das.schemas.codes import STATE_FIPS
 from pseo_das.tasks.employment_flows.division_flows import division_totals, state_flows
 from pseo_das.tasks.codes.destinations import NONEMPLOYED
 from pseo_das.tasks.study.accuracy import ALL_CELLS, STRATA, cell_size_stratum
 
 QUANTITIES = ("employed", "not employed", "in-state", "by sector", "by division",
               "division x sector")
-
-
-def home_state_index(cells: pd.DataFrame) -> np.ndarray:
-    """Position in STATE_FIPS of each origin cell's institution state."""
-    return np.searchsorted(np.array(STATE_FIPS), cells["inst_state"].astype(str).to_numpy())
 
 
 def published_quantities(flows: np.ndarray, home: np.ndarray) -> dict[str, np.ndarray]:

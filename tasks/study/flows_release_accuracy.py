@@ -26,14 +26,14 @@ from pseo_das.config import ReleaseConfig
 from pseo_das.schemas.codes import STATUS_OK
 from pseo_das.schemas.pseo_layout import ALL_COHORTS
 from pseo_das.tasks import progress, release_task
+from pseo_das.tasks.employment_flows.division_flows import home_state_index
 from pseo_das.tasks.employment_flows.flows_candidates import with_nonemployed_weight
 from pseo_das.tasks.employment_flows.flows_correction import correct_values
 from pseo_das.tasks.employment_flows.noisy_flows import NoisyFlows
 from pseo_das.tasks.inputs.cells import ALL_FIELDS_CIPCODE
 from pseo_das.tasks.inputs.reference_inputs import ReferenceInputs
 from pseo_das.tasks.privacy.geometric import geometric_variance
-from pseo_das.tasks.study.flows_measures import (home_state_index, measure_rows,
-                                                 published_quantities, stratum_groups)
+from pseo_das.tasks.study.flows_measures import measure_rows, published_quantities, stratum_groups
 from pseo_das.tasks.study.flows_study import simulate_all_fields
 from pseo_das.tasks.study.flows_study_sample import ORIGIN_KEYS, TrueFlows
 from pseo_das.tasks.study.simulation_noise import simulation_generator, simulation_sample

@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from pseo_das.tasks import progress
+from pseo_das.tasks.employment_flows.division_flows import home_state_index
 from pseo_das.tasks.employment_flows.flows_candidates import (appendix_correction, employed_threshold,
                                                               simplex_projection,
                                                               thresholded_correction,
@@ -36,8 +37,7 @@ from pseo_das.tasks.codes.destinations import NONEMPLOYED
 from pseo_das.tasks.employment_flows.flows_correction import industry_flows, log_weights
 from pseo_das.tasks.employment_flows.noisy_flows import NoisyFlows
 from pseo_das.tasks.inputs.reference_inputs import ReferenceInputs
-from pseo_das.tasks.study.flows_measures import (home_state_index, measure_rows,
-                                                 published_quantities, stratum_groups)
+from pseo_das.tasks.study.flows_measures import measure_rows, published_quantities, stratum_groups
 from pseo_das.tasks.study.flows_study_sample import ALL_FIELDS_LEVEL, MEASURED_LEVEL, TrueFlows
 from pseo_das.tasks.study.simulation_noise import exact_geometric_noise, simulation_generator
 
