@@ -6,7 +6,9 @@ For each size, the synthetic input is built once with `pseo-das synth` and cache
 benchmarks/results/data/<size>/. Each measurement is a fresh child process: wall time is
 time.perf_counter() around it, peak memory is the ru_maxrss that os.wait4 returns for it
 (the largest resident set of the child and of its own reaped children, e.g. the
-temporary Prefect server; a maximum, not a sum). Each release writes into a fresh
+temporary Prefect server; a maximum, not a sum), CPU seconds its user + system time and its
+reaped children's; by step, the release and its children are sampled every RSS_EVERY_S
+(RSS and CPU so far). Each release writes into a fresh
 temporary folder; all releases of a session share one MLflow SQLite store, as scheduled
 releases do. One warm-up release runs first, so that one-time set-up (Prefect's database
 migrations, creating the MLflow store) and cold file caches are not counted. Medians
@@ -45,6 +47,7 @@ benchmarks/results/fixed-cost-<date>.json, rendered in docs/operate/prefect-serv
 from __future__ import annotations
 
 import argparse
+import bisect
 import os
 import re
 import statistics
@@ -95,19 +98,21 @@ def with_seed_key(env: dict[str, str], folder: Path) -> dict[str, str]:
     return env | {"PSEO_DAS_SEED_KEY": f"{folder}/seed.key"}
 
 
-RSS_EVERY_S = 0.5   # how often `measure` samples the RSS of the child and its children
+RSS_EVERY_S = 0.5   # how often `measure` samples the RSS and CPU of the child and its children
 
 
 def measure(command: list[str], log: Path, env: dict[str, str] | None = None,
             rss: bool = False) -> dict:
-    """Run one child process, output to `log`; its wall seconds, peak RSS (MB) and start;
-    with `rss`, also `rss`: [seconds from the start, MB] of the child and its children
-    every RSS_EVERY_S (psutil; `release_step_peaks` gives each step's highest)."""
+    """Run one child process, output to `log`; its wall seconds, peak RSS (MB), CPU seconds
+    (user + system, its reaped children's included) and start; with `rss`, also `rss`:
+    [seconds from the start, MB, CPU s so far] of the child and its children every
+    RSS_EVERY_S (psutil; `release_step_peaks` gives each step's highest RSS,
+    `release_step_cpu` its CPU)."""
     samples: list[list[float]] = []
     with open(log, "wb") as out:
         started_epoch, started = time.time(), time.perf_counter()
         child = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
-        sampler = threading.Thread(target=sample_rss, args=(child, started, samples),
+        sampler = threading.Thread(target=sample_usage, args=(child, started, samples),
                                    daemon=True) if rss else None
         if sampler is not None:
             sampler.start()
@@ -119,13 +124,16 @@ def measure(command: list[str], log: Path, env: dict[str, str] | None = None,
     if child.returncode != 0:
         raise SystemExit(f"{' '.join(command)} failed ({child.returncode}):\n"
                          + log.read_text(errors="replace")[-3000:])
-    return {"wall_s": wall, "peak_mb": usage.ru_maxrss / 1024, "started": started_epoch,
+    return {"wall_s": wall, "peak_mb": usage.ru_maxrss / 1024,
+            "cpu_s": usage.ru_utime + usage.ru_stime, "started": started_epoch,
             **({"rss": samples} if rss else {})}
 
 
-def sample_rss(child: subprocess.Popen, started: float, samples: list[list[float]]) -> None:
-    """Append [seconds since `started`, MB] of `child`'s RSS and its children's until it
-    exits."""
+def sample_usage(child: subprocess.Popen, started: float, samples: list[list[float]]) -> None:
+    """Append [seconds since `started`, MB, CPU s] of `child` and its children until it
+    exits: their RSS now, and the CPU seconds they have used so far (a child that has ended
+    counted with its last reading)."""
+    cpu: dict[int, float] = {}
     try:
         process = psutil.Process(child.pid)
         while process.is_running() and process.status() != psutil.STATUS_ZOMBIE:
@@ -133,9 +141,12 @@ def sample_rss(child: subprocess.Popen, started: float, samples: list[list[float
             for one in [process, *process.children(recursive=True)]:
                 try:
                     mb += one.memory_info().rss / 2 ** 20
+                    times = one.cpu_times()
+                    cpu[one.pid] = times.user + times.system
                 except psutil.Error:   # a child that ended between the listing and the reading
                     pass
-            samples.append([round(time.perf_counter() - started, 2), round(mb)])
+            samples.append([round(time.perf_counter() - started, 2), round(mb),
+                            round(sum(cpu.values()), 2)])
             time.sleep(RSS_EVERY_S)
     except psutil.Error:   # the child ended
         pass
@@ -189,11 +200,29 @@ def release_step_peaks(log_text: str, started: float, wall: float,
     peaks: dict[str, float] = {}
     previous = 0.0
     for offset, label in step_marks(log_text, started, wall):
-        inside = [mb for at, mb in rss if previous <= at <= offset]
+        inside = [mb for at, mb, *_ in rss if previous <= at <= offset]
         if inside:
             peaks[label] = max(peaks.get(label, 0.0), max(inside))
         previous = max(offset, previous)
     return peaks
+
+
+def release_step_cpu(log_text: str, started: float, wall: float,
+                     samples: list[list[float]]) -> dict[str, float]:
+    """CPU seconds of the release and its children in each step's intervals (`step_marks`),
+    from `measure`'s samples (each interval: the CPU used by the last sample before its end
+    less that by the last sample before its start)."""
+    times = [at for at, *_ in samples]
+
+    def used(at: float) -> float:
+        k = bisect.bisect_right(times, at)
+        return samples[k - 1][2] if k else 0.0
+    steps: dict[str, float] = defaultdict(float)
+    previous = 0.0
+    for offset, label in step_marks(log_text, started, wall):
+        steps[label] += max(used(offset) - used(previous), 0.0)
+        previous = max(offset, previous)
+    return dict(steps)
 
 
 def dataset(size: str, institutions: int = DEMO_INSTITUTIONS) -> tuple[Path, int]:
@@ -223,7 +252,9 @@ def run_release(data: Path, log: Path, label: str, tracking_uri: str,
                        "--init-store", "--engine", engine], log, env, rss=True)
     text, started = log.read_text(errors="replace"), run.pop("started")
     run["steps"] = release_steps(text, started, run["wall_s"])
-    run["step_peaks_mb"] = release_step_peaks(text, started, run["wall_s"], run.pop("rss"))
+    samples = run.pop("rss")
+    run["step_peaks_mb"] = release_step_peaks(text, started, run["wall_s"], samples)
+    run["step_cpu_s"] = release_step_cpu(text, started, run["wall_s"], samples)
     return run
 
 
@@ -237,11 +268,12 @@ def summarize(runs: list[dict]) -> dict:
     """Medians of wall time and peak memory, the raw runs, and the median run's steps."""
     wall = statistics.median(r["wall_s"] for r in runs)
     summary = {"wall_s": wall, "peak_mb": statistics.median(r["peak_mb"] for r in runs),
-               "runs": runs}
+               "cpu_s": statistics.median(r["cpu_s"] for r in runs), "runs": runs}
     if "steps" in runs[0]:
         median_run = min(runs, key=lambda r: abs(r["wall_s"] - wall))
         summary["steps"] = median_run["steps"]
         summary["step_peaks_mb"] = median_run["step_peaks_mb"]
+        summary["step_cpu_s"] = median_run["step_cpu_s"]
     return summary
 
 
@@ -322,12 +354,35 @@ def print_report(rows: dict[str, dict]) -> None:
         for engine, release in r["releases"].items():
             steps = ", ".join(f"{name} {s:.1f}" for name, s in release["steps"].items())
             print(f"  {size} {engine}: {steps}")
+    print("\nits CPU (s, median run; the release and its children):")
+    for size, r in rows.items():
+        for engine, release in r["releases"].items():
+            steps = ", ".join(f"{name} {s:.1f}" for name, s in release["step_cpu_s"].items())
+            print(f"  {size} {engine}: {release['cpu_s']:.1f} in all; {steps}")
     print(f"\npeak RSS by step (MB, median run; the release and its children every "
           f"{RSS_EVERY_S:g} s):")
     for size, r in rows.items():
         for engine, release in r["releases"].items():
             peaks = ", ".join(f"{name} {mb:,.0f}" for name, mb in release["step_peaks_mb"].items())
             print(f"  {size} {engine}: {peaks}")
+
+
+def step_cpu_figure(rows: dict[str, dict]) -> dict:
+    """The median runs' CPU seconds by step (the first engine's), a column per size, with
+    the cores they kept busy (CPU s / wall s) at the largest size; steps as
+    `step_peaks_figure`."""
+    sizes, largest = list(rows), list(rows.values())[-1]["release"]
+    steps = list(dict.fromkeys(name for r in reversed(rows.values())
+                               for name in r["release"]["step_cpu_s"]))
+
+    def busy(name: str) -> float | None:
+        wall = largest["steps"].get(name, 0.0)
+        return round(largest["step_cpu_s"].get(name, 0.0) / wall, 2) if wall >= 0.05 else None
+    return table(f"CPU s by step (median run; the release and its children, sampled every "
+                 f"{RSS_EVERY_S:g} s), and the cores busy at {sizes[-1]}",
+                 ["step", *sizes, f"cores busy at {sizes[-1]}"],
+                 [[name, *(round(rows[size]["release"]["step_cpu_s"].get(name, 0.0), 1)
+                           for size in sizes), busy(name)] for name in steps])
 
 
 def step_peaks_figure(rows: dict[str, dict]) -> dict:
@@ -468,7 +523,7 @@ def release_figures(rows: dict[str, dict]) -> list[dict]:
         for engine, release in r["releases"].items():
             count_s = release["steps"].get(COUNT_STEP, 0.0)
             lines.append([size, r["outcome_rows"], engine, round(release["wall_s"], 1),
-                          round(release["peak_mb"]),
+                          round(release["cpu_s"], 1), round(release["peak_mb"]),
                           round(sum(release["steps"].get(n, 0.0) for n in FLOWS_STEPS), 1),
                           round(count_s, 1),
                           round(r["outcome_rows"] / count_s) if count_s and size != "tiny" else None,
@@ -478,12 +533,13 @@ def release_figures(rows: dict[str, dict]) -> list[dict]:
                f"{FIXED_COST_TARGET_S:g} s: {'met' if fixed < FIXED_COST_TARGET_S else 'MISSED'}",
                *national_targets(rows)]
     return [table("Release and baseline, medians",
-                  ["size", "outcome rows", "engine", "release s", "release peak MB",
+                  ["size", "outcome rows", "engine", "release s", "release CPU s",
+                   "release peak MB",
                    "flows steps s", "counting step s", "counting rows/s", "baseline s",
                    "baseline peak MB"], lines),
             table("Targets (issue 14), as the script prints them", ["target"],
                   [[line] for line in targets]),
-            step_peaks_figure(rows)]
+            step_peaks_figure(rows), step_cpu_figure(rows)]
 
 
 def main() -> None:

@@ -189,3 +189,26 @@ def test_the_release_benchmark_gives_each_step_its_highest_rss_sample(monkeypatc
     steps = bench.release_steps(RELEASE_LOG, started, 10.6)
     assert steps["keep measurements in the privacy store"] == pytest.approx(3.5)
     assert steps["validate and count the inputs"] == pytest.approx(2.5)
+
+
+def test_the_release_benchmark_gives_each_step_the_cpu_used_in_its_intervals(monkeypatch):
+    """bench_release.release_step_cpu: a step's CPU is what the process tree used between
+    the last samples before its interval's start and end, summed over a step run twice;
+    every CPU second sampled goes to exactly one step."""
+    import datetime
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    bench = load(ROOT / "benchmarks" / "bench_release.py", "bench_release_cpu")
+    started = datetime.datetime(2026, 11, 27, 10, 0, 0).timestamp()   # local, as the log
+    samples = [[0.5, 100, 0.4], [2.5, 900, 1.9], [3.5, 400, 2.6], [5.4, 700, 5.0],
+               [5.8, 2000, 5.3], [7.0, 1500, 6.0], [8.9, 300, 9.1], [9.5, 250, 9.4],
+               [10.4, 120, 9.5]]
+    cpu = bench.release_step_cpu(RELEASE_LOG, started, 10.6, samples)
+    assert cpu == pytest.approx({"start-up (imports, Prefect server)": 0.4,
+                                 "flow set-up (MLflow store and run)": 1.5,
+                                 "validate and count the inputs": 3.1,
+                                 "keep measurements in the privacy store": 0.3 + 3.8,
+                                 "flow end": 0.3,
+                                 "shutdown (drain Prefect workers, stop server)": 0.1})
+    assert sum(cpu.values()) == pytest.approx(samples[-1][2])
+    assert bench.release_step_peaks(RELEASE_LOG, started, 10.6, samples)[
+        "keep measurements in the privacy store"] == 2000
