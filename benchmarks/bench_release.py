@@ -98,7 +98,8 @@ def with_seed_key(env: dict[str, str], folder: Path) -> dict[str, str]:
     return env | {"PSEO_DAS_SEED_KEY": f"{folder}/seed.key"}
 
 
-RSS_EVERY_S = 0.5   # how often `measure` samples the RSS and CPU of the child and its children
+RSS_EVERY_S = 0.2   # how often `measure` samples the RSS and CPU of the child and its children
+BUSY_MIN_S = 1.0    # the shortest step whose cores busy are reported (5 samples or more)
 
 
 def measure(command: list[str], log: Path, env: dict[str, str] | None = None,
@@ -369,15 +370,16 @@ def print_report(rows: dict[str, dict]) -> None:
 
 def step_cpu_figure(rows: dict[str, dict]) -> dict:
     """The median runs' CPU seconds by step (the first engine's), a column per size, with
-    the cores they kept busy (CPU s / wall s) at the largest size; steps as
-    `step_peaks_figure`."""
+    the cores they kept busy (CPU s / wall s) at the largest size for the steps of
+    BUSY_MIN_S or more (a shorter one's CPU is that of the sample intervals it overlaps);
+    steps as `step_peaks_figure`."""
     sizes, largest = list(rows), list(rows.values())[-1]["release"]
     steps = list(dict.fromkeys(name for r in reversed(rows.values())
                                for name in r["release"]["step_cpu_s"]))
 
     def busy(name: str) -> float | None:
         wall = largest["steps"].get(name, 0.0)
-        return round(largest["step_cpu_s"].get(name, 0.0) / wall, 2) if wall >= 0.05 else None
+        return round(largest["step_cpu_s"].get(name, 0.0) / wall, 2) if wall >= BUSY_MIN_S else None
     return table(f"CPU s by step (median run; the release and its children, sampled every "
                  f"{RSS_EVERY_S:g} s), and the cores busy at {sizes[-1]}",
                  ["step", *sizes, f"cores busy at {sizes[-1]}"],
