@@ -6,9 +6,9 @@ For each size, the synthetic input is built once with `pseo-das synth` and cache
 benchmarks/results/data/<size>/. Each measurement is a fresh child process: wall time is
 time.perf_counter() around it, peak memory is the ru_maxrss that os.wait4 returns for it
 (the largest resident set of the child and of its own reaped children, e.g. the
-temporary Prefect server; a maximum, not a sum), CPU seconds its user + system time and its
-reaped children's; by step, the release and its children are sampled every RSS_EVERY_S
-(RSS and CPU so far). Each release writes into a fresh
+temporary Prefect server; a maximum, not a sum), and its CPU seconds are its user + system
+time and its reaped children's; by step, the release and its children are sampled every
+RSS_EVERY_S (RSS, and CPU so far). Each release writes into a fresh
 temporary folder; all releases of a session share one MLflow SQLite store, as scheduled
 releases do. One warm-up release runs first, so that one-time set-up (Prefect's database
 migrations, creating the MLflow store) and cold file caches are not counted. Medians
@@ -266,7 +266,8 @@ def run_baseline(data: Path, log: Path) -> dict:
 
 
 def summarize(runs: list[dict]) -> dict:
-    """Medians of wall time and peak memory, the raw runs, and the median run's steps."""
+    """Medians of wall time, peak memory and CPU, the raw runs, and the median run's steps
+    (their times, peak RSS and CPU)."""
     wall = statistics.median(r["wall_s"] for r in runs)
     summary = {"wall_s": wall, "peak_mb": statistics.median(r["peak_mb"] for r in runs),
                "cpu_s": statistics.median(r["cpu_s"] for r in runs), "runs": runs}
