@@ -154,11 +154,21 @@ CHUNK = 1 << 18   # words per vectorised step (fits the cache)
 def draw(table: InversionTable, words: np.ndarray,
          next_word: Callable[[], int], out: np.ndarray | None = None) -> np.ndarray:
     """One discrete Laplace value per 64-bit word of `words` (int64): the vectorised
-    inversion, with the undecided words (a threshold hit exactly, or beyond the table)
-    passed in index order to `exact_index`, which takes further words from `next_word`.
-    `out`: where the values go (None: a new array); it may be `words` itself viewed as
-    int64 (each chunk's words are read before its values are written), so a national
-    table's noise is held once, not beside its words."""
+    inversion (`draw_decided`), with the undecided words (a threshold hit exactly, or
+    beyond the table) passed in index order to `exact_index`, which takes further words
+    from `next_word`. `out`: where the values go (None: a new array); it may be `words`
+    itself viewed as int64, so a national table's noise is held once, not beside its
+    words."""
+    out, undecided = draw_decided(table, words, out)
+    return decide(table, out, undecided, next_word)
+
+
+def draw_decided(table: InversionTable, words: np.ndarray, out: np.ndarray | None = None
+                 ) -> tuple[np.ndarray, list[tuple[int, int]]]:
+    """The vectorised inversion of `draw`, which takes no further word: the values of the
+    words it decides, and the (index, word) of those it leaves undecided, in index order
+    (`decide` gives them their values). `out` may be `words` viewed as int64 (each chunk's
+    words are read before its values are written)."""
     ascending = table.ascending
     if ascending is None:
         raise ValueError(f"the vectorised draw takes 64-bit words; this table is of "
@@ -169,12 +179,21 @@ def draw(table: InversionTable, words: np.ndarray,
     padded = np.append(ascending, np.uint64(0))   # the sentinel never equals a word at p = size
     value_at = value_of_index(size - np.arange(size + 1, dtype=np.int64))
     out = np.empty(len(words), dtype=np.int64) if out is None else out
+    undecided_all: list[tuple[int, int]] = []
     for start in range(0, len(words), CHUNK):
         chunk = words[start:start + CHUNK]
         position = np.searchsorted(ascending, chunk, side="left")
         undecided = np.flatnonzero((np.take(padded, position) == chunk) | (position == 0))
-        undecided_words = chunk[undecided].tolist()    # before `out` may overwrite them
+        undecided_all += zip((start + undecided).tolist(),
+                             chunk[undecided].tolist())   # before `out` may overwrite them
         np.take(value_at, position, out=out[start:start + CHUNK])
-        for i, word in zip(undecided.tolist(), undecided_words):
-            out[start + i] = value_of_index(exact_index(table, word, next_word))
+    return out, undecided_all
+
+
+def decide(table: InversionTable, out: np.ndarray, undecided: list[tuple[int, int]],
+           next_word: Callable[[], int]) -> np.ndarray:
+    """`out` with the values of `draw_decided`'s undecided words, in their order, each
+    taking its further words from `next_word` (`exact_index`)."""
+    for i, word in undecided:
+        out[i] = value_of_index(exact_index(table, word, next_word))
     return out

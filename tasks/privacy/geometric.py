@@ -5,8 +5,11 @@ only, unbounded support, no floating point), so no delta is lost to the sampler.
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from fractions import Fraction
+from itertools import islice
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
@@ -15,7 +18,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 from pseo_das.epsilon import exact_epsilon
-from pseo_das.tasks.privacy.discrete_laplace import draw, inversion_table
+from pseo_das.tasks.privacy.discrete_laplace import decide, draw, draw_decided, inversion_table
 from pseo_das.tasks.privacy.ledger import NoisyMeasurement, RowBlocks, measured_entry
 from pseo_das.tasks.privacy.statement import Mechanism, PrivacyStatement
 from pseo_das.tasks.privacy.streams import NoiseStream, stream_sha256
@@ -53,22 +56,42 @@ def discrete_laplace_noise(release_seed: bytes, measurement_id: str,
     return draw(table, words, stream.word, out=words.view(np.int64)).reshape(shape)
 
 
+# threads drawing the next blocks of `discrete_laplace_blocks` while one is used (ChaCha20's
+# words and the vectorised inversion let go of the interpreter lock)
+DRAW_THREADS = 2
+
+
 def discrete_laplace_blocks(release_seed: bytes, measurement_id: str,
                             epsilon: float | str | Fraction, shape: tuple[int, int],
                             block_rows: int) -> Iterator[tuple[int, np.ndarray]]:
     """`discrete_laplace_noise` of a rows x columns array, `block_rows` rows at a time, in
     order: (first row, its values). The same values: a block's words are the stream's from
     its first entry's, and the words its undecided ones take come from where the whole
-    array's words end, continued block after block (the order of the whole draw)."""
+    array's words end, continued block after block (the order of the whole draw). The
+    next DRAW_THREADS blocks' words are drawn and decided in threads while a block is used
+    (`draw_decided`); their undecided words are decided here, in block order (`decide`)."""
     table = inversion_table(exact_epsilon(epsilon))
     n_rows, n_columns = shape
     following = NoiseStream(release_seed, measurement_id, at_word=n_rows * n_columns)
-    for start in range(0, n_rows, block_rows):
+
+    def decided(start: int) -> tuple[np.ndarray, list[tuple[int, int]]]:
         rows = min(block_rows, n_rows - start)
         words = NoiseStream(release_seed, measurement_id,
                             at_word=start * n_columns).words(rows * n_columns)
-        yield start, draw(table, words, following.word,
-                          out=words.view(np.int64)).reshape(rows, n_columns)
+        return draw_decided(table, words, out=words.view(np.int64))
+
+    starts = iter(range(0, n_rows, block_rows))
+    with ThreadPoolExecutor(DRAW_THREADS, thread_name_prefix="pseo-das-draw") as threads:
+        pending = deque((start, threads.submit(decided, start))
+                        for start in islice(starts, DRAW_THREADS))
+        while pending:
+            start, block = pending.popleft()
+            following_start = next(starts, None)
+            if following_start is not None:
+                pending.append((following_start, threads.submit(decided, following_start)))
+            values, undecided = block.result()
+            yield start, decide(table, values, undecided,
+                                following.word).reshape(-1, n_columns)
 
 
 def geometric_noise_epsilon(epsilon: float | str | Fraction, sensitivity: int) -> Fraction:
@@ -99,7 +122,9 @@ class RowSinkLike(Protocol):
     def result(self) -> np.ndarray | RowBlocks: ...
 
 
-DRAW_BLOCK_ROWS = 16_384   # cells drawn at a time into a sink (national flows: 134 MB)
+# cells drawn at a time into a sink (national flows: 67 MB; with the DRAW_THREADS blocks
+# drawn ahead, 201 MB)
+DRAW_BLOCK_ROWS = 8_192
 
 
 def measure_with_geometric_noise(release_seed: bytes, statement: PrivacyStatement,
