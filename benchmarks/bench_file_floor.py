@@ -22,9 +22,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -37,15 +35,10 @@ from pseo_das.schemas.pseo_layout import Product, layout
 from pseo_das.tasks.publication.labelled_workbook import write_release_workbook
 from pseo_das.tasks.publication.release_files import csv_text
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from result_file import Run, table  # noqa: E402
+from bench_files_written_once import cpu
+from result_file import Run, table
 
 READ_BLOCK_BYTES = 1 << 26
-
-
-def cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
 
 
 def workbook_cost(public: Path, release_id: str) -> tuple[float, int]:
