@@ -56,8 +56,8 @@ def discrete_laplace_noise(release_seed: bytes, measurement_id: str,
     return draw(table, words, stream.word, out=words.view(np.int64)).reshape(shape)
 
 
-# threads drawing the next blocks of `discrete_laplace_blocks` while one is used (ChaCha20's
-# words and the vectorised inversion let go of the interpreter lock)
+# threads drawing the next blocks of `discrete_laplace_blocks` while one is used (randomgen's
+# ChaCha20 lets go of the interpreter lock while it makes words)
 DRAW_THREADS = 2
 
 
