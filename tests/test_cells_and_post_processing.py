@@ -205,7 +205,7 @@ def test_histogram_schema_is_checked_on_every_block_of_rows(monkeypatch):
     table = institution_table()
     y1 = NoisyHistograms("t1", "I", "4", 1, table.cells, np.full((4, 21), 10), ("t1",))
     _, pseoh, _ = publication_tables([y1], CFG.earnings)
-    monkeypatch.setattr(earnings_tables, "SCHEMA_BLOCK_ROWS", 20)
+    monkeypatch.setattr(earnings_tables, "PSEOH_BLOCK_ROWS", 20)
     earnings_tables.check_histogram_rows(pseoh)
     for row in (0, 19, 20, len(pseoh) - 1):
         broken = pseoh.copy()

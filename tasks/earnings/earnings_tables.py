@@ -126,7 +126,7 @@ def _cell_rows(cells: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
     return ordered, row_of_cell[cell]
 
 
-SCHEMA_BLOCK_ROWS = 1 << 20
+PSEOH_BLOCK_ROWS = 1 << 20   # pseoh_all rows made (and schema-checked) at a time
 
 
 @dataclass(frozen=True)
@@ -150,7 +150,7 @@ class HistogramTable:
     def __len__(self) -> int:
         return self.counts.size
 
-    def blocks(self, rows: int = SCHEMA_BLOCK_ROWS) -> Iterator[pd.DataFrame]:
+    def blocks(self, rows: int = PSEOH_BLOCK_ROWS) -> Iterator[pd.DataFrame]:
         """The table's rows in whole histograms, about `rows` at a time (at least one
         histogram; one empty block for an empty table), indexed by their row in the table."""
         step = max(rows // len(self.bins), 1)
@@ -247,14 +247,14 @@ def check_histogram_table(pseoh: HistogramTable) -> None:
 
 
 def check_histogram_rows(pseoh: pd.DataFrame) -> None:
-    """pseoh_all's output schema on every row of `pseoh`, SCHEMA_BLOCK_ROWS rows at a time
+    """pseoh_all's output schema on every row of `pseoh`, PSEOH_BLOCK_ROWS rows at a time
     with their codes as text and their integers as int64, as the file holds them: the
     schema's checks are row by row, so its verdict is that on the whole table, without a
     copy of the whole table (pandera.errors.SchemaErrors names the failing rows by their
     index in `pseoh`)."""
     schema = pseoh_schema()
-    for start in range(0, max(len(pseoh), 1), SCHEMA_BLOCK_ROWS):
-        block = categories_as_text(pseoh.iloc[start:start + SCHEMA_BLOCK_ROWS])
+    for start in range(0, max(len(pseoh), 1), PSEOH_BLOCK_ROWS):
+        block = categories_as_text(pseoh.iloc[start:start + PSEOH_BLOCK_ROWS])
         schema.validate(block.astype({name: np.int64 for name, dtype in block.dtypes.items()
                                       if pd.api.types.is_integer_dtype(dtype)}), lazy=True)
 

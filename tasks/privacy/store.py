@@ -637,6 +637,8 @@ class PrivacyStore:
         return sha
 
     def get_object(self, sha: str, ext: str) -> bytes:
+        """objects/<sha>.<ext> as bytes, checked against its SHA-256 (a small object;
+        `open_object` reads a large one in place)."""
         path = self.path / "objects" / f"{sha}.{ext}"
         try:
             data = path.read_bytes()
