@@ -62,6 +62,7 @@ from pathlib import Path
 import psutil
 import pyarrow.parquet as pq
 
+from release_sizes import MB, file_sizes, summary as folder_summary
 from result_file import Run, table
 
 HERE = Path(__file__).resolve().parent
@@ -245,12 +246,16 @@ def dataset(size: str, institutions: int = DEMO_INSTITUTIONS) -> tuple[Path, int
 def run_release(data: Path, log: Path, label: str, tracking_uri: str,
                 engine: str = "local", env: dict[str, str] | None = None) -> dict:
     """One release into a fresh temporary OUT and a fresh privacy store (so that every run
-    measures everything), audited in the session's MLflow store."""
+    measures everything), audited in the session's MLflow store; `output_mb`: the release
+    folder's size (release_sizes.py: a file hard-linked under two names counted once)."""
     with tempfile.TemporaryDirectory(prefix="pseo-bench-") as tmp:
         run = measure([str(BIN / "pseo-das"), "release", "--data", str(data),
                        "--out", f"{tmp}/out", "--seed", RELEASE_SEED, "--release-id", label,
                        "--tracking-uri", tracking_uri, "--store", f"{tmp}/store",
                        "--init-store", "--engine", engine], log, env, rss=True)
+        out = Path(tmp) / "out"
+        run["output_mb"] = folder_summary(file_sizes(out))[1]["bytes"] / MB \
+            if out.exists() else None
     text, started = log.read_text(errors="replace"), run.pop("started")
     run["steps"] = release_steps(text, started, run["wall_s"])
     samples = run.pop("rss")
@@ -271,6 +276,8 @@ def summarize(runs: list[dict]) -> dict:
     wall = statistics.median(r["wall_s"] for r in runs)
     summary = {"wall_s": wall, "peak_mb": statistics.median(r["peak_mb"] for r in runs),
                "cpu_s": statistics.median(r["cpu_s"] for r in runs), "runs": runs}
+    if all(r.get("output_mb") is not None for r in runs):
+        summary["output_mb"] = statistics.median(r["output_mb"] for r in runs)
     if "steps" in runs[0]:
         median_run = min(runs, key=lambda r: abs(r["wall_s"] - wall))
         summary["steps"] = median_run["steps"]
@@ -324,10 +331,11 @@ def add_marginals(rows: dict[str, dict]) -> None:
 
 
 def print_report(rows: dict[str, dict]) -> None:
-    print("\n| size | outcome rows | engine | release wall s | release peak MB | flows steps s "
+    print("\n| size | outcome rows | engine | release wall s | release peak MB | output MB "
+          "| flows steps s "
           "| counting step s | counting rows/s | baseline wall s | baseline peak MB "
           "| baseline marginal rows/s | release marginal s (without flows) | ratio |")
-    print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for size, r in rows.items():
         ratio = "-" if r["ratio"] is None else f"{r['ratio']:.2f}"
         base_rate = (r["outcome_rows"] / r["baseline_marginal_s"]
@@ -336,7 +344,8 @@ def print_report(rows: dict[str, dict]) -> None:
             count_s = release["steps"].get(COUNT_STEP, 0.0)
             flows_s = sum(release["steps"].get(name, 0.0) for name in FLOWS_STEPS)
             print(f"| {size} | {r['outcome_rows']:,} | {engine} | {release['wall_s']:.1f} "
-                  f"| {release['peak_mb']:.0f} | {flows_s:.1f} | {count_s:.1f} "
+                  f"| {release['peak_mb']:.0f} | {release.get('output_mb') or 0:.0f} "
+                  f"| {flows_s:.1f} | {count_s:.1f} "
                   f"| {r['outcome_rows'] / count_s if count_s else 0:,.0f} "
                   f"| {r['baseline']['wall_s']:.2f} | {r['baseline']['peak_mb']:.0f} "
                   f"| {'-' if base_rate is None else f'{base_rate:,.0f}'} "
@@ -527,6 +536,7 @@ def release_figures(rows: dict[str, dict]) -> list[dict]:
             count_s = release["steps"].get(COUNT_STEP, 0.0)
             lines.append([size, r["outcome_rows"], engine, round(release["wall_s"], 1),
                           round(release["cpu_s"], 1), round(release["peak_mb"]),
+                          None if release.get("output_mb") is None else round(release["output_mb"]),
                           round(sum(release["steps"].get(n, 0.0) for n in FLOWS_STEPS), 1),
                           round(count_s, 1),
                           round(r["outcome_rows"] / count_s) if count_s and size != "tiny" else None,
@@ -537,7 +547,7 @@ def release_figures(rows: dict[str, dict]) -> list[dict]:
                *national_targets(rows)]
     return [table("Release and baseline, medians",
                   ["size", "outcome rows", "engine", "release s", "release CPU s",
-                   "release peak MB",
+                   "release peak MB", "release output MB",
                    "flows steps s", "counting step s", "counting rows/s", "baseline s",
                    "baseline peak MB"], lines),
             table("Targets (issue 14), as the script prints them", ["target"],

@@ -212,3 +212,15 @@ def test_the_release_benchmark_gives_each_step_the_cpu_used_in_its_intervals(mon
     assert sum(cpu.values()) == pytest.approx(samples[-1][2])
     assert bench.release_step_peaks(RELEASE_LOG, started, 10.6, samples)[
         "keep measurements in the privacy store"] == 2000
+
+
+def test_the_release_benchmark_gives_the_median_output_size(monkeypatch):
+    """bench_release.summarize: the release folder's size is the runs' median, and left out
+    when a run has none (a failed release writes no folder)."""
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    bench = load(ROOT / "benchmarks" / "bench_release.py", "bench_release_output")
+    runs = [{"wall_s": w, "peak_mb": 1.0, "cpu_s": 1.0, "output_mb": mb}
+            for w, mb in ((3.0, 200.0), (1.0, 180.0), (2.0, 210.0))]
+    assert bench.summarize(runs)["output_mb"] == 200.0
+    runs[1]["output_mb"] = None
+    assert "output_mb" not in bench.summarize(runs)
