@@ -45,6 +45,29 @@ def test_every_command_is_in_the_generated_cli_reference(tmp_path):
     assert all(f"## {name}\n" in text for name in commands.choices)
 
 
+def test_every_configuration_key_has_its_own_meaning_in_the_reference():
+    """Each key of the generated configuration reference has a meaning from the comment
+    above it (or at the end of its line) in default_config.toml, and a section's
+    introduction or a note that a blank line ends is no key's meaning."""
+    sys.path.insert(0, str(ROOT / "docs" / "hooks"))
+    try:
+        import reference
+    finally:
+        sys.path.remove(str(ROOT / "docs" / "hooks"))
+    meanings = {}
+    section = None
+    for line in reference.configuration_reference().splitlines():
+        if line.startswith("## ["):
+            section = line[4:-1]
+        elif line.startswith("| `"):
+            cells = [c.strip() for c in line.strip("|").split(" | ")]
+            meanings[f"{section}.{cells[0].strip('`')}"] = cells[-1]
+    assert len(meanings) >= 50
+    assert not [key for key, meaning in meanings.items() if not meaning]
+    assert meanings["privacy.store"].startswith("The privacy store folder")
+    assert meanings["flows.epsilon_per_tabulation"].startswith("Epsilon of each measured")
+
+
 def test_readme_is_a_screen_long_and_links_inside_the_repository():
     readme = (ROOT / "README.md").read_text()
     assert len(readme.splitlines()) <= README_MAX_LINES

@@ -47,11 +47,15 @@ def cli_reference() -> str:
 
 def _comments_and_keys(text: str) -> dict[str, dict[str, list[str]]]:
     """Per section, per key (commented-out keys included), the comment lines between the
-    key before it and the key, and the comment at the end of its line."""
+    key before it and the key, and the comment at the end of its line. A blank line ends a
+    comment that is not about the key after it (a section's introduction, a note)."""
     sections: dict[str, dict[str, list[str]]] = {}
     section, pending = None, []
     for line in text.splitlines():
         stripped = line.strip()
+        if not stripped:
+            pending = []
+            continue
         if stripped.startswith("[") and stripped.endswith("]"):
             section, pending = stripped[1:-1], []
             sections[section] = {}
@@ -113,7 +117,9 @@ def configuration_reference() -> str:
                 default = "(required)"
             else:
                 default = field.default
-            if default != "(required)":
+            if default == {}:
+                default = "{}"
+            elif default != "(required)":
                 default = toml_value(float(default) if isinstance(default, Fraction) else default)
             kind = _type_text(field.annotation)
             bounds = _bounds(field)
