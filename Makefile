@@ -59,4 +59,4 @@ bench: $(VENV)/.installed
 	$(BIN)/python benchmarks/bench_release.py
 
 clean:
-	rm -rf $(VENV) data releases audit audit_reports demo-store demo-seed.key study study-quick flows-study .pytest_cache pseo_das.egg-info build site
+	rm -rf $(VENV) data releases audit audit_reports demo-store demo-seed.key study study-quick flows-study .pytest_cache pseo_das.egg-info build dist site

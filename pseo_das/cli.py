@@ -1,6 +1,6 @@
-"""Command line: `pseo-das synth`, `release`, `review`, `publish`, `republish`, `store`,
-`schedule`, `server`, `audit`,
-`noise-sample`, `evaluate`, `validate-layout`, `synthesize` and `verify-server`."""
+"""Command line: `pseo-das key`, `synth`, `release`, `review`, `publish`, `republish`,
+`store`, `schedule`, `server`, `audit`, `noise-sample`, `evaluate`, `synthesize`,
+`verify-server`, `validate-layout` and `explore`."""
 from __future__ import annotations
 
 import argparse
@@ -122,8 +122,8 @@ def _release(args: argparse.Namespace) -> int:
     pseo_das, mlflow = installed_command("pseo-das"), installed_command("mlflow")
     print(f"""
 Release {result.release_id} published. {spending_sentence(summary, result.new_spending)}{guarantee_line(summary)}{demo_line(summary)}{cell_statistics_line(summary)}
-  public files:    {out / 'public'}  (as the Census Bureau distributes them: all/ with the official pseoe_all, pseof_all (.csv.gz unless [publication] format = "csv"), pseo_all_institutions.csv, pseo_all_partners.txt, version_pseo.txt and pseo-das's pseoh_all, datapackage.json and parquet/{', pseoemp_all' if any((out / 'public' / 'all').glob('pseoemp_all.csv*')) else ''}; one folder per state; release_notes.html/.md)
-  internal files:  {out / 'internal'}  (release_summary.json, ledger.csv, lifetime_budget.csv, flows_state.parquet, drb_report.html, manifest.json, config.json)
+  public files:    {out / 'public'}  (as the Census Bureau distributes them: all/ with the official pseoe_all, pseof_all (.csv.gz unless [publication] format = "csv"), pseo_all_institutions.csv, pseo_all_partners.txt, version_pseo.txt and pseo-das's pseoh_all, datapackage.json and parquet/{', pseoemp_all' if any((out / 'public' / 'all').glob('pseoemp_all.csv*')) else ''}; one folder per state; release_notes.html/.md; explorer/)
+  internal files:  {out / 'internal'}  (release_summary.json, ledger.csv, lifetime_budget.csv, flows_state.parquet, drb_report.html/.md, manifest.json, config.json, explorer/)
   privacy store:   {summary['store']}
   audit run:       MLflow run {result.mlflow_run_id} in {result.tracking_uri}
 Look at it:
@@ -901,10 +901,12 @@ def parser() -> argparse.ArgumentParser:
                          "recorded seed, else 256 fresh random bits); visible to other users in "
                          "`ps`: prefer --seed-file or $PSEO_DAS_SEED")
     release.add_argument("--seed-file", help="file holding the release seed (64 hex digits)")
-    release.add_argument("--reference", help="folder with the public reference files j2j_state_flows.csv "
-                         "(or j2jod/, the per-state downloads), qcew_state_sector.csv (or qcew/, the "
-                         "annual CSVs by area or industry), state_coverage.csv (default: the packaged "
-                         "demo files)")
+    release.add_argument("--reference", help="folder with the public reference files: "
+                         "j2j_state_flows.csv (or j2jod/, the per-state downloads), "
+                         "qcew_state_sector.csv (or qcew/, the annual CSVs by area or industry), "
+                         "state_coverage.csv, nces/Crosswalk2010to2020.csv, ipeds/ (completions and "
+                         "directories), bls/cu.data*, cip_hard_coded_transitions.csv "
+                         "(default: the packaged demo files)")
     release.add_argument("--release-id", help="release identifier (default: UTC timestamp); "
                          "running a recorded release id again with the same inputs reuses its seed "
                          "and spends nothing")

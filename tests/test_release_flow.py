@@ -270,6 +270,13 @@ def test_configured_cip_levels_and_budget_cap(tmp_path, tracking_uri, capsys):
     measure2 = without_extras(tmp_path / "measure2.toml", '[privacy]\nepsilon_per_tabulation = 0.5\n'
                               'cip_levels = { "4" = "measure", "2" = "measure", "A" = "derive" }\n')
     assert run_release(data, tmp_path / "r", SEED_A, tracking_uri, extra=measure2) == 0
+    printed = capsys.readouterr().out   # names every entry of the two folders it made
+    listed = printed[printed.index("public files:"):printed.index("privacy store:")]
+    entries = [p.name + "/" * p.is_dir() for folder in ("public", "internal")
+               for p in (tmp_path / "r" / folder).iterdir() if len(p.name) != 2]   # not states
+    assert entries and not [e for e in entries
+                            if e not in listed and e.replace(".md", ".html/.md") not in listed
+                            and e.replace(".html", ".html/.md") not in listed], entries
     ledger = pd.read_csv(tmp_path / "r" / "internal" / "ledger.csv")
     earnings = ledger[ledger["product"] == "earnings histograms"]
     assert earnings["epsilon"].sum() == pytest.approx(3.0)  # 3 years x 2 measured levels x 0.5
