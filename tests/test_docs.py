@@ -32,13 +32,19 @@ def test_the_docs_build_strict(tmp_path):
     assert benchmarks.count("<table>") >= 6            # rendered from benchmarks/results/
 
 
-def test_every_command_is_in_the_generated_cli_reference(tmp_path):
-    """The reference is the parser's: a command added to the CLI appears without an edit."""
+def reference_hook():
+    """docs/hooks/reference.py, the generator of the reference pages."""
     sys.path.insert(0, str(ROOT / "docs" / "hooks"))
     try:
         import reference
     finally:
         sys.path.remove(str(ROOT / "docs" / "hooks"))
+    return reference
+
+
+def test_every_command_is_in_the_generated_cli_reference(tmp_path):
+    """The reference is the parser's: a command added to the CLI appears without an edit."""
+    reference = reference_hook()
     from pseo_das.cli import parser
     text = reference.cli_reference()
     commands = next(a for a in parser()._actions if hasattr(a, "choices") and a.choices)
@@ -49,11 +55,7 @@ def test_every_configuration_key_has_its_own_meaning_in_the_reference():
     """Each key of the generated configuration reference has a meaning from the comment
     above it (or at the end of its line) in default_config.toml, and a section's
     introduction or a note that a blank line ends is no key's meaning."""
-    sys.path.insert(0, str(ROOT / "docs" / "hooks"))
-    try:
-        import reference
-    finally:
-        sys.path.remove(str(ROOT / "docs" / "hooks"))
+    reference = reference_hook()
     meanings = {}
     section = None
     for line in reference.configuration_reference().splitlines():
